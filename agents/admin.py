@@ -1,0 +1,100 @@
+from django import forms
+from django.contrib import admin
+
+from .api import provider_health
+from .models import Environment, LLMModel, Provider, Role, Run, ToolCall, ToolPolicy
+from .providers.keys import encrypt_key
+
+
+@admin.register(Role)
+class RoleAdmin(admin.ModelAdmin):
+    list_display = ["name", "label", "rank", "is_admin"]
+
+
+@admin.register(Environment)
+class EnvironmentAdmin(admin.ModelAdmin):
+    list_display = ["name", "tier"]
+
+
+class ProviderForm(forms.ModelForm):
+    api_key = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Write-only: stored encrypted and never shown again. Leave empty to keep the current key.",
+    )
+    clear_api_key = forms.BooleanField(required=False, help_text="Remove the stored key.")
+
+    class Meta:
+        model = Provider
+        fields = ["slug", "name", "kind", "base_url", "api_key_env", "default_model", "enabled", "echo_reasoning"]
+
+    def save(self, commit=True):
+        provider = super().save(commit=False)
+        if self.cleaned_data.get("clear_api_key"):
+            provider.api_key_encrypted = ""
+        elif self.cleaned_data.get("api_key"):
+            provider.api_key_encrypted = encrypt_key(self.cleaned_data["api_key"])
+        if commit:
+            provider.save()
+        return provider
+
+
+class LLMModelInline(admin.TabularInline):
+    model = LLMModel
+    extra = 0
+
+
+@admin.register(Provider)
+class ProviderAdmin(admin.ModelAdmin):
+    form = ProviderForm
+    list_display = ["name", "slug", "kind", "base_url", "default_model", "enabled", "health", "has_stored_key"]
+    list_filter = ["kind", "enabled"]
+    inlines = [LLMModelInline]
+
+    @admin.display(description="status")
+    def health(self, obj):
+        return provider_health(obj)
+
+    @admin.display(boolean=True, description="stored key")
+    def has_stored_key(self, obj):
+        return bool(obj.api_key_encrypted)
+
+
+@admin.register(LLMModel)
+class LLMModelAdmin(admin.ModelAdmin):
+    list_display = ["name", "provider", "context_window", "supports_tools", "parameter_size", "prompt_tier", "enabled"]
+    list_filter = ["provider", "prompt_tier", "enabled"]
+
+
+@admin.register(ToolPolicy)
+class ToolPolicyAdmin(admin.ModelAdmin):
+    list_display = ["tool_name", "enabled", "risk", "approval_mode", "timeout_s", "roles"]
+    list_editable = ["enabled"]
+    list_filter = ["enabled", "risk", "approval_mode"]
+    filter_horizontal = ["allowed_roles"]
+
+    @admin.display(description="allowed roles")
+    def roles(self, obj):
+        return ", ".join(r.name for r in obj.allowed_roles.all()) or "every role"
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
+    list_display = ["id", "thread", "user", "status", "provider", "model", "iterations", "created_at"]
+    list_filter = ["status", "provider"]
+    search_fields = ["id", "user__username"]
+
+
+@admin.register(ToolCall)
+class ToolCallAdmin(ReadOnlyAdmin):
+    list_display = ["tool_name", "status", "risk", "run", "attempts", "duration_ms", "created_at"]
+    list_filter = ["status", "tool_name", "risk", ("created_at", admin.DateFieldListFilter)]
+    search_fields = ["tool_name", "call_id", "run__user__username"]

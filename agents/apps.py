@@ -1,0 +1,27 @@
+from django.apps import AppConfig
+
+
+class AgentsConfig(AppConfig):
+    name = "agents"
+    verbose_name = "Agents"
+
+    def ready(self) -> None:
+        # Fill the tool registry once: every installed app's ``tools`` module declares its
+        # tools with ``@tool``. The registry is read-only afterwards.
+        from django.utils.module_loading import autodiscover_modules
+
+        from agents.tools import registry
+
+        autodiscover_modules("tools")
+        registry.freeze()
+
+        from django.db.models.signals import post_migrate
+
+        post_migrate.connect(_sync_tool_policies, sender=self)
+
+
+def _sync_tool_policies(sender, **kwargs) -> None:
+    """After migrate: a ToolPolicy row with safe defaults for every registered tool."""
+    from agents.pipeline import tool_policies_sync
+
+    tool_policies_sync()

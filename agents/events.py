@@ -1,0 +1,185 @@
+"""The one place that publishes run events to a thread's Channels group (DESIGN §7, §8).
+
+Each run has a :class:`RunEmitter`: it stamps ``run_id`` and ``seq`` (1, 2, 3… per run, no
+gaps), coalesces text deltas adaptively and hands events, in order, to one long-lived event
+loop that owns the channel-layer connection. Worker threads never create an event loop or a
+Redis connection per event.
+
+Which loop: the web server's own loop when this process serves ASGI (embedded mode: the
+in-memory channel layer lives there), otherwise one daemon loop thread per process (Celery
+workers, the ``ask`` command).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import logging
+import threading
+import time
+from typing import Any
+
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+GROUP_MESSAGE_TYPE = "run.event"  # handled by ChatConsumer.run_event
+
+_server_loop: asyncio.AbstractEventLoop | None = None
+_own_loop: asyncio.AbstractEventLoop | None = None
+_own_loop_lock = threading.Lock()
+
+
+def bind_server_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Called by the ASGI application on each connection: publish on the server's loop."""
+    global _server_loop
+    _server_loop = loop
+
+
+def publisher_loop() -> asyncio.AbstractEventLoop:
+    """The loop events are sent from: the bound server loop if alive, else our own thread."""
+    global _own_loop
+    if _server_loop is not None and _server_loop.is_running() and not _server_loop.is_closed():
+        return _server_loop
+    with _own_loop_lock:
+        if _own_loop is None or _own_loop.is_closed():
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="event-publisher", daemon=True)
+            thread.start()
+            _own_loop = loop
+        return _own_loop
+
+
+def run_coroutine(coro: Any, timeout: float | None = None) -> Any:
+    """Run ``coro`` on the publisher loop from a sync thread and wait for its result."""
+    return asyncio.run_coroutine_threadsafe(coro, publisher_loop()).result(timeout)
+
+
+def thread_group(thread_id: Any) -> str:
+    return f"thread.{thread_id}"
+
+
+class RunEmitter:
+    """Publishes one run's events in order.
+
+    ``text(delta)`` coalesces: a delta is sent at once when nothing was sent for this run
+    within ``window_s`` (default ``EVENTS_COALESCE_WINDOW_S`` = 15 ms); otherwise it waits
+    for the window's end, merged with whatever arrives meanwhile, or goes out early once the
+    buffer holds ``max_chars``. Any other event flushes buffered text first. Events carry
+    deltas, never the accumulated text.
+
+    Thread-safe: the loop's worker thread calls ``text``/``emit``; the coalescing timer fires
+    on the publisher loop.
+    """
+
+    def __init__(
+        self,
+        *,
+        run_id: Any,
+        thread_id: Any,
+        start_seq: int = 0,
+        window_s: float | None = None,
+        max_chars: int | None = None,
+    ) -> None:
+        self.run_id = str(run_id)
+        self.group = thread_group(thread_id)
+        self.window_s = settings.EVENTS_COALESCE_WINDOW_S if window_s is None else window_s
+        self.max_chars = settings.EVENTS_COALESCE_MAX_CHARS if max_chars is None else max_chars
+        self._seq = start_seq
+        self._lock = threading.Lock()
+        self._buffer: list[str] = []
+        self._buffered = 0
+        self._last_sent = 0.0
+        self._timer_gen = 0
+        self._timer_armed = False
+        self._loop = publisher_loop()
+        self._outbox: collections.deque[dict] = collections.deque()
+        self._drain_task: asyncio.Task | None = None
+        self._layer = get_channel_layer()
+        self.sent_count = 0
+
+    @property
+    def seq(self) -> int:
+        return self._seq
+
+    # -- called from the worker thread -------------------------------------------------
+    def text(self, delta: str) -> None:
+        if not delta:
+            return
+        with self._lock:
+            self._buffer.append(delta)
+            self._buffered += len(delta)
+            if self._timer_armed:
+                if self._buffered >= self.max_chars:
+                    self._flush_locked()
+                return
+            wait = self._last_sent + self.window_s - time.monotonic()
+            if wait <= 0 or self._buffered >= self.max_chars:
+                self._flush_locked()
+                return
+            self._timer_gen += 1
+            self._timer_armed = True
+            gen = self._timer_gen
+            self._loop.call_soon_threadsafe(self._loop.call_later, wait, self._timer_fired, gen)
+
+    def emit(self, type_: str, **fields: Any) -> dict:
+        """Flush buffered text, then send one event; returns the event as sent."""
+        with self._lock:
+            self._flush_locked()
+            return self._send_locked({"type": type_, **fields})
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Flush and wait until every event has been handed to the channel layer."""
+        self.flush()
+        try:
+            asyncio.run_coroutine_threadsafe(self._wait_drained(), self._loop).result(timeout)
+        except (concurrent.futures.TimeoutError, RuntimeError):
+            logger.warning("run %s: events not drained within %.1f s", self.run_id, timeout)
+
+    # -- internals -----------------------------------------------------------------------
+    def _timer_fired(self, gen: int) -> None:
+        with self._lock:
+            if self._timer_armed and gen == self._timer_gen:
+                self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        self._timer_armed = False
+        if not self._buffer:
+            return
+        delta = "".join(self._buffer)
+        self._buffer.clear()
+        self._buffered = 0
+        self._send_locked({"type": "text.delta", "delta": delta})
+
+    def _send_locked(self, body: dict) -> dict:
+        self._seq += 1
+        event = {"type": body.pop("type"), "run_id": self.run_id, "seq": self._seq, **body}
+        self._last_sent = time.monotonic()
+        self._loop.call_soon_threadsafe(self._enqueue, event)
+        return event
+
+    def _enqueue(self, event: dict) -> None:  # on the loop
+        self._outbox.append(event)
+        if self._drain_task is None or self._drain_task.done():
+            self._drain_task = self._loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        while self._outbox:
+            event = self._outbox.popleft()
+            try:
+                await self._layer.group_send(self.group, {"type": GROUP_MESSAGE_TYPE, "event": event})
+                self.sent_count += 1
+            except Exception:  # a broken layer must not kill the run; the DB keeps the text
+                logger.exception("run %s: could not publish %s seq %s", self.run_id, event["type"], event["seq"])
+
+    async def _wait_drained(self) -> None:
+        await asyncio.sleep(0)  # let call_soon_threadsafe callbacks queued before us run
+        while self._drain_task is not None and not self._drain_task.done():
+            await asyncio.shield(self._drain_task)
+            await asyncio.sleep(0)

@@ -1,0 +1,5 @@
+"""The agent loop: ``run_turn(run_id=…)`` (DESIGN §5)."""
+
+from .turn import run_turn
+
+__all__ = ["run_turn"]

@@ -1,0 +1,229 @@
+"""Roles, providers and models, tool policies, runs and the tool-call ledger (DESIGN §4)."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class Role(models.Model):
+    """A workspace role. ``viewer``, ``member`` and ``admin`` are seeded; admins add more.
+
+    ``rank`` orders roles for messages such as "needs member": a higher rank is more trusted.
+    ``is_admin`` lets the role read every thread of its workspace and decide approvals.
+    """
+
+    name = models.SlugField(unique=True)
+    label = models.CharField(max_length=100)
+    rank = models.PositiveSmallIntegerField(default=10)
+    is_admin = models.BooleanField(default=False)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["rank", "name"]
+
+    def __str__(self) -> str:
+        return self.label or self.name
+
+
+class Environment(models.Model):
+    """A deployment environment a tool call may touch; its tier drives the risk level."""
+
+    class Tier(models.TextChoices):
+        PROD = "prod"
+        STAGING = "staging"
+        DEV = "dev"
+
+    name = models.CharField(max_length=100, unique=True)
+    tier = models.CharField(max_length=8, choices=Tier.choices)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.tier})"
+
+
+class Provider(models.Model):
+    """An LLM endpoint. Its key comes from the environment variable named in ``api_key_env``
+    or from ``api_key_encrypted`` (entered write-only in the admin, Fernet-encrypted);
+    no API, page, event or log ever carries it."""
+
+    class Kind(models.TextChoices):
+        OPENAI_COMPATIBLE = "openai_compatible", "OpenAI-compatible"
+        ANTHROPIC = "anthropic", "Anthropic"
+        OLLAMA = "ollama", "Ollama"
+        OFFLINE = "offline", "Offline (rule-based, no LLM)"
+        AGENT_RUNS = "agent_runs", "Agent runs API"
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=24, choices=Kind.choices)
+    base_url = models.URLField(blank=True)
+    api_key_env = models.CharField(
+        max_length=100, blank=True, help_text="Name of the environment variable holding the key."
+    )
+    api_key_encrypted = models.TextField(blank=True, editable=False)
+    default_model = models.CharField(max_length=200, blank=True)
+    enabled = models.BooleanField(default=True)
+    # DeepSeek-style providers reject a replayed tool-call turn without its reasoning.
+    echo_reasoning = models.BooleanField(
+        default=False, help_text="Send stored reasoning back on assistant tool-call turns."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class LLMModel(models.Model):
+    """A model offered by a provider."""
+
+    class PromptTier(models.TextChoices):
+        AUTO = "auto", "Auto"
+        FULL = "full", "Full"
+        SMALL = "small", "Small"
+
+    provider = models.ForeignKey(Provider, on_delete=models.CASCADE, related_name="models")
+    name = models.CharField(max_length=200)
+    label = models.CharField(max_length=200, blank=True)
+    context_window = models.PositiveIntegerField(default=32768, help_text="tokens")
+    supports_tools = models.BooleanField(default=True)
+    parameter_size = models.CharField(max_length=20, blank=True, help_text='e.g. "7B"')
+    prompt_tier = models.CharField(max_length=8, choices=PromptTier.choices, default=PromptTier.AUTO)
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["provider", "name"]
+        constraints = [models.UniqueConstraint(fields=["provider", "name"], name="llmmodel_unique_name")]
+
+    def __str__(self) -> str:
+        return f"{self.provider.slug}/{self.name}"
+
+
+class ToolPolicy(models.Model):
+    """The admin's word on one tool: whether it is enabled, for whom, and how risky it is.
+
+    A row is created for every registered tool with the declaration's defaults; an empty
+    ``allowed_roles`` means every role may use it.
+    """
+
+    class Risk(models.TextChoices):
+        READ = "read"
+        WRITE = "write"
+        DANGEROUS = "dangerous"
+
+    class ApprovalMode(models.TextChoices):
+        NEVER = "never"
+        WRITES_IN_PROD = "writes_in_prod"
+        ALWAYS = "always"
+
+    tool_name = models.CharField(max_length=64, unique=True)
+    enabled = models.BooleanField(default=True)
+    risk = models.CharField(max_length=12, choices=Risk.choices, default=Risk.READ)
+    allowed_roles = models.ManyToManyField(Role, blank=True, related_name="tool_policies")
+    affinity_object_types = models.JSONField(default=list, blank=True)
+    timeout_s = models.PositiveIntegerField(default=30)
+    approval_mode = models.CharField(max_length=16, choices=ApprovalMode.choices, default=ApprovalMode.NEVER)
+
+    class Meta:
+        ordering = ["tool_name"]
+        verbose_name_plural = "tool policies"
+
+    def __str__(self) -> str:
+        return self.tool_name
+
+
+class Run(models.Model):
+    """One agent turn: from a user message to the final assistant message."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        AWAITING_APPROVAL = "awaiting_approval"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        INTERRUPTED = "interrupted"
+
+    TERMINAL = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED, Status.INTERRUPTED})
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    thread = models.ForeignKey("chat.Thread", on_delete=models.CASCADE, related_name="runs")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    user_message = models.ForeignKey("chat.Message", null=True, on_delete=models.SET_NULL, related_name="+")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    provider = models.ForeignKey(Provider, null=True, on_delete=models.SET_NULL, related_name="+")
+    model = models.CharField(max_length=200, blank=True)
+    grounded = models.BooleanField(default=True)
+    include_private = models.BooleanField(default=False)
+    ui_context = models.JSONField(default=dict, blank=True)
+    env_id = models.CharField(max_length=100, blank=True)
+    iterations = models.PositiveSmallIntegerField(default=0)
+    error = models.JSONField(default=dict, blank=True)
+    last_event_seq = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["thread", "status"], name="run_thread_status")]
+
+    def __str__(self) -> str:
+        return f"Run {self.pk} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+
+class ToolCall(models.Model):
+    """The ledger and audit record of one tool call the model made.
+
+    A call that ``succeeded`` or whose status is unknown is never executed again — not on
+    resume and not on task redelivery after a worker crash (DESIGN §4).
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        AWAITING_APPROVAL = "awaiting_approval"
+        APPROVED = "approved"
+        DENIED = "denied"
+        PERMISSION_DENIED = "permission_denied"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        TIMEOUT = "timeout"
+        STATUS_UNKNOWN = "status_unknown"
+        EXPIRED = "expired"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
+    message = models.ForeignKey("chat.Message", on_delete=models.CASCADE, related_name="ledger")
+    call_id = models.CharField(max_length=200)
+    tool_name = models.CharField(max_length=200)
+    arguments = models.JSONField(default=dict, blank=True)
+    raw_arguments = models.TextField(blank=True)
+    risk = models.CharField(max_length=12, blank=True)
+    risk_level = models.CharField(max_length=12, blank=True)
+    env_context = models.CharField(max_length=12, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    result = models.JSONField(null=True, blank=True)
+    summary = models.TextField(blank=True)
+    is_error = models.BooleanField(default=False)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [models.UniqueConstraint(fields=["message", "call_id"], name="toolcall_unique_call")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} ({self.status})"

@@ -1,0 +1,167 @@
+"""Tool policy as plain functions: what is offered (prompt side) and what may run
+(invocation side). DESIGN §5 step 1 and step 4; rules from the ss-tools and cks rows of §1.
+
+* ``tool_pipeline`` — registry → enabled policies → RBAC → context affinity →
+  ``save_to_knowledge`` only when the thread allows model saves.
+* ``tool_guard`` — checked for *every* call the model makes, offered or not: unknown or
+  disabled → an error result; the role lacks it → ``permission.denied`` (never an approval).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from agents.models import Role, ToolPolicy
+from agents.tools import ToolSpec, registry
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    """A policy row flattened for the hot path (or the declaration's defaults)."""
+
+    enabled: bool
+    risk: str
+    allowed_roles: frozenset[str]
+    affinity_object_types: tuple[str, ...]
+    timeout_s: int
+    approval_mode: str
+
+
+def policy_defaults(spec: ToolSpec) -> PolicyView:
+    return PolicyView(
+        enabled=not spec.chat_denylisted,
+        risk=spec.risk,
+        allowed_roles=frozenset(),
+        affinity_object_types=(),
+        timeout_s=30,
+        approval_mode=spec.approval_default,
+    )
+
+
+def tool_policies_sync() -> int:
+    """Create a ToolPolicy row with safe defaults for every registered tool that lacks one.
+    Returns how many rows were created. Existing rows (the admin's word) are left alone."""
+    existing = set(ToolPolicy.objects.values_list("tool_name", flat=True))
+    created = 0
+    for spec in registry.all():
+        if spec.name in existing:
+            continue
+        defaults = policy_defaults(spec)
+        ToolPolicy.objects.create(
+            tool_name=spec.name,
+            enabled=defaults.enabled,
+            risk=defaults.risk,
+            timeout_s=defaults.timeout_s,
+            approval_mode=defaults.approval_mode,
+        )
+        created += 1
+    return created
+
+
+def policy_views() -> dict[str, PolicyView]:
+    """Tool name → effective policy, one query (+ one for the role sets)."""
+    views = {spec.name: policy_defaults(spec) for spec in registry.all()}
+    for row in ToolPolicy.objects.prefetch_related("allowed_roles"):
+        spec = registry.get(row.tool_name)
+        views[row.tool_name] = PolicyView(
+            enabled=row.enabled and not (spec is not None and spec.chat_denylisted),
+            risk=row.risk,
+            allowed_roles=frozenset(r.name for r in row.allowed_roles.all()),
+            affinity_object_types=tuple(row.affinity_object_types or ()),
+            timeout_s=row.timeout_s,
+            approval_mode=row.approval_mode,
+        )
+    return views
+
+
+@dataclass
+class Offer:
+    """The tools offered to the model and, for each left out, why."""
+
+    tools: list[ToolSpec] = field(default_factory=list)
+    excluded: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        return [t.name for t in self.tools]
+
+
+def role_allows(policy: PolicyView, role_name: str) -> bool:
+    return not policy.allowed_roles or role_name in policy.allowed_roles
+
+
+def tool_pipeline(
+    *, role_name: str, object_type: str | None, allow_model_save: bool, policies: dict[str, PolicyView]
+) -> Offer:
+    """The offered tool set for one request. Each exclusion is logged with its reason."""
+    offer = Offer()
+    for spec in registry.all():
+        policy = policies.get(spec.name) or policy_defaults(spec)
+        reason = None
+        if not policy.enabled:
+            reason = "disabled by policy" if not spec.chat_denylisted else "on the chat denylist"
+        elif not role_allows(policy, role_name):
+            reason = f"role {role_name!r} not allowed"
+        elif (
+            object_type
+            and not spec.always_offered
+            and policy.affinity_object_types
+            and object_type not in policy.affinity_object_types
+        ):
+            reason = f"no affinity with object type {object_type!r}"
+        elif spec.requires_model_save and not allow_model_save:
+            reason = "model saves are off in this thread"
+        if reason:
+            offer.excluded[spec.name] = reason
+            logger.debug("tool %s not offered: %s", spec.name, reason)
+        else:
+            offer.tools.append(spec)
+    return offer
+
+
+@dataclass(frozen=True)
+class Guard:
+    """Outcome of the invocation guard. ``kind``: ok | unknown | disabled | permission_denied."""
+
+    kind: str
+    message: str = ""
+    required_role: str = ""
+    alternatives: tuple[str, ...] = ()
+
+    @property
+    def allowed(self) -> bool:
+        return self.kind == "ok"
+
+
+def required_role_for(policy: PolicyView) -> str:
+    """The least-trusted role that may use the tool (by ``Role.rank``)."""
+    if not policy.allowed_roles:
+        return ""
+    role = Role.objects.filter(name__in=policy.allowed_roles).order_by("rank").first()
+    return role.name if role else sorted(policy.allowed_roles)[0]
+
+
+def tool_guard(*, name: str, role_name: str, policies: dict[str, PolicyView], offered: list[str]) -> Guard:
+    """Check one call at invocation time, whether or not the tool was offered.
+
+    A hallucinated or replayed call for a tool the role lacks is ``permission_denied`` — it
+    never becomes an approval request (DESIGN §1, ss-tools row).
+    """
+    spec = registry.get(name)
+    if spec is None:
+        return Guard("unknown", f"Unknown tool {name!r}. Available tools: {', '.join(offered) or 'none'}.")
+    policy = policies.get(name) or policy_defaults(spec)
+    if not policy.enabled:
+        return Guard("disabled", f"Tool {name!r} is disabled by the administrator.")
+    if not role_allows(policy, role_name):
+        alternatives = tuple(n for n in offered if n != name)
+        return Guard(
+            "permission_denied",
+            f"Permission denied: your role {role_name!r} may not use {name!r}.",
+            required_role=required_role_for(policy),
+            alternatives=alternatives,
+        )
+    return Guard("ok")

@@ -1,0 +1,105 @@
+"""Provider-neutral request, stream events and errors.
+
+Every adapter turns a :class:`ChatRequest` into an iterator of :data:`StreamEvent` values
+and raises :class:`ProviderError` (never an SDK exception) for anything that goes wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol, Union
+
+
+@dataclass
+class ChatMessage:
+    """One canonical message. ``tool_calls``: ``[{"id", "name", "arguments": str}]``."""
+
+    role: str
+    content: str = ""
+    tool_calls: list[dict] = field(default_factory=list)
+    tool_call_id: str = ""
+    is_error: bool = False
+    reasoning: str = ""
+
+
+@dataclass
+class ToolDefinition:
+    """A tool as the model sees it: name, description and a JSON-schema object."""
+
+    name: str
+    description: str
+    parameters: dict
+
+
+@dataclass
+class ChatRequest:
+    model: str
+    system: str
+    messages: list[ChatMessage]
+    tools: list[ToolDefinition] = field(default_factory=list)
+    max_output_tokens: int | None = None
+    # Provider-specific options (e.g. Ollama's num_ctx); an adapter reads only its own keys.
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
+class TextDelta:
+    text: str
+
+
+@dataclass
+class ReasoningDelta:
+    """Hidden reasoning: stored apart, never shown as the answer."""
+
+    text: str
+
+
+@dataclass
+class StreamedToolCall:
+    """A tool call assembled from streamed fragments; ``arguments`` is the raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def as_dict(self) -> dict:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+
+
+@dataclass
+class Finish:
+    """End of one model response. ``reason``: ``stop`` | ``tool_calls`` | ``length``."""
+
+    reason: str
+    usage: Usage | None = None
+
+
+StreamEvent = Union[TextDelta, ReasoningDelta, StreamedToolCall, Finish]
+
+
+class ProviderError(Exception):
+    """A provider failure with a user-readable root cause.
+
+    ``code``: ``not_configured`` | ``unreachable`` | ``auth_failed`` | ``rate_limited`` |
+    ``model_not_found`` | ``bad_request`` | ``upstream_error`` | ``stream_interrupted`` |
+    ``timeout``. ``retryable``: whether sending the same message again may succeed.
+    """
+
+    def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+
+
+class ProviderAdapter(Protocol):
+    def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
+        """Yield stream events; closing the iterator closes the upstream connection."""
+        ...

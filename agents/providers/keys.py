@@ -1,0 +1,53 @@
+"""Provider API keys: from the environment variable named on the row, or the admin-entered
+key stored Fernet-encrypted. Read when a client is built; never logged or returned."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+
+from cryptography.fernet import Fernet, InvalidToken
+from django.conf import settings
+
+
+def _fernet() -> Fernet:
+    material = settings.FIELD_ENCRYPTION_KEY or settings.SECRET_KEY
+    key = base64.urlsafe_b64encode(hashlib.sha256(f"provider-keys:{material}".encode()).digest())
+    return Fernet(key)
+
+
+def encrypt_key(plaintext: str) -> str:
+    return _fernet().encrypt(plaintext.encode()).decode() if plaintext else ""
+
+
+def decrypt_key(token: str) -> str:
+    """The stored key, or "" when there is none or it was encrypted under another secret."""
+    if not token:
+        return ""
+    try:
+        return _fernet().decrypt(token.encode()).decode()
+    except InvalidToken:
+        return ""
+
+
+def provider_api_key(provider) -> str:
+    """The key for ``provider`` (an ``agents.Provider``): env var first, then the stored one."""
+    if provider.api_key_env:
+        value = os.environ.get(provider.api_key_env, "")
+        if value:
+            return value
+    return decrypt_key(provider.api_key_encrypted)
+
+
+def key_status(provider) -> str | None:
+    """``None`` when usable, else what to set ("set ANTHROPIC_API_KEY")."""
+    if provider.kind in ("offline", "ollama"):
+        return None
+    if provider_api_key(provider):
+        return None
+    if provider.api_key_env:
+        return f"set {provider.api_key_env}"
+    if provider.kind == "anthropic":
+        return "enter an API key in the admin"
+    return None  # an OpenAI-compatible local server may need no key

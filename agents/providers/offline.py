@@ -1,0 +1,121 @@
+"""The offline provider: a deterministic, clearly labelled rule-based assistant.
+
+No LLM and no network. It drives the real agent loop the way a model would: a question
+becomes a ``search_knowledge`` tool call, the tool result becomes an answer that quotes the
+best passages with numbered citations; "remember: …" becomes a ``save_to_knowledge`` call.
+The answer streams in small deltas (``OFFLINE_DELTA_DELAY_S`` seconds apart).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+
+from .base import ChatMessage, ChatRequest, Finish, StreamedToolCall, StreamEvent, TextDelta, Usage
+
+LABEL = "*Offline assistant (rule-based, no LLM)*"
+REMEMBER_RE = re.compile(r"^\s*remember\s*:\s*(?P<body>.+)$", re.IGNORECASE | re.DOTALL)
+QUOTE_CHARS = 700
+
+
+def split_deltas(text: str) -> list[str]:
+    """Small streaming pieces: a word and the whitespace after it."""
+    return re.findall(r"\S+\s*|\s+", text)
+
+
+def quote(snippet: str, limit: int = QUOTE_CHARS) -> str:
+    """The first paragraphs of ``snippet`` (heading underlines dropped) as a Markdown quote."""
+    lines = [ln for ln in snippet.splitlines() if not re.fullmatch(r"\s*[*=\-~^]{3,}\s*", ln)]
+    text = "\n".join(lines).strip()
+    if len(text) > limit:
+        cut = text.rfind(". ", 0, limit)
+        text = text[: cut + 1] if cut > limit // 2 else text[:limit].rstrip() + "…"
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+    return "\n>\n".join("> " + " ".join(p.split()) for p in paragraphs)
+
+
+class OfflineAdapter:
+    def __init__(self, *, delta_delay_s: float = 0.0) -> None:
+        self.delta_delay_s = delta_delay_s
+
+    def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
+        tool_names = {t.name for t in request.tools}
+        last = request.messages[-1] if request.messages else None
+        if last is not None and last.role == "tool":
+            yield from self._say(self._answer_from_tool_results(request.messages))
+            return
+        question = last.content.strip() if last is not None and last.role == "user" else ""
+        call_no = sum(1 for m in request.messages if m.role == "assistant" and m.tool_calls) + 1
+        remember = REMEMBER_RE.match(question)
+        if remember and "save_to_knowledge" in tool_names:
+            body = remember.group("body").strip()
+            title = body.splitlines()[0][:80]
+            args = {"type": "note", "title": title, "content": body, "tags": ["remembered"]}
+            yield StreamedToolCall(f"offline_call_{call_no}", "save_to_knowledge", json.dumps(args))
+            yield Finish("tool_calls", Usage(len(question.split()), 0))
+            return
+        if remember:
+            yield from self._say(
+                f"{LABEL}\n\nI can't save to the knowledge base in this thread: model saves are "
+                "off. Turn on *Allow model saves* in the thread settings, or use *Save to "
+                "knowledge* on a message."
+            )
+            return
+        if question and "search_knowledge" in tool_names:
+            args = {"query": question, "top_k": 3}
+            yield StreamedToolCall(f"offline_call_{call_no}", "search_knowledge", json.dumps(args))
+            yield Finish("tool_calls", Usage(len(question.split()), 0))
+            return
+        yield from self._say(
+            f"{LABEL}\n\nI answer from the team's knowledge base, but knowledge search is not "
+            "available to you here. Ask an admin to enable the *search_knowledge* tool, or "
+            "pick a provider backed by a language model."
+        )
+
+    def _say(self, text: str) -> Iterator[StreamEvent]:
+        pieces = split_deltas(text)
+        for n, piece in enumerate(pieces):
+            if n and self.delta_delay_s:
+                time.sleep(self.delta_delay_s)
+            yield TextDelta(piece)
+        yield Finish("stop", Usage(0, len(pieces)))
+
+    def _answer_from_tool_results(self, messages: list[ChatMessage]) -> str:
+        results: list[ChatMessage] = []
+        for msg in reversed(messages):
+            if msg.role != "tool":
+                break
+            results.insert(0, msg)
+        calls = {}
+        for msg in messages:
+            for call in msg.tool_calls:
+                calls[call["id"]] = call["name"]
+        parts = [LABEL]
+        for result in results:
+            name = calls.get(result.tool_call_id, "")
+            parts.append(self._describe(name, result))
+        return "\n\n".join(parts)
+
+    def _describe(self, name: str, result: ChatMessage) -> str:
+        try:
+            data = json.loads(result.content)
+        except ValueError:
+            data = None
+        if result.is_error or not isinstance(data, dict):
+            return f"The {name or 'tool'} call did not work: {result.content[:300]}"
+        if name == "save_to_knowledge":
+            return f"Saved **{data.get('title', 'the note')}** to the knowledge base."
+        hits = data.get("hits") or []
+        if not hits:
+            return f"I found nothing in the knowledge base about “{data.get('query', '')}”."
+        best = hits[0]
+        lines = [
+            f"From the knowledge base, **{best['title']}** [{best['n']}]:",
+            quote(best.get("snippet", "")),
+        ]
+        others = [f"**{h['title']}** [{h['n']}]" for h in hits[1:]]
+        if others:
+            lines.append("See also " + ", ".join(others) + ".")
+        return "\n\n".join(lines)

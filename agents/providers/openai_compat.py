@@ -1,0 +1,269 @@
+"""OpenAI Chat Completions (and every compatible server: Ollama /v1, vLLM, DeepSeek,
+LM Studio) through the official ``openai`` SDK, streaming with tools.
+
+Wire hardening (shared/cases/openai/): tool-call fragments are keyed by id first and index
+second (fragments without ``index``; parallel calls sharing one index), missing or null
+arguments become ``"{}"``, usage-only chunks with empty or null ``choices`` are read for
+usage, a stream that closes without ``[DONE]`` is fine once a finish reason arrived, and
+``<think>`` reasoning or ``reasoning_content`` never reaches the answer channel.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+
+from .base import (
+    ChatMessage,
+    ChatRequest,
+    Finish,
+    ProviderError,
+    ReasoningDelta,
+    StreamedToolCall,
+    StreamEvent,
+    TextDelta,
+    Usage,
+)
+from .errors import scrub, unreachable
+from .thinking import ThinkFilter
+from .tls import ssl_context
+
+# Models whose chat template opens the think block itself (only "</think>" is streamed).
+PREFILLED_THINKING_RE = re.compile(r"(deepseek-r1|\br1\b|qwq|thinking)", re.IGNORECASE)
+
+
+def arguments_for_replay(arguments: str | None) -> str:
+    """The arguments string to send back in history: valid JSON text, ``"{}"`` otherwise.
+
+    A stored call whose arguments never parsed (e.g. two calls glued into ``{..}{..}``)
+    must not break every later request of the thread (shared/cases/openai/02, part 2); its
+    tool result already tells the model what went wrong.
+    """
+    if not arguments or not arguments.strip():
+        return "{}"
+    try:
+        json.loads(arguments)
+    except ValueError:
+        return "{}"
+    return arguments
+
+
+def to_wire_messages(request: ChatRequest, *, echo_reasoning: bool) -> list[dict[str, Any]]:
+    """Canonical messages → Chat Completions ``messages`` (system prompt first)."""
+    wire: list[dict[str, Any]] = []
+    if request.system:
+        wire.append({"role": "system", "content": request.system})
+    for msg in request.messages:
+        wire.append(_to_wire(msg, echo_reasoning=echo_reasoning))
+    return wire
+
+
+def _to_wire(msg: ChatMessage, *, echo_reasoning: bool) -> dict[str, Any]:
+    if msg.role == "tool":
+        return {"role": "tool", "tool_call_id": msg.tool_call_id, "content": msg.content}
+    if msg.role == "assistant":
+        out: dict[str, Any] = {"role": "assistant", "content": msg.content or None}
+        if msg.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {"name": call["name"], "arguments": arguments_for_replay(call.get("arguments"))},
+                }
+                for call in msg.tool_calls
+            ]
+            if echo_reasoning and msg.reasoning:
+                out["reasoning_content"] = msg.reasoning
+        return out
+    return {"role": msg.role, "content": msg.content}
+
+
+class ToolCallAssembler:
+    """Assemble streamed tool-call fragments into whole calls.
+
+    Keying rule: a fragment with a new non-empty id starts a new call (even on an index
+    already in use — parallel calls sharing index 0); a fragment without id continues the
+    call with its index, or the latest call when it has no index.
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self._by_index: dict[int, dict[str, Any]] = {}
+
+    def add(self, fragment: dict[str, Any]) -> None:
+        index = fragment.get("index")
+        call_id = fragment.get("id") or ""
+        function = fragment.get("function") or {}
+        current = self._by_index.get(index) if index is not None else (self.calls[-1] if self.calls else None)
+        if current is None or (call_id and current["id"] and call_id != current["id"]):
+            current = {"id": call_id, "name": "", "arguments": ""}
+            self.calls.append(current)
+            if index is not None:
+                self._by_index[index] = current
+        elif call_id and not current["id"]:
+            current["id"] = call_id
+        if function.get("name"):
+            # Some servers resend the name on every fragment; others split it.
+            if not current["name"] or not current["name"].endswith(function["name"]):
+                current["name"] += function["name"]
+        if function.get("arguments"):
+            current["arguments"] += function["arguments"]
+
+    def finished(self) -> list[StreamedToolCall]:
+        done = []
+        for n, call in enumerate(self.calls):
+            call_id = call["id"] or f"call_{n}"
+            args = call["arguments"] if call["arguments"].strip() else "{}"
+            done.append(StreamedToolCall(id=call_id, name=call["name"], arguments=args))
+        return done
+
+
+class OpenAICompatAdapter:
+    """One provider row's client. ``api_key`` is read when the adapter is built."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        echo_reasoning: bool = False,
+        max_retries: int = 2,
+        connect_timeout_s: float = 10.0,
+        read_timeout_s: float = 120.0,
+        send_usage_option: bool = True,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self.echo_reasoning = echo_reasoning
+        self.send_usage_option = send_usage_option
+        self.client = openai.OpenAI(
+            base_url=self.base_url,
+            # Local servers (Ollama, vLLM) need no key; the SDK insists on a non-empty one.
+            api_key=api_key or "not-needed",
+            max_retries=max_retries,
+            timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
+            http_client=openai.DefaultHttpxClient(verify=ssl_context()),
+        )
+
+    def build_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body sent to ``/chat/completions`` (minus ``stream``)."""
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": to_wire_messages(request, echo_reasoning=self.echo_reasoning),
+        }
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
+                for t in request.tools
+            ]
+        if request.max_output_tokens:
+            body["max_tokens"] = request.max_output_tokens
+        if self.send_usage_option:
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
+        body = self.build_body(request)
+        try:
+            stream = self.client.chat.completions.create(stream=True, **body)
+        except openai.APIError as exc:
+            raise self._translate(exc, request) from exc
+        try:
+            yield from self._read(stream, request)
+        except openai.APIError as exc:
+            raise self._translate(exc, request, midstream=True) from exc
+        except httpx.HTTPError as exc:
+            raise ProviderError(
+                "stream_interrupted", f"the provider's stream broke off: {scrub(str(exc), self._api_key) or type(exc).__name__}",
+                retryable=True,
+            ) from exc
+        finally:
+            stream.close()
+
+    def _read(self, stream: Any, request: ChatRequest) -> Iterator[StreamEvent]:
+        think = ThinkFilter(prefilled=bool(PREFILLED_THINKING_RE.search(request.model)))
+        calls = ToolCallAssembler()
+        usage: Usage | None = None
+        finish_reason: str | None = None
+        for chunk in stream:
+            data = chunk.to_dict()
+            if data.get("usage"):
+                raw = data["usage"]
+                usage = Usage(raw.get("prompt_tokens") or 0, raw.get("completion_tokens") or 0)
+            for choice in data.get("choices") or []:
+                delta = choice.get("delta") or {}
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                if reasoning:
+                    yield ReasoningDelta(reasoning)
+                if delta.get("content"):
+                    answer, hidden = think.feed(delta["content"])
+                    if hidden:
+                        yield ReasoningDelta(hidden)
+                    if answer:
+                        yield TextDelta(answer)
+                for fragment in delta.get("tool_calls") or []:
+                    calls.add(fragment)
+                if choice.get("finish_reason"):
+                    finish_reason = choice["finish_reason"]
+        answer, hidden = think.finish()
+        if hidden:
+            yield ReasoningDelta(hidden)
+        if answer:
+            yield TextDelta(answer)
+        if finish_reason is None:
+            raise ProviderError(
+                "stream_interrupted", "the provider's stream ended without a finish reason", retryable=True
+            )
+        if finish_reason == "length":
+            yield Finish("length", usage)
+            return
+        tool_calls = calls.finished()
+        yield from tool_calls
+        yield Finish("tool_calls" if tool_calls else "stop", usage)
+
+    def _translate(self, exc: openai.APIError, request: ChatRequest, *, midstream: bool = False) -> ProviderError:
+        if isinstance(exc, openai.APITimeoutError):
+            return ProviderError("timeout", f"provider timed out ({self.base_url})", retryable=True)
+        if isinstance(exc, openai.APIConnectionError):
+            if midstream:
+                return ProviderError("stream_interrupted", "the provider's stream broke off", retryable=True)
+            return unreachable(self.base_url, exc)
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            detail = scrub(_error_detail(exc), self._api_key)
+            if status == 401:
+                return ProviderError("auth_failed", f"invalid API key (HTTP 401): {detail}")
+            if status == 403:
+                return ProviderError("auth_failed", f"access denied (HTTP 403): {detail}")
+            if status == 404:
+                return ProviderError("model_not_found", f"model {request.model!r} not found (HTTP 404): {detail}")
+            if status == 429:
+                retry_after = exc.response.headers.get("retry-after")
+                wait = f"; retry after {retry_after} s" if retry_after else ""
+                return ProviderError("rate_limited", f"rate limited (HTTP 429){wait}: {detail}", retryable=True)
+            if status >= 500:
+                return ProviderError("upstream_error", f"provider error (HTTP {status}): {detail}", retryable=True)
+            return ProviderError("bad_request", f"request rejected (HTTP {status}): {detail}")
+        return ProviderError("upstream_error", scrub(str(exc), self._api_key) or type(exc).__name__)
+
+
+def _error_detail(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:300]
+        if isinstance(err, str):
+            return err[:300]
+    return (exc.message or "")[:300]
+
+
+

@@ -1,0 +1,18 @@
+"""Celery tasks. Thin: fetch by id, skip terminal runs, call the loop.
+
+``acks_late`` is safe because ``run_turn`` is idempotent: the ToolCall ledger says what
+already ran, so a redelivered task continues instead of repeating side effects.
+"""
+
+from celery import shared_task
+
+from agents.loop import run_turn
+from agents.models import Run
+
+
+@shared_task(name="agents.run_turn", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def run_turn_task(run_id: str) -> None:
+    status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
+    if status is None or status in Run.TERMINAL:
+        return
+    run_turn(run_id=run_id)

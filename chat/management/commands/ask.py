@@ -1,0 +1,116 @@
+"""``manage.py ask --user alice [--thread ID] "question"``: one turn from the shell.
+
+Runs through the same path as the UI (``run_create`` → executor → ``run_turn`` → events on
+the thread's group) and prints the events as they arrive: text as it streams, other events
+as one line each (``--json``: every event as a JSON line). Exit status 0 when the run
+completes, 1 when it fails or is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from channels.layers import get_channel_layer
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.http import Http404
+
+from agents.api import provider_health
+from agents.events import run_coroutine, thread_group
+from agents.selectors import provider_list
+from agents.services import RunRejected, run_create
+from chat.models import Membership
+from chat.selectors import thread_get_for_user, workspace_get_for_user
+from chat.services import thread_create
+
+TERMINAL = {"run.completed", "run.failed", "run.cancelled"}
+
+
+class Command(BaseCommand):
+    help = "Ask a question as a user and print the run's events as they stream."
+
+    def add_arguments(self, parser):
+        parser.add_argument("question")
+        parser.add_argument("--user", required=True)
+        parser.add_argument("--thread", help="continue this thread (default: a new one)")
+        parser.add_argument("--workspace", help="workspace slug for a new thread (default: the user's first)")
+        parser.add_argument("--provider", help="provider slug for a new thread (default: offline)")
+        parser.add_argument("--model", default="")
+        parser.add_argument("--json", action="store_true", help="print every event as a JSON line")
+        parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the run")
+
+    def handle(self, *args, **opts):
+        user = get_user_model().objects.filter(username=opts["user"]).first()
+        if user is None:
+            raise CommandError(f"no user {opts['user']!r}")
+        thread = self._thread(user, opts)
+        layer = get_channel_layer()
+        channel = run_coroutine(layer.new_channel())
+        run_coroutine(layer.group_add(thread_group(thread.pk), channel))
+        try:
+            created = run_create(thread=thread, user=user, content=opts["question"])
+        except RunRejected as exc:
+            raise CommandError(exc.message) from exc
+        run_id = str(created.run.pk)
+        if not opts["json"]:
+            self.stderr.write(f"thread {thread.pk} · run {run_id} · {thread.provider.slug if thread.provider else '-'}")
+        ok = self._follow(layer, channel, run_id, opts)
+        run_coroutine(layer.group_discard(thread_group(thread.pk), channel))
+        if not ok:
+            sys.exit(1)
+
+    def _thread(self, user, opts):
+        if opts["thread"]:
+            try:
+                return thread_get_for_user(user=user, thread_id=opts["thread"], write=True)
+            except Http404 as exc:
+                raise CommandError("no such thread for this user") from exc
+        if opts["workspace"]:
+            workspace = workspace_get_for_user(user=user, workspace=opts["workspace"])
+        else:
+            membership = Membership.objects.filter(user=user).select_related("workspace").first()
+            if membership is None:
+                raise CommandError(f"{user.username} belongs to no workspace")
+            workspace = membership.workspace
+        slug = opts["provider"] or "offline"
+        provider = next((p for p in provider_list() if p.slug == slug), None)
+        if provider is None:
+            raise CommandError(f"no enabled provider {slug!r}")
+        health = provider_health(provider)
+        if health != "ok":
+            self.stderr.write(f"warning: provider {slug}: {health}")
+        return thread_create(workspace=workspace, owner=user, provider=provider, model=opts["model"])
+
+    def _follow(self, layer, channel, run_id, opts) -> bool:
+        out = self.stdout
+        while True:
+            try:
+                message = run_coroutine(asyncio.wait_for(layer.receive(channel), opts["timeout"]))
+            except (TimeoutError, asyncio.TimeoutError):
+                self.stderr.write("timed out waiting for the run")
+                return False
+            event = message.get("event", {})
+            if event.get("run_id") != run_id:
+                continue
+            kind = event["type"]
+            if opts["json"]:
+                out.write(json.dumps(event))
+            elif kind == "text.delta":
+                out.write(event["delta"], ending="")
+                out.flush()
+            elif kind == "tool.started":
+                out.write(f"\n[tool] {event['name']}({event['arguments_summary']})")
+            elif kind == "tool.completed":
+                out.write(f"[tool] {event['name']}: {event['status']} — {event['summary']}")
+            elif kind == "permission.denied":
+                out.write(f"[denied] {event['tool']} needs role {event['required_role'] or '?'}")
+            elif kind == "knowledge.saved":
+                out.write(f"[saved] {event['title']} ({event['item_id']})")
+            elif kind == "run.failed":
+                out.write(f"\n[failed] {event['error']['message']}")
+            elif kind in ("run.completed", "run.cancelled"):
+                out.write(f"\n[{kind.split('.')[1]}]")
+            if kind in TERMINAL:
+                return kind == "run.completed"

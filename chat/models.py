@@ -1,0 +1,125 @@
+"""Workspaces, memberships, threads and messages.
+
+Messages are stored in a provider-neutral canonical format; the adapters in
+``agents/providers/`` translate them to each provider's wire format (DESIGN §4).
+"""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class Workspace(models.Model):
+    """A team. Users see only the workspaces they are members of."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    """A user's role in one workspace."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
+    role = models.ForeignKey("agents.Role", on_delete=models.PROTECT, related_name="memberships")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "workspace"], name="membership_unique_user_workspace")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.workspace} as {self.role}"
+
+
+class Thread(models.Model):
+    """A conversation. Visible to its owner; workspace admins may read it."""
+
+    class PromptTier(models.TextChoices):
+        AUTO = "auto", "Auto"
+        FULL = "full", "Full"
+        SMALL = "small", "Small"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="threads")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="threads")
+    title = models.CharField(max_length=200, blank=True)
+    provider = models.ForeignKey("agents.Provider", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    model = models.CharField(max_length=200, blank=True)
+    grounded = models.BooleanField(default=True)
+    allow_model_save = models.BooleanField(default=False)
+    include_private_in_ai = models.BooleanField(default=False)
+    ui_context = models.JSONField(default=dict, blank=True)
+    prompt_tier = models.CharField(max_length=8, choices=PromptTier.choices, default=PromptTier.AUTO)
+    # Atomic per-thread counter; a new message takes the next value as its position.
+    message_count = models.PositiveIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["owner", "-updated_at"], name="thread_owner_recent")]
+
+    def __str__(self) -> str:
+        return self.title or f"Thread {self.pk}"
+
+    @property
+    def group_name(self) -> str:
+        """The Channels group that carries this thread's events."""
+        return f"thread.{self.pk}"
+
+
+class Message(models.Model):
+    """One message in canonical form.
+
+    ``tool_calls`` is ``[{"id": str, "name": str, "arguments": str}]`` where ``arguments`` is
+    the JSON text the model produced ("{}" when it produced none); tool messages carry
+    ``tool_call_id`` and the model-facing result in ``content``.
+    """
+
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL = "tool"
+        SYSTEM = "system"
+
+    class Status(models.TextChoices):
+        COMPLETE = "complete"
+        STREAMING = "streaming"
+        TRUNCATED = "truncated"
+        ERROR = "error"
+        CANCELLED = "cancelled"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
+    run = models.ForeignKey("agents.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
+    position = models.PositiveIntegerField()
+    role = models.CharField(max_length=12, choices=Role.choices)
+    content = models.TextField(blank=True)
+    # Hidden reasoning ("thinking"): stored apart, never shown as the answer.
+    reasoning = models.TextField(blank=True)
+    tool_calls = models.JSONField(default=list, blank=True)
+    tool_call_id = models.CharField(max_length=200, blank=True)
+    is_error = models.BooleanField(default=False)
+    provider = models.CharField(max_length=100, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.COMPLETE)
+    citations = models.JSONField(default=list, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    error = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["thread", "position"]
+        constraints = [models.UniqueConstraint(fields=["thread", "position"], name="message_unique_position")]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:40]}"

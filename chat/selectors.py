@@ -1,0 +1,78 @@
+"""Reads for the chat app. Every fetch of a user-supplied id goes through a
+permission-checked selector that raises ``Http404`` for anything the user may not see."""
+
+from __future__ import annotations
+
+from django.db.models import Q, QuerySet
+from django.http import Http404
+
+from .models import Membership, Message, Thread, Workspace
+
+
+def workspace_list_for_user(*, user) -> QuerySet[Workspace]:
+    return Workspace.objects.filter(memberships__user=user).distinct()
+
+
+def membership_get(*, user, workspace_id) -> Membership | None:
+    if not getattr(user, "is_authenticated", False):
+        return None
+    return Membership.objects.select_related("role", "workspace").filter(user=user, workspace_id=workspace_id).first()
+
+
+def workspace_get_for_user(*, user, workspace) -> Workspace:
+    """``workspace`` is a slug or a primary key. Raises Http404 unless the user is a member."""
+    memberships = Membership.objects.select_related("workspace").filter(user=user)
+    if isinstance(workspace, int) or str(workspace).isdigit():
+        m = memberships.filter(workspace_id=int(workspace)).first()
+    else:
+        m = memberships.filter(workspace__slug=workspace).first()
+    if m is None:
+        raise Http404("No such workspace.")
+    return m.workspace
+
+
+def thread_list_for_user(*, user, search: str = "", workspace=None) -> QuerySet[Thread]:
+    """The user's own threads in workspaces they still belong to, newest first.
+
+    ``search`` matches titles and message text (case-insensitive).
+    """
+    qs = Thread.objects.filter(owner=user, workspace__memberships__user=user).select_related("provider", "workspace")
+    if workspace:
+        key = "workspace_id" if str(workspace).isdigit() else "workspace__slug"
+        qs = qs.filter(**{key: workspace})
+    if search:
+        qs = qs.filter(Q(title__icontains=search) | Q(messages__content__icontains=search))
+    return qs.distinct().order_by("-updated_at")
+
+
+def thread_get_for_user(*, user, thread_id, write: bool = False) -> Thread:
+    """The thread if ``user`` may see it: its owner (still a member of the workspace), or a
+    workspace admin (read-only: ``write=True`` excludes admins). Raises Http404 otherwise,
+    also for malformed ids, so existence is never revealed."""
+    if not getattr(user, "is_authenticated", False):
+        raise Http404("No such thread.")
+    try:
+        thread = Thread.objects.select_related("workspace", "provider").get(pk=thread_id)
+    except (Thread.DoesNotExist, ValueError, TypeError, Exception) as exc:  # bad UUIDs raise ValidationError
+        raise Http404("No such thread.") from exc
+    membership = membership_get(user=user, workspace_id=thread.workspace_id)
+    if membership is None:
+        raise Http404("No such thread.")
+    if thread.owner_id == user.pk:
+        return thread
+    if membership.role.is_admin and not write:
+        return thread
+    raise Http404("No such thread.")
+
+
+def message_list_for_thread(*, thread: Thread) -> QuerySet[Message]:
+    return Message.objects.filter(thread=thread).order_by("position")
+
+
+def message_get_for_user(*, user, message_id) -> Message:
+    try:
+        message = Message.objects.select_related("thread").get(pk=message_id)
+    except Exception as exc:
+        raise Http404("No such message.") from exc
+    thread_get_for_user(user=user, thread_id=message.thread_id)
+    return message

@@ -1,0 +1,37 @@
+"""Writes for the chat app: threads and messages."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import F
+
+from .models import Message, Thread, Workspace
+
+TITLE_MAX_CHARS = 60
+
+
+@transaction.atomic
+def message_create(*, thread_id, role: str, content: str = "", run=None, **fields) -> Message:
+    """Append a message to a thread at the next position (atomic per-thread counter)."""
+    Thread.objects.filter(pk=thread_id).update(message_count=F("message_count") + 1)
+    position = Thread.objects.values_list("message_count", flat=True).get(pk=thread_id)
+    return Message.objects.create(thread_id=thread_id, run=run, position=position, role=role, content=content, **fields)
+
+
+def thread_create(
+    *, workspace: Workspace, owner, title: str = "", provider=None, model: str = "", **settings_fields
+) -> Thread:
+    if provider is not None and not model:
+        model = provider.default_model
+    return Thread.objects.create(
+        workspace=workspace, owner=owner, title=title.strip()[:200], provider=provider, model=model, **settings_fields
+    )
+
+
+def title_from_message(content: str) -> str:
+    """Auto-title: the first line of the first user message, plain text, ≤ 60 chars."""
+    line = " ".join(content.strip().split())
+    if len(line) <= TITLE_MAX_CHARS:
+        return line
+    cut = line.rfind(" ", 0, TITLE_MAX_CHARS - 1)
+    return (line[: cut if cut > 20 else TITLE_MAX_CHARS - 1]).rstrip() + "…"

@@ -1,0 +1,11 @@
+from django.urls import path
+
+from . import views
+
+app_name = "chat"
+
+urlpatterns = [
+    path("", views.index, name="index"),
+    path("new/", views.thread_new, name="thread-new"),
+    path("<uuid:thread_id>/", views.thread_page, name="thread"),
+]

@@ -1,0 +1,53 @@
+"""API-wide pieces: the JSON error shape ``{"error": {"code", "message"}}`` (DESIGN §6)."""
+
+from __future__ import annotations
+
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class ApiError(exceptions.APIException):
+    """Raise from a view to answer ``{"error": {"code", "message"}}`` with ``status_code``."""
+
+    def __init__(self, code: str, message: str, status_code: int = 400, headers: dict | None = None) -> None:
+        super().__init__(detail=message, code=code)
+        self.status_code = status_code
+        self.error_code = code
+        self.extra_headers = headers or {}
+
+
+def _flatten(detail) -> str:
+    if isinstance(detail, dict):
+        return "; ".join(f"{k}: {_flatten(v)}" for k, v in detail.items())
+    if isinstance(detail, list):
+        return " ".join(_flatten(v) for v in detail)
+    return str(detail)
+
+
+def exception_handler(exc, context):
+    """Every error as ``{"error": {"code": str, "message": str}}`` with a fitting status."""
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(str(exc) or "Not found.")
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, ApiError):
+        code = exc.error_code
+        for key, value in exc.extra_headers.items():
+            response[key] = value
+    elif isinstance(exc, exceptions.ValidationError):
+        code = "invalid"
+    else:
+        codes = exc.get_codes() if isinstance(exc, exceptions.APIException) else "error"
+        code = codes if isinstance(codes, str) else "error"
+    if response.status_code == status.HTTP_404_NOT_FOUND:
+        code = "not_found"
+    message = _flatten(exc.detail) if isinstance(exc, exceptions.APIException) else str(exc)
+    response.data = {"error": {"code": code, "message": message}}
+    return response
+
+
+def error_response(code: str, message: str, status_code: int) -> Response:
+    return Response({"error": {"code": code, "message": message}}, status=status_code)

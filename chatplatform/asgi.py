@@ -1,0 +1,30 @@
+"""ASGI entry point: HTTP (Django, DRF, admin, SSE) and websockets (``/ws/threads/<id>/``).
+
+Websocket auth: the session cookie (browsers) or an ``Authorization: Token <key>`` header
+(API clients). Origin check: a request that carries an ``Origin`` header must come from an
+allowed host; one without it (non-browser clients) may only authenticate by token, so a
+cross-site page can never ride a user's session cookie.
+"""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatplatform.settings.local")
+django_asgi_app = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+
+from chat.routing import websocket_urlpatterns  # noqa: E402
+from chat.ws_auth import WebsocketAuthStack  # noqa: E402
+
+from .loop_binding import BindServerLoop  # noqa: E402
+
+application = BindServerLoop(
+    ProtocolTypeRouter(
+        {
+            "http": django_asgi_app,
+            "websocket": WebsocketAuthStack(URLRouter(websocket_urlpatterns)),
+        }
+    )
+)

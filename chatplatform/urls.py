@@ -1,0 +1,30 @@
+from django.contrib import admin
+from django.urls import include, path
+from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.authtoken.views import obtain_auth_token
+
+from agents.api import ProviderListApi, ProviderModelsApi
+from chat.api import views as chat_api
+
+api_v1 = [
+    path("auth/token/", obtain_auth_token, name="auth-token"),
+    path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
+    path("threads/", chat_api.ThreadListCreateApi.as_view(), name="threads"),
+    path("threads/<str:thread_id>/", chat_api.ThreadDetailApi.as_view(), name="thread-detail"),
+    path("threads/<str:thread_id>/messages/", chat_api.ThreadMessagesApi.as_view(), name="thread-messages"),
+    path("threads/<str:thread_id>/runs/", chat_api.RunCreateApi.as_view(), name="thread-runs"),
+    path("runs/<str:run_id>/", chat_api.RunDetailApi.as_view(), name="run-detail"),
+    path("runs/<str:run_id>/cancel/", chat_api.RunCancelApi.as_view(), name="run-cancel"),
+    path("providers/", ProviderListApi.as_view(), name="providers"),
+    path("providers/<slug:slug>/models/", ProviderModelsApi.as_view(), name="provider-models"),
+]
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="chat:index", permanent=False)),
+    path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("chat/", include("chat.urls")),
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+]

@@ -1,0 +1,231 @@
+// Thread page: renders messages, streams a run over the websocket, shows tool calls.
+// Assistant HTML always comes from the server (markdown-it + nh3); streamed text is shown
+// as plain text until the message completes.
+(function () {
+  "use strict";
+  var box = document.getElementById("messages");
+  if (!box) return;
+  var threadId = box.dataset.threadId;
+  var form = document.getElementById("composer");
+  var input = document.getElementById("input");
+  var sendBtn = document.getElementById("send");
+  var stopBtn = document.getElementById("stop");
+  var conn = document.getElementById("conn");
+  var ws = null, retry = 0, closedForGood = false;
+  var live = null; // {runId, turn, text, tools: {tool_call_id: row}}
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  function statusLabel(s) {
+    return {complete: "", streaming: "writing…", truncated: "truncated", error: "error", cancelled: "cancelled"}[s] || s;
+  }
+
+  function toolRow(name, summary, status, detail) {
+    var row = el("details", "tool " + (status || "running"));
+    var sum = el("summary");
+    sum.appendChild(el("span", "tool-name", name));
+    sum.appendChild(el("span", "tool-args", summary || ""));
+    sum.appendChild(el("span", "tool-status", status || "running"));
+    row.appendChild(sum);
+    row.appendChild(el("div", "tool-detail", detail || ""));
+    return row;
+  }
+
+  function setToolStatus(row, status, detail) {
+    row.className = "tool " + status;
+    row.querySelector(".tool-status").textContent = status;
+    if (detail !== undefined) row.querySelector(".tool-detail").textContent = detail;
+  }
+
+  function newTurn() {
+    var turn = el("article", "msg assistant");
+    turn.appendChild(el("div", "who", "Assistant"));
+    turn.appendChild(el("div", "tools"));
+    var body = el("div", "body streaming");
+    turn.appendChild(body);
+    turn.appendChild(el("div", "meta"));
+    box.appendChild(turn);
+    return turn;
+  }
+
+  function renderMessages(messages) {
+    box.textContent = "";
+    var turn = null, lastRun = null;
+    messages.forEach(function (m) {
+      if (m.role === "user") {
+        var u = el("article", "msg user");
+        u.appendChild(el("div", "who", "You"));
+        u.appendChild(el("div", "body", m.content));
+        box.appendChild(u);
+        turn = null;
+        return;
+      }
+      if (m.role === "tool") return;
+      if (m.role !== "assistant") return;
+      if (!turn || m.run_id !== lastRun) turn = newTurn();
+      lastRun = m.run_id;
+      var tools = turn.querySelector(".tools");
+      (m.tool_calls || []).forEach(function (c) {
+        var st = c.status === "succeeded" ? "succeeded" : (c.status || "failed");
+        var row = toolRow(c.name, c.arguments_summary || "", st, c.summary || "");
+        if (c.tool_call_id) row.dataset.id = c.tool_call_id;
+        tools.appendChild(row);
+      });
+      var body = turn.querySelector(".body");
+      if (m.content_html && m.content) {
+        body.classList.remove("streaming");
+        body.innerHTML = m.content_html; // sanitised server-side (nh3)
+      } else if (m.status === "streaming") {
+        body.textContent = m.content;
+      }
+      var meta = turn.querySelector(".meta");
+      var bits = [];
+      if (statusLabel(m.status)) bits.push(statusLabel(m.status));
+      if (m.error && m.error.message) bits.push(m.error.message);
+      meta.textContent = bits.join(" — ");
+      meta.className = "meta " + m.status;
+      if (m.citations && m.citations.length) {
+        var cites = el("ol", "citations");
+        m.citations.forEach(function (c) {
+          var li = el("li");
+          li.value = c.n || 0;
+          li.textContent = c.title;
+          cites.appendChild(li);
+        });
+        turn.appendChild(cites);
+      }
+      if (m.status !== "streaming") body.classList.remove("streaming");
+    });
+    box.scrollTop = box.scrollHeight;
+    return {turn: turn, runId: lastRun};
+  }
+
+  function loadMessages() {
+    return fetch("/api/v1/threads/" + threadId + "/messages/", {credentials: "same-origin"})
+      .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
+      .then(renderMessages)
+      .catch(function (e) { showConn("could not load messages: " + e.message, "bad"); });
+  }
+
+  function showConn(text, cls) { if (conn) { conn.textContent = text; conn.className = "conn " + (cls || ""); } }
+
+  function busy(on) {
+    if (sendBtn) sendBtn.disabled = on;
+    if (stopBtn) stopBtn.hidden = !on;
+  }
+
+  function onEvent(ev) {
+    // While the page re-reads the thread after run.started, later events wait in order.
+    if (live && !live.ready && ev.type !== "run.started") { live.queue.push(ev); return; }
+    switch (ev.type) {
+      case "run.started":
+        var started = {runId: ev.run_id, turn: null, tools: {}, ready: false, queue: []};
+        live = started;
+        busy(true);
+        loadMessages().then(function (last) {
+          if (live !== started) return;
+          if (last && last.runId === ev.run_id && last.turn) {
+            // The run's (still empty) message was already drawn: stream into it.
+            started.turn = last.turn;
+            started.turn.querySelector(".body").textContent = "";
+            started.turn.querySelector(".body").classList.add("streaming");
+          } else {
+            started.turn = newTurn();
+          }
+          started.ready = true;
+          var queued = started.queue.splice(0);
+          queued.forEach(onEvent);
+          box.scrollTop = box.scrollHeight;
+        });
+        break;
+      case "text.delta":
+        if (!live) return;
+        if (!live.turn) live.turn = newTurn();
+        var body = live.turn.querySelector(".body");
+        body.textContent += ev.delta;
+        box.scrollTop = box.scrollHeight;
+        break;
+      case "tool.started":
+        if (!live) return;
+        if (!live.turn) live.turn = newTurn();
+        var row = toolRow(ev.name, ev.arguments_summary, "running");
+        live.tools[ev.tool_call_id] = row;
+        live.turn.querySelector(".tools").appendChild(row);
+        break;
+      case "tool.retry":
+        if (live && live.tools[ev.tool_call_id]) setToolStatus(live.tools[ev.tool_call_id], "retrying");
+        break;
+      case "tool.timeout":
+        if (live && live.tools[ev.tool_call_id]) setToolStatus(live.tools[ev.tool_call_id], "timed out",
+          ev.status_unknown ? "outcome unknown — check before retrying" : "timed out");
+        break;
+      case "tool.completed":
+        if (live && live.tools[ev.tool_call_id]) setToolStatus(live.tools[ev.tool_call_id], ev.status, ev.summary);
+        break;
+      case "permission.denied":
+        if (!live) return;
+        if (!live.turn) live.turn = newTurn();
+        var card = el("div", "card denied");
+        card.textContent = "Permission denied: " + ev.tool + (ev.required_role ? " needs the " + ev.required_role + " role" : "") +
+          (ev.alternatives && ev.alternatives.length ? ". You can use: " + ev.alternatives.join(", ") : ".");
+        live.turn.querySelector(".tools").appendChild(card);
+        break;
+      case "knowledge.saved":
+        showConn("saved to knowledge: " + ev.title, "ok");
+        break;
+      case "run.completed":
+      case "run.failed":
+      case "run.cancelled":
+        busy(false);
+        live = null;
+        loadMessages().then(function () {
+          if (ev.type === "run.failed" && ev.error) showConn(ev.error.message, "bad");
+        });
+        break;
+      case "error":
+        showConn(ev.message, "bad");
+        busy(false);
+        break;
+    }
+  }
+
+  function connect() {
+    var proto = location.protocol === "https:" ? "wss://" : "ws://";
+    ws = new WebSocket(proto + location.host + "/ws/threads/" + threadId + "/");
+    ws.onopen = function () { retry = 0; showConn("connected", "ok"); };
+    ws.onmessage = function (m) {
+      try { onEvent(JSON.parse(m.data)); } catch (e) { console.error(e); }
+    };
+    ws.onclose = function (e) {
+      if (e.code === 4403 || e.code === 4404) { closedForGood = true; showConn("no access to this chat", "bad"); return; }
+      if (closedForGood) return;
+      var wait = Math.min(10000, 500 * Math.pow(2, retry++));
+      showConn("reconnecting…", "warn");
+      setTimeout(function () { connect(); loadMessages(); }, wait);
+    };
+  }
+
+  function send() {
+    var text = input.value;
+    if (!text.trim() || !ws || ws.readyState !== 1) return;
+    ws.send(JSON.stringify({type: "message.send", content: text}));
+    input.value = "";
+    busy(true);
+  }
+
+  if (form) {
+    form.addEventListener("submit", function (e) { e.preventDefault(); send(); });
+    input.addEventListener("keydown", function (e) {
+      if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); send(); }
+    });
+    stopBtn.addEventListener("click", function () {
+      if (live && ws && ws.readyState === 1) ws.send(JSON.stringify({type: "run.cancel", run_id: live.runId}));
+    });
+  }
+  loadMessages().then(connect);
+})();

@@ -1,0 +1,1 @@
+"""Test fakes for external services (e.g. an OpenAI-compatible HTTP server)."""
