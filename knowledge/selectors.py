@@ -13,6 +13,7 @@ visibility filters in the same SQL (never post-filtered in Python):
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass
 
 from django.db import connection
@@ -78,7 +79,7 @@ def knowledge_search(
     hits: list[Hit] = []
     per: dict[str, int] = {}
     for r in rows:
-        item_id = str(r[1])
+        item_id = str(uuid.UUID(str(r[1])))  # SQLite returns hex text, PostgreSQL a UUID
         if per_item and per.get(item_id, 0) >= per_item:
             continue
         per[item_id] = per.get(item_id, 0) + 1

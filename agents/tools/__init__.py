@@ -10,6 +10,6 @@ The registry is filled in ``AgentsConfig.ready()`` (every app's ``tools`` module
 imported) and frozen afterwards; admin ``ToolPolicy`` rows decide what is enabled and for whom.
 """
 
-from .registry import ToolContext, ToolOutput, ToolSpec, registry, tool
+from .registry import ToolContext, ToolOutput, ToolSpec, make_spec, registry, tool
 
-__all__ = ["ToolContext", "ToolOutput", "ToolSpec", "registry", "tool"]
+__all__ = ["ToolContext", "ToolOutput", "ToolSpec", "make_spec", "registry", "tool"]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +88,18 @@ class ToolRegistry:
     def freeze(self) -> None:
         self._frozen = True
 
+    @contextlib.contextmanager
+    def scoped(self, *specs: ToolSpec) -> Iterator[None]:
+        """Tests only: make ``specs`` available inside the ``with`` block, then remove them."""
+        added = [s for s in specs if s.name not in self._tools]
+        for spec in added:
+            self._tools[spec.name] = spec
+        try:
+            yield
+        finally:
+            for spec in added:
+                self._tools.pop(spec.name, None)
+
     def get(self, name: str) -> ToolSpec | None:
         return self._tools.get(name)
 
@@ -98,6 +111,30 @@ class ToolRegistry:
 
 
 registry = ToolRegistry()
+
+
+def make_spec(
+    *,
+    name: str,
+    description: str,
+    parameters: dict,
+    func: Callable[..., Any],
+    risk: str = "read",
+    scope_args: tuple[str, ...] = (),
+    **flags: Any,
+) -> ToolSpec:
+    """Build a ToolSpec with the default scope arguments added (used by ``@tool``)."""
+    if risk not in ("read", "write", "dangerous"):
+        raise ValueError(f"risk must be read, write or dangerous, not {risk!r}")
+    return ToolSpec(
+        name=name,
+        description=description,
+        parameters=parameters,
+        risk=risk,
+        func=func,
+        scope_args=tuple(dict.fromkeys(DEFAULT_SCOPE_ARGS + tuple(scope_args))),
+        **flags,
+    )
 
 
 def tool(
@@ -115,18 +152,16 @@ def tool(
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a tool. ``scope_args`` adds to the default scope arguments (workspace_id,
     thread_id, user_id), which are hidden from the model and pinned at invocation."""
-    if risk not in ("read", "write", "dangerous"):
-        raise ValueError(f"risk must be read, write or dangerous, not {risk!r}")
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         registry.register(
-            ToolSpec(
+            make_spec(
                 name=name,
                 description=description,
                 parameters=parameters,
                 risk=risk,
                 func=func,
-                scope_args=tuple(dict.fromkeys(DEFAULT_SCOPE_ARGS + tuple(scope_args))),
+                scope_args=scope_args,
                 mutates_knowledge=mutates_knowledge,
                 default_approval=default_approval,
                 always_offered=always_offered,

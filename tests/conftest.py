@@ -1,0 +1,172 @@
+"""Shared fixtures.
+
+* A network guard: any connection to a non-loopback address fails the test (no test may
+  depend on the internet).
+* Demo-like data: roles (seeded by migration), workspaces ``demo``/``other``, users alice,
+  bob (members), carol (viewer), dave (other workspace), admin (demo admin).
+* ``events``: subscribe to a thread's group on the real channel layer and collect a run's
+  events until its terminal event.
+* ``fake_openai``: the fake OpenAI-compatible server (real HTTP on 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import socket
+from pathlib import Path
+
+import pytest
+from channels.layers import get_channel_layer
+
+from agents.events import run_coroutine, thread_group
+from agents.models import Provider, Role
+from agents.roles import ensure_default_roles
+from agents.services import run_create
+from chat.models import Membership, Thread, Workspace
+from tests.fakes.openai_server import FakeOpenAI
+
+CASES = Path(__file__).parent / "cases"
+TERMINAL = {"run.completed", "run.failed", "run.cancelled"}
+
+_real_connect = socket.socket.connect
+
+
+def _guarded_connect(self, address):
+    host = address[0] if isinstance(address, tuple) else address
+    if isinstance(host, str) and self.family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            ip = ipaddress.ip_address(host.split("%")[0])
+        except ValueError:
+            ip = None  # hostnames resolve first; the resolved address comes back here
+        if ip is not None and not ip.is_loopback:
+            raise OSError(f"test network guard: connection to {host} refused (loopback only)")
+    return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def loopback_only():
+    socket.socket.connect = _guarded_connect
+    yield
+    socket.socket.connect = _real_connect
+
+
+def load_case(relpath: str) -> dict:
+    return json.loads((CASES / relpath).read_text())
+
+
+# --- data ---------------------------------------------------------------------------------
+@pytest.fixture
+def roles(db):
+    ensure_default_roles(Role)  # transactional tests flush the migration's rows
+    return {r.name: r for r in Role.objects.all()}
+
+
+@pytest.fixture
+def workspaces(db):
+    return {
+        "demo": Workspace.objects.create(slug="demo", name="Demo team"),
+        "other": Workspace.objects.create(slug="other", name="Other team"),
+    }
+
+
+@pytest.fixture
+def users(db, roles, workspaces, django_user_model):
+    spec = [("alice", "demo", "member"), ("bob", "demo", "member"), ("carol", "demo", "viewer"),
+            ("dave", "other", "member"), ("admin", "demo", "admin")]
+    out = {}
+    for name, ws, role in spec:
+        user = django_user_model.objects.create_user(username=name, password="pw-" + name)
+        Membership.objects.create(user=user, workspace=workspaces[ws], role=roles[role])
+        out[name] = user
+    return out
+
+
+@pytest.fixture
+def offline(db):
+    return Provider.objects.create(slug="offline", name="Offline", kind="offline", default_model="rule-based")
+
+
+@pytest.fixture
+def fake_openai():
+    fake = FakeOpenAI(api_key="sk-test").start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def openai_provider(db, fake_openai, monkeypatch):
+    monkeypatch.setenv("TEST_OPENAI_KEY", "sk-test")
+    return Provider.objects.create(
+        slug="fake-openai", name="Fake OpenAI", kind="openai_compatible", base_url=fake_openai.base_url,
+        api_key_env="TEST_OPENAI_KEY", default_model="fake-model",
+    )
+
+
+def make_thread(user, workspace, provider, **fields) -> Thread:
+    return Thread.objects.create(owner=user, workspace=workspace, provider=provider,
+                                 model=fields.pop("model", provider.default_model if provider else ""), **fields)
+
+
+# --- events -------------------------------------------------------------------------------
+class EventSink:
+    """Collects the events published to one thread's group (real channel layer)."""
+
+    def __init__(self, thread_id) -> None:
+        self.layer = get_channel_layer()
+        self.group = thread_group(thread_id)
+        self.channel = run_coroutine(self.layer.new_channel())
+        run_coroutine(self.layer.group_add(self.group, self.channel))
+
+    def until_terminal(self, run_id, timeout: float = 30.0) -> list[dict]:
+        events = []
+        while True:
+            msg = run_coroutine(asyncio.wait_for(self.layer.receive(self.channel), timeout))
+            event = msg["event"]
+            if str(event["run_id"]) != str(run_id):
+                continue
+            events.append(event)
+            if event["type"] in TERMINAL:
+                return events
+
+    def close(self) -> None:
+        run_coroutine(self.layer.group_discard(self.group, self.channel))
+
+
+@pytest.fixture
+def sink_for():
+    sinks = []
+
+    def make(thread_id) -> EventSink:
+        sink = EventSink(thread_id)
+        sinks.append(sink)
+        return sink
+
+    yield make
+    for sink in sinks:
+        sink.close()
+
+
+@pytest.fixture
+def converse(sink_for):
+    """``converse(thread, user, "text") -> (run, events)``: one turn through the real path
+    (run_create → embedded executor → run_turn → channel layer), waiting for the end."""
+
+    def go(thread, user, content, **kwargs):
+        sink = sink_for(thread.pk)
+        created = run_create(thread=thread, user=user, content=content, **kwargs)
+        events = sink.until_terminal(created.run.pk)
+        sink.close()
+        created.run.refresh_from_db()
+        return created.run, events
+
+    return go
+
+
+def types(events) -> list[str]:
+    return [e["type"] for e in events]
+
+
+def joined_text(events) -> str:
+    return "".join(e["delta"] for e in events if e["type"] == "text.delta")
