@@ -28,6 +28,7 @@ migrate: install
 
 seed: migrate
 	$(BIN)/python manage.py seed_demo
+	$(BIN)/python manage.py collectstatic --noinput -v 0
 
 ## demo: create the venv, install, migrate, seed, and serve on $(HOST):$(PORT) (embedded mode)
 demo: seed
@@ -40,7 +41,7 @@ worker: install
 
 ## test: the whole suite; PostgreSQL/Redis/Celery tests run when reachable (required with CI=true)
 test: install-dev
-	DJANGO_SETTINGS_MODULE=chatplatform.settings.test $(BIN)/python -m pytest -q
+	DJANGO_SETTINGS_MODULE=chatplatform.settings.test $(BIN)/python -m pytest -q -m "not services"
 	DJANGO_SETTINGS_MODULE=chatplatform.settings.test $(BIN)/python tests/run_services.py
 
 lint: install-dev

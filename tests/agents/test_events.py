@@ -1,0 +1,67 @@
+"""RunEmitter: seq numbering and adaptive coalescing of text deltas (DESIGN §8)."""
+
+import time
+
+import pytest
+
+from agents.events import RunEmitter
+from tests.conftest import EventSink
+
+pytestmark = pytest.mark.django_db
+
+
+def collect(sink, n):
+    from agents.events import run_coroutine
+
+    out = []
+    for _ in range(n):
+        import asyncio
+
+        out.append(run_coroutine(asyncio.wait_for(sink.layer.receive(sink.channel), 5))["event"])
+    return out
+
+
+def test_idle_delta_is_sent_at_once_and_burst_is_merged():
+    sink = EventSink("t-coalesce")
+    emitter = RunEmitter(run_id="r1", thread_id="t-coalesce", window_s=0.2, max_chars=10_000)
+    emitter.text("Hello")  # nothing sent within the window: goes out immediately
+    for piece in [" wor", "ld", "!"]:
+        emitter.text(piece)  # inside the window: merged
+    emitter.emit("run.completed", status="completed")  # flushes the buffer first
+    emitter.close()
+    events = collect(sink, 3)
+    sink.close()
+    assert [(e["type"], e.get("delta")) for e in events] == [
+        ("text.delta", "Hello"), ("text.delta", " world!"), ("run.completed", None),
+    ]
+    assert [e["seq"] for e in events] == [1, 2, 3]
+    assert all(e["run_id"] == "r1" for e in events)
+
+
+def test_window_end_flushes_without_another_event():
+    sink = EventSink("t-window")
+    emitter = RunEmitter(run_id="r2", thread_id="t-window", window_s=0.05, max_chars=10_000)
+    emitter.text("a")
+    emitter.text("b")
+    time.sleep(0.2)  # the timer, not a later event, must send "b"
+    events = collect(sink, 2)
+    emitter.close()
+    sink.close()
+    assert [e["delta"] for e in events] == ["a", "b"]
+
+
+def test_size_threshold_flushes_early_and_text_is_never_lost():
+    sink = EventSink("t-size")
+    emitter = RunEmitter(run_id="r3", thread_id="t-size", window_s=10.0, max_chars=8, start_seq=41)
+    pieces = [f"tok{n} " for n in range(50)]
+    for piece in pieces:
+        emitter.text(piece)
+    emitter.emit("message.completed", message_id="m", status="complete")
+    emitter.close()
+    n = emitter.seq - 41
+    events = collect(sink, n)
+    sink.close()
+    deltas = [e for e in events if e["type"] == "text.delta"]
+    assert "".join(e["delta"] for e in deltas) == "".join(pieces)
+    assert 1 < len(deltas) < len(pieces)  # merged, but flushed early past 8 chars
+    assert [e["seq"] for e in events] == list(range(42, 42 + n))

@@ -1,0 +1,139 @@
+"""The thread websocket with Channels' WebsocketCommunicator (DESIGN §7)."""
+
+import json
+
+import pytest
+from channels.testing import WebsocketCommunicator
+from rest_framework.authtoken.models import Token
+
+from chatplatform.asgi import application
+from knowledge.services import knowledge_item_create
+from tests.conftest import make_thread
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+_TOKENS: dict[str, str] = {}
+
+
+@pytest.fixture(autouse=True)
+def tokens(users):
+    _TOKENS.clear()
+    _TOKENS.update({name: Token.objects.get_or_create(user=user)[0].key for name, user in users.items()})
+    return _TOKENS
+
+
+def token_headers(user, origin: str | None = None) -> list:
+    key = _TOKENS[user.username]
+    headers = [(b"authorization", f"Token {key}".encode())]
+    if origin:
+        headers.append((b"origin", origin.encode()))
+    return headers
+
+
+async def connect(thread_id, headers):
+    comm = WebsocketCommunicator(application, f"/ws/threads/{thread_id}/", headers=headers)
+    connected, code = await comm.connect(timeout=5)
+    return comm, connected, code
+
+
+async def until(comm, type_, timeout=20):
+    seen = []
+    while True:
+        event = await comm.receive_json_from(timeout=timeout)
+        seen.append(event)
+        if event["type"] == type_:
+            return seen
+
+
+@pytest.fixture
+def thread(users, workspaces, offline):
+    knowledge_item_create(workspace=workspaces["demo"], owner=users["admin"], title="The with statement",
+                          content="The with statement wraps a block with a context manager.")
+    return make_thread(users["alice"], workspaces["demo"], offline)
+
+
+async def test_unauthenticated_socket_is_closed_4403(thread):
+    comm, connected, _ = await connect(thread.pk, [])
+    assert connected
+    assert (await comm.receive_output(timeout=5))["code"] == 4403
+    await comm.disconnect()
+
+
+async def test_other_users_thread_is_closed_4404_without_revealing_it(thread, users):
+    for intruder in ("bob", "dave"):
+        comm, connected, _ = await connect(thread.pk, token_headers(users[intruder]))
+        assert (await comm.receive_output(timeout=5))["code"] == 4404
+        await comm.disconnect()
+
+
+async def test_unknown_and_malformed_thread_ids_close_4404(users):
+    for thread_id in ("00000000-0000-0000-0000-000000000000", "not-a-uuid"):
+        comm, _, _ = await connect(thread_id, token_headers(users["alice"]))
+        assert (await comm.receive_output(timeout=5))["code"] == 4404
+        await comm.disconnect()
+
+
+async def test_foreign_origin_is_refused_even_with_credentials(thread, users):
+    comm, _, _ = await connect(thread.pk, token_headers(users["alice"], origin="http://evil.example"))
+    assert (await comm.receive_output(timeout=5))["code"] == 4403
+    await comm.disconnect()
+
+
+async def test_bad_frames_get_error_events_and_the_socket_stays_usable(thread, users):
+    comm, connected, _ = await connect(thread.pk, token_headers(users["alice"], origin="http://localhost"))
+    assert connected
+    await comm.send_to(text_data="{not json")
+    assert (await comm.receive_json_from())["code"] == "invalid_json"
+    await comm.send_to(text_data="[1, 2]")
+    assert (await comm.receive_json_from())["code"] == "invalid_frame"
+    await comm.send_json_to({"type": "does.not.exist"})
+    assert (await comm.receive_json_from())["code"] == "unknown_type"
+    await comm.send_json_to({"type": "message.send", "content": 42})
+    assert (await comm.receive_json_from())["code"] == "invalid_frame"
+    await comm.send_json_to({"type": "message.send", "content": "   "})
+    assert (await comm.receive_json_from())["code"] == "empty_message"
+    big = json.dumps({"type": "message.send", "content": "x" * (64 * 1024)})
+    await comm.send_to(text_data=big)
+    error = await comm.receive_json_from()
+    assert error["type"] == "error" and error["code"] == "frame_too_large"
+    # Still open and working.
+    await comm.send_json_to({"type": "message.send", "content": "How does the with statement work?"})
+    events = await until(comm, "run.completed")
+    assert events[0]["type"] == "run.started"
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert "context manager" in "".join(e["delta"] for e in events if e["type"] == "text.delta")
+    await comm.disconnect()
+
+
+async def test_two_tabs_both_receive_the_run(thread, users):
+    headers = token_headers(users["alice"])
+    first, _, _ = await connect(thread.pk, headers)
+    second, _, _ = await connect(thread.pk, headers)
+    await first.send_json_to({"type": "message.send", "content": "with statement"})
+    a = await until(first, "run.completed")
+    b = await until(second, "run.completed")
+    assert a == b
+    await first.disconnect()
+    await second.disconnect()
+
+
+async def test_admin_may_watch_but_not_send(thread, users):
+    comm, connected, _ = await connect(thread.pk, token_headers(users["admin"]))
+    assert connected
+    await comm.send_json_to({"type": "message.send", "content": "hello"})
+    error = await comm.receive_json_from()
+    assert error["code"] == "not_allowed"
+    await comm.disconnect()
+
+
+async def test_a_second_send_while_a_run_is_active_is_refused(thread, users, settings):
+    settings.OFFLINE_DELTA_DELAY_S = 0.05
+    comm, _, _ = await connect(thread.pk, token_headers(users["alice"]))
+    await comm.send_json_to({"type": "message.send", "content": "How does the with statement work?"})
+    await until(comm, "run.started")
+    await comm.send_json_to({"type": "message.send", "content": "again"})
+    seen = await until(comm, "error")
+    assert seen[-1]["code"] == "run_in_progress"
+    await until(comm, "run.completed")
+    await comm.disconnect()

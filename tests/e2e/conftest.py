@@ -1,0 +1,58 @@
+"""Fixtures for the end-to-end tests: the platform as real processes (see ``harness.py``).
+
+* ``embedded_platform`` — SQLite + in-memory channel layer, one daphne process.
+* ``services_platform`` — PostgreSQL + Redis + daphne + a Celery worker. Skipped when
+  PostgreSQL or Redis is unreachable, unless ``CI=true``: then it fails loudly.
+
+When a test that uses a platform fails, the end of every process log is attached to the
+report.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from .harness import Platform, PlatformError, services_unreachable_reason
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() == "true"
+
+
+@pytest.fixture(scope="module")
+def embedded_platform():
+    platform = Platform("embedded")
+    try:
+        platform.start()
+    except PlatformError as exc:
+        pytest.fail(f"embedded platform did not start: {exc}", pytrace=False)
+    yield platform
+    platform.stop()
+
+
+@pytest.fixture(scope="module")
+def services_platform():
+    reason = services_unreachable_reason()
+    if reason:
+        if _ci():
+            pytest.fail(f"CI=true requires PostgreSQL and Redis for the services e2e tests: {reason}", pytrace=False)
+        pytest.skip(reason)
+    platform = Platform("services")
+    try:
+        platform.start()
+    except PlatformError as exc:
+        pytest.fail(f"services platform did not start: {exc}", pytrace=False)
+    yield platform
+    platform.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for value in getattr(item, "funcargs", {}).values():
+            if isinstance(value, Platform):
+                report.sections.append((f"{value.mode} platform logs", value.log_tail(60)))

@@ -1,0 +1,324 @@
+"""End-to-end harness: the platform as real subprocesses (``Platform``).
+
+Two modes, both started from this repository with ``.venv/bin/python``:
+
+* ``embedded`` — SQLite in a temporary directory, no ``REDIS_URL`` (in-memory channel
+  layer, turns on the web process's executor threads); one daphne process.
+* ``services`` — a fresh PostgreSQL database (created here, dropped on stop), a Redis db
+  (FLUSHDB first), channels-redis, and a Celery worker (thread pool) running the turns.
+
+``start()`` runs ``migrate`` and ``seed_demo``, starts the processes and waits (bounded)
+until HTTP answers; ``stop()`` terminates every child (kill after a timeout). Each
+process's output goes to a log file in the temporary directory; ``log_tail()`` returns the
+end of every log so a failing test can show what the servers said.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = REPO / ".venv" / "bin"
+PYTHON = VENV_BIN / "python"
+DEMO_PASSWORD = "e2e-demo-Pa55"
+PG_ADMIN_DSN = os.environ.get("E2E_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+PG_URL_BASE = os.environ.get("E2E_PG_URL_BASE", "postgres://postgres@127.0.0.1:5432")
+REDIS_BASE = os.environ.get("E2E_REDIS_BASE", "redis://127.0.0.1:6379")
+REDIS_DB = int(os.environ.get("E2E_REDIS_DB", "5"))
+
+# Variables from the caller's environment (or a developer's .env) that would change what
+# the platform connects to; the harness decides all of them explicitly.
+_SCRUB = (
+    "DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "RUN_EXECUTOR", "OPENAI_API_KEY",
+    "OPENAI_BASE_URL", "OPENAI_MODEL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL",
+    "OLLAMA_BASE_URL", "OLLAMA_MODEL", "CSRF_TRUSTED_ORIGINS", "DJANGO_SETTINGS_MODULE",
+    "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
+)
+
+
+class PlatformError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tcp_reachable(host: str, port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def services_unreachable_reason() -> str | None:
+    """``None`` when PostgreSQL and Redis both answer, else why not."""
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_ADMIN_DSN, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+    except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"
+        return f"PostgreSQL at {PG_ADMIN_DSN} unreachable: {exc}"
+    try:
+        import redis
+
+        client = redis.Redis.from_url(f"{REDIS_BASE}/{REDIS_DB}", socket_connect_timeout=3, socket_timeout=3)
+        client.ping()
+        client.close()
+    except Exception as exc:  # noqa: BLE001
+        return f"Redis at {REDIS_BASE} unreachable: {exc}"
+    return None
+
+
+class Platform:
+    """The running platform. Use as a context manager or call ``start()``/``stop()``."""
+
+    def __init__(self, mode: str = "embedded", *, password: str = DEMO_PASSWORD,
+                 startup_timeout: float = 60.0, extra_env: dict[str, str] | None = None) -> None:
+        if mode not in ("embedded", "services"):
+            raise ValueError(mode)
+        self.mode = mode
+        self.password = password
+        self.startup_timeout = startup_timeout
+        self.extra_env = dict(extra_env or {})
+        self.tmpdir = Path(tempfile.mkdtemp(prefix=f"chatplatform-e2e-{mode}-"))
+        self.port = 0
+        self.db_name: str | None = None
+        self.redis_url: str | None = None
+        self.procs: dict[str, subprocess.Popen] = {}
+        self._logs: dict[str, Path] = {}
+        self._log_files: list = []
+        self.env: dict[str, str] = {}
+        self.keep_tmp = os.environ.get("E2E_KEEP_TMP") == "1"
+
+    # --- addresses -----------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_base(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def ws_url(self, thread_id) -> str:
+        return f"{self.ws_base}/ws/threads/{thread_id}/"
+
+    # --- lifecycle -----------------------------------------------------------------------
+    def __enter__(self) -> Platform:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> Platform:
+        try:
+            self.env = self._environment()
+            self.manage("migrate", "--noinput", timeout=180)
+            self.manage("seed_demo", timeout=180)
+            if self.mode == "services":
+                self._start_worker()
+            self._start_daphne()
+            self._wait_http()
+            if self.mode == "services":
+                self._wait_worker()
+        except Exception as exc:
+            tail = self.log_tail()
+            self.stop()
+            raise PlatformError(f"{self.mode} platform failed to start: {exc}\n{tail}") from exc
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for name in reversed(list(self.procs)):
+            proc = self.procs[name]
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 10
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=5)
+        for fh in self._log_files:
+            fh.close()
+        self._log_files.clear()
+        if self.mode == "services":
+            self._drop_services()
+        if not self.keep_tmp:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+    # --- commands ------------------------------------------------------------------------
+    def manage(self, *args: str, timeout: float = 120, check: bool = True,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """``manage.py <args>`` against this platform's database; output logged and returned."""
+        cmd = [str(PYTHON), "manage.py", *args]
+        result = subprocess.run(cmd, cwd=REPO, env={**self.env, **(env or {})}, capture_output=True,
+                                text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        log = self.tmpdir / f"manage-{args[0]}.log"
+        with log.open("a") as fh:
+            fh.write(f"$ {' '.join(cmd)}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}\n"
+                     f"--- exit {result.returncode}\n")
+        self._logs.setdefault(f"manage {args[0]}", log)
+        if check and result.returncode != 0:
+            raise PlatformError(f"manage.py {' '.join(args)} exited {result.returncode}:\n"
+                                f"{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
+        return result
+
+    def log_tail(self, lines: int = 40) -> str:
+        out = []
+        for name, path in self._logs.items():
+            try:
+                text = path.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            out.append(f"----- {name} ({path}) last {lines} lines -----")
+            out.extend(text[-lines:])
+        return "\n".join(out)
+
+    # --- internals -----------------------------------------------------------------------
+    def _environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+        env.update({
+            "DJANGO_SETTINGS_MODULE": "chatplatform.settings.local",
+            "DEBUG": "false",
+            "ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "SECRET_KEY": "test",
+            "DEMO_PASSWORD": self.password,
+            "OFFLINE_DELTA_DELAY_S": "0.01",
+            "PYTHONUNBUFFERED": "1",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "LOG_LEVEL": os.environ.get("E2E_LOG_LEVEL", "WARNING"),
+        })
+        if self.mode == "embedded":
+            env["DATABASE_URL"] = f"sqlite:///{self.tmpdir / 'db.sqlite3'}"
+            env["REDIS_URL"] = ""  # explicit: a developer's .env must not switch the mode
+        else:
+            self._create_services()
+            env["DATABASE_URL"] = f"{PG_URL_BASE}/{self.db_name}"
+            env["REDIS_URL"] = self.redis_url
+        env.update(self.extra_env)
+        return env
+
+    def _create_services(self) -> None:
+        import psycopg
+        import redis
+
+        reason = services_unreachable_reason()
+        if reason:
+            raise PlatformError(reason)
+        self.db_name = f"chatplatform_e2e_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(PG_ADMIN_DSN, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'CREATE DATABASE "{self.db_name}"')
+        self.redis_url = f"{REDIS_BASE}/{REDIS_DB}"
+        client = redis.Redis.from_url(self.redis_url, socket_connect_timeout=3, socket_timeout=5)
+        client.flushdb()
+        client.close()
+
+    def _drop_services(self) -> None:
+        if self.db_name:
+            import psycopg
+
+            try:
+                with psycopg.connect(PG_ADMIN_DSN, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
+            except Exception as exc:  # noqa: BLE001 - report, never mask the test's own result
+                sys.stderr.write(f"e2e: could not drop database {self.db_name}: {exc}\n")
+            self.db_name = None
+        if self.redis_url:
+            import redis
+
+            try:
+                client = redis.Redis.from_url(self.redis_url, socket_connect_timeout=3, socket_timeout=5)
+                client.flushdb()
+                client.close()
+            except Exception as exc:  # noqa: BLE001
+                sys.stderr.write(f"e2e: could not flush {self.redis_url}: {exc}\n")
+            self.redis_url = None
+
+    def _spawn(self, name: str, cmd: list[str]) -> subprocess.Popen:
+        log = self.tmpdir / f"{name}.log"
+        fh = log.open("w")
+        self._log_files.append(fh)
+        self._logs[name] = log
+        # A new session: stop() signals the whole process group (celery's pool, daphne).
+        proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stdout=fh, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        self.procs[name] = proc
+        return proc
+
+    def _start_worker(self) -> None:
+        self.worker_name = f"e2e-{uuid.uuid4().hex[:8]}@127.0.0.1"
+        self._spawn("celery", [str(VENV_BIN / "celery"), "-A", "chatplatform", "worker", "--pool", "threads",
+                               "--concurrency", "8", "--loglevel", "WARNING", "-n", self.worker_name,
+                               "--without-gossip", "--without-mingle"])
+
+    def _start_daphne(self) -> None:
+        for attempt in range(3):
+            self.port = free_port()
+            proc = self._spawn("daphne", [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.port),
+                                          "chatplatform.asgi:application"])
+            time.sleep(0.3)
+            if proc.poll() is None:
+                return
+            if "Address already in use" not in self._logs["daphne"].read_text(errors="replace") or attempt == 2:
+                raise PlatformError(f"daphne exited with {proc.returncode}")
+            del self.procs["daphne"]
+
+    def _wait_http(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        last = None
+        with httpx.Client(timeout=2.0, trust_env=False) as client:
+            while time.monotonic() < deadline:
+                for name, proc in self.procs.items():
+                    if proc.poll() is not None:
+                        raise PlatformError(f"{name} exited with {proc.returncode} during start-up")
+                try:
+                    r = client.get(f"{self.base_url}/accounts/login/")
+                    if r.status_code == 200:
+                        return
+                    last = f"HTTP {r.status_code}"
+                except httpx.HTTPError as exc:
+                    last = repr(exc)
+                time.sleep(0.1)
+        raise PlatformError(f"HTTP did not answer within {self.startup_timeout:.0f} s (last: {last})")
+
+    def _wait_worker(self) -> None:
+        """Ping the Celery worker over the broker until it answers (bounded)."""
+        from celery import Celery
+
+        app = Celery("e2e-probe", broker=self.redis_url)
+        deadline = time.monotonic() + self.startup_timeout
+        try:
+            while time.monotonic() < deadline:
+                if self.procs["celery"].poll() is not None:
+                    raise PlatformError(f"celery exited with {self.procs['celery'].returncode} during start-up")
+                replies = app.control.ping(destination=[self.worker_name], timeout=1.0)
+                if replies:
+                    return
+            raise PlatformError(f"Celery worker did not answer a ping within {self.startup_timeout:.0f} s")
+        finally:
+            app.close()
