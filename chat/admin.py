@@ -28,7 +28,7 @@ class ThreadAdmin(admin.ModelAdmin):
     list_display = ["title", "owner", "workspace", "provider", "model", "updated_at"]
     list_filter = ["workspace", "provider"]
     search_fields = ["title", "owner__username"]
-    readonly_fields = ["message_count", "created_at", "updated_at"]
+    readonly_fields = ["created_at", "updated_at"]
 
 
 @admin.register(Message)

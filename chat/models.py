@@ -58,8 +58,6 @@ class Thread(models.Model):
     include_private_in_ai = models.BooleanField(default=False)
     ui_context = models.JSONField(default=dict, blank=True)
     prompt_tier = models.CharField(max_length=8, choices=PromptTier.choices, default=PromptTier.AUTO)
-    # Atomic per-thread counter; a new message takes the next value as its position.
-    message_count = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

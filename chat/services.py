@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Max
 
 from .models import Message, Thread, Workspace
 
@@ -12,10 +12,15 @@ TITLE_MAX_CHARS = 60
 
 @transaction.atomic
 def message_create(*, thread_id, role: str, content: str = "", run=None, **fields) -> Message:
-    """Append a message to a thread at the next position (atomic per-thread counter)."""
-    Thread.objects.filter(pk=thread_id).update(message_count=F("message_count") + 1)
-    position = Thread.objects.values_list("message_count", flat=True).get(pk=thread_id)
-    return Message.objects.create(thread_id=thread_id, run=run, position=position, role=role, content=content, **fields)
+    """Append a message to a thread at the next position.
+
+    The thread row is locked for the transaction (PostgreSQL ``SELECT … FOR UPDATE``;
+    SQLite's IMMEDIATE transactions already serialise writers), so concurrent writers never
+    take the same position.
+    """
+    Thread.objects.select_for_update().filter(pk=thread_id).values_list("pk", flat=True).get()
+    last = Message.objects.filter(thread_id=thread_id).aggregate(last=Max("position"))["last"] or 0
+    return Message.objects.create(thread_id=thread_id, run=run, position=last + 1, role=role, content=content, **fields)
 
 
 def thread_create(

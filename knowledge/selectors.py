@@ -5,7 +5,9 @@ visibility filters in the same SQL (never post-filtered in Python):
 
 * PostgreSQL — a stored, weighted ``tsvector`` (title 'A' with the ``simple`` config so
   short titles such as "with" keep their words; content 'B' with ``english`` stemming), a
-  GIN index, the question's words OR-ed, ranked with ``ts_rank_cd``.
+  GIN index, the question's words OR-ed, ranked with ``ts_rank_cd`` (title 'A' weighted 10×
+  content 'B', as in SQLite; the default weights let a long passage repeating "statement"
+  outrank the topic titled "The with statement").
 * SQLite — an FTS5 table (porter stemming) kept in sync by triggers, ranked with ``bm25``
   (title weighted 10×). The user's words are quoted, so FTS5 syntax never raises.
 """
@@ -114,7 +116,8 @@ def _search_sqlite(terms, workspace_id, user_id, private_ok, top_k):
 def _search_postgres(terms, workspace_id, user_id, private_ok, top_k):
     text = " | ".join(terms + [f"({a} <-> {b})" for a, b in _bigrams(terms)])
     sql = """
-        SELECT c.id, c.item_id, c.title, c.content, ts_rank_cd(c.search_vector, q.query) AS score, i.type
+        SELECT c.id, c.item_id, c.title, c.content,
+               ts_rank_cd('{0.01, 0.02, 0.1, 1.0}'::float4[], c.search_vector, q.query) AS score, i.type
         FROM knowledge_knowledgechunk c
         JOIN knowledge_knowledgeitem i ON i.id = c.item_id,
              (SELECT to_tsquery('english', %s) || to_tsquery('simple', %s) AS query) q

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from pathlib import Path
 
 import pytest
 
@@ -558,4 +557,3 @@ def test_07_echo_off_against_strict_upstream_fails_with_the_upstream_reason(
     assert not any(_has_key(r, "reasoning_content") for r in fake_openai.requests)
     last = assistant_messages(thread)[-1]
     assert last.status == "error"
-    assert Path  # keep import used

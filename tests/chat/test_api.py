@@ -155,3 +155,14 @@ def test_schema_lists_the_design_endpoints(users):
         "/api/v1/runs/{run_id}/cancel/", "/api/v1/providers/", "/api/v1/providers/{slug}/models/",
     ]:
         assert path in schema["paths"], path
+
+
+def test_saving_a_stale_thread_never_breaks_message_positions(users, alice_thread, converse):
+    stale = Thread.objects.get(pk=alice_thread.pk)
+    converse(alice_thread, users["alice"], "with statement")
+    stale.title = "renamed from an old copy"
+    stale.save()
+    run, events = converse(alice_thread, users["alice"], "and again")
+    assert run.status == "completed"
+    positions = list(Message.objects.filter(thread=alice_thread).values_list("position", flat=True))
+    assert positions == list(range(1, len(positions) + 1))

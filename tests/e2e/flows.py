@@ -144,11 +144,19 @@ def final_assistant(msgs: list[dict], run_id: str) -> dict:
 
 
 def assert_quotes_with_topic(message: dict) -> None:
+    """The answer quotes the Python reference's "The with statement" topic: the best hit
+    (citation [1]) is that topic, the text names it and carries a quoted passage about
+    ``with``."""
     content = message["content"]
     assert "with" in content.lower()
     assert WITH_TOPIC_TITLE in content, content[:400]
-    titles = [c.get("title", "") for c in message.get("citations") or []]
-    assert any(WITH_TOPIC_TITLE in t for t in titles), f"citations: {message.get('citations')}"
+    citations = message.get("citations") or []
+    titles = [c.get("title", "") for c in citations]
+    assert WITH_TOPIC_TITLE in titles, f"citations: {citations}"
+    best = min(citations, key=lambda c: c.get("n", 99))
+    assert best["title"] == WITH_TOPIC_TITLE, f"best hit is {best['title']!r}, not the with topic: {titles}"
+    quoted = [ln for ln in content.splitlines() if ln.startswith("> ")]
+    assert any("with" in ln for ln in quoted), content[:600]
 
 
 def assert_conversation(platform: Platform, token: str, thread_id: str, turn: Turn) -> dict:

@@ -322,3 +322,14 @@ class Platform:
             raise PlatformError(f"Celery worker did not answer a ping within {self.startup_timeout:.0f} s")
         finally:
             app.close()
+
+    def worker_tasks_run(self) -> dict[str, int]:
+        """``{task name: count}`` the Celery worker has run (services mode), via the broker."""
+        from celery import Celery
+
+        app = Celery("e2e-probe", broker=self.redis_url)
+        try:
+            stats = app.control.inspect(destination=[self.worker_name], timeout=3.0).stats() or {}
+        finally:
+            app.close()
+        return dict((stats.get(self.worker_name) or {}).get("total") or {})

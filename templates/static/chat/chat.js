@@ -22,7 +22,8 @@
   }
 
   function statusLabel(s) {
-    return {complete: "", streaming: "writing…", truncated: "truncated", error: "error", cancelled: "cancelled"}[s] || s;
+    var labels = {complete: "", streaming: "writing…", truncated: "truncated", error: "error", cancelled: "cancelled"};
+    return Object.prototype.hasOwnProperty.call(labels, s) ? labels[s] : s;
   }
 
   function toolRow(name, summary, status, detail) {

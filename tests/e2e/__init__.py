@@ -1,0 +1,1 @@
+"""End-to-end tests: the platform as real processes (see harness.py)."""

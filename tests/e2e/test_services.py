@@ -1,0 +1,75 @@
+"""End-to-end, services mode: daphne + PostgreSQL + Redis channel layer + a Celery worker.
+
+The same conversation as the embedded test, but the turn runs on the Celery worker (thread
+pool) and its events reach the websocket through the Redis channel layer. Skipped when
+PostgreSQL or Redis is unreachable, unless ``CI=true`` (then it fails).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from . import flows
+from .flows import QUESTION, WITH_TOPIC_TITLE
+
+pytestmark = pytest.mark.services
+
+TASK = "agents.run_turn"
+
+
+@pytest.fixture(scope="module")
+def alice(services_platform) -> str:
+    return flows.login_token(services_platform, "alice")
+
+
+def test_services_providers(services_platform, alice):
+    with flows.http(services_platform, alice) as client:
+        providers = client.get("/api/v1/providers/")
+    assert providers.status_code == 200
+    assert {p["slug"]: p["status"] for p in providers.json()}["offline"] == "ok"
+
+
+def test_services_websocket_conversation(services_platform, alice, capsys):
+    before = services_platform.worker_tasks_run().get(TASK, 0)
+    thread_id = flows.create_thread(services_platform, alice)
+    with flows.ws_connect(services_platform, thread_id, token=alice) as ws:
+        turn = flows.ws_turn(ws, QUESTION)
+        flows.assert_conversation(services_platform, alice, thread_id, turn)
+        second = flows.ws_turn(ws, QUESTION)
+        flows.assert_conversation(services_platform, alice, thread_id, second)
+    with capsys.disabled():
+        for n, t in enumerate((turn, second), 1):
+            print(f"\nBENCH services first_delta_ms={t.first_delta_ms:.1f} mode=services turn={n} "
+                  f"events={len(t.events)} total_ms={t.total_ms:.0f}", flush=True)
+    # The turns ran on the Celery worker, not in the web process.
+    assert services_platform.worker_tasks_run().get(TASK, 0) >= before + 2
+
+
+def test_services_websocket_access_rules(services_platform, alice):
+    thread_id = flows.create_thread(services_platform, alice)
+    dave = flows.login_token(services_platform, "dave")
+    with flows.ws_connect(services_platform, thread_id, token=dave) as ws:
+        assert flows.close_code(ws) == 4404
+    with flows.ws_connect(services_platform, thread_id) as ws:
+        assert flows.close_code(ws) == 4403
+    with flows.ws_connect(services_platform, thread_id, token=alice) as ws:
+        ws.send("{oops")
+        err = flows.recv_json(ws, timeout=10)
+        assert err["type"] == "error" and err["code"] == "invalid_json"
+        flows.assert_conversation(services_platform, alice, thread_id, flows.ws_turn(ws, QUESTION))
+
+
+def test_services_rest_run_and_poll(services_platform, alice):
+    before = services_platform.worker_tasks_run().get(TASK, 0)
+    thread_id = flows.create_thread(services_platform, alice)
+    answer = flows.rest_turn(services_platform, alice, thread_id)
+    assert WITH_TOPIC_TITLE in answer["content_html"]
+    assert services_platform.worker_tasks_run().get(TASK, 0) >= before + 1
+
+
+def test_services_manage_ask(services_platform):
+    result = services_platform.manage("ask", "--user", "alice", QUESTION, timeout=120, check=False)
+    assert result.returncode == 0, (result.stdout[-2000:], result.stderr[-2000:])
+    assert "[tool] search_knowledge" in result.stdout
+    assert WITH_TOPIC_TITLE in result.stdout
+    assert result.stdout.rstrip().endswith("[completed]")
