@@ -1,3 +1,5 @@
+import importlib
+
 from django.apps import AppConfig
 
 
@@ -7,16 +9,17 @@ class AgentsConfig(AppConfig):
 
     def ready(self) -> None:
         # Fill the tool registry once: every installed app's ``tools`` module declares its
-        # tools with ``@tool``. The registry is read-only afterwards.
+        # tools with ``@tool``, plus any ``EXTRA_TOOL_MODULES``. Read-only afterwards.
+        from django.conf import settings
+        from django.db.models.signals import post_migrate
         from django.utils.module_loading import autodiscover_modules
 
         from agents.tools import registry
 
         autodiscover_modules("tools")
+        for module in settings.EXTRA_TOOL_MODULES:
+            importlib.import_module(module)
         registry.freeze()
-
-        from django.db.models.signals import post_migrate
-
         post_migrate.connect(_sync_tool_policies, sender=self)
 
 

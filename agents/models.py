@@ -162,6 +162,11 @@ class Run(models.Model):
     iterations = models.PositiveSmallIntegerField(default=0)
     error = models.JSONField(default=dict, blank=True)
     last_event_seq = models.PositiveIntegerField(default=0)
+    # Lease: the worker running the turn renews it with a heartbeat; an expired lease means
+    # the worker died, and the reaper re-queues the run (bounded by ``attempts``).
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -214,6 +219,8 @@ class ToolCall(models.Model):
     is_error = models.BooleanField(default=False)
     attempts = models.PositiveSmallIntegerField(default=0)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    requested_at = models.DateTimeField(null=True, blank=True, help_text="when approval was requested")
+    decision = models.CharField(max_length=12, blank=True)
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -227,3 +234,29 @@ class ToolCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} ({self.status})"
+
+
+class AuditEvent(models.Model):
+    """Security-relevant events besides the ToolCall ledger: permission denials, rejected UI
+    context, refused decisions. Read-only in the admin."""
+
+    class Kind(models.TextChoices):
+        PERMISSION_DENIED = "permission_denied"
+        UI_CONTEXT_REJECTED = "ui_context_rejected"
+        FRAME_REJECTED = "frame_rejected"
+        DECISION_REFUSED = "decision_refused"
+
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    workspace = models.ForeignKey("chat.Workspace", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    thread_id = models.UUIDField(null=True, blank=True)
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events")
+    tool_name = models.CharField(max_length=200, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.tool_name} {self.created_at:%Y-%m-%d %H:%M}"

@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from django.conf import settings
+
 from agents.models import Role, ToolPolicy
 from agents.tools import ToolSpec, registry
 
@@ -30,9 +32,14 @@ class PolicyView:
     approval_mode: str
 
 
+def chat_denylisted(spec: ToolSpec) -> bool:
+    """Tools that manage the platform itself can never be enabled for chat."""
+    return spec.chat_denylisted or spec.name in settings.CHAT_TOOL_DENYLIST
+
+
 def policy_defaults(spec: ToolSpec) -> PolicyView:
     return PolicyView(
-        enabled=not spec.chat_denylisted,
+        enabled=not chat_denylisted(spec),
         risk=spec.risk,
         allowed_roles=frozenset(),
         affinity_object_types=(),
@@ -67,7 +74,7 @@ def policy_views() -> dict[str, PolicyView]:
     for row in ToolPolicy.objects.prefetch_related("allowed_roles"):
         spec = registry.get(row.tool_name)
         views[row.tool_name] = PolicyView(
-            enabled=row.enabled and not (spec is not None and spec.chat_denylisted),
+            enabled=row.enabled and not (spec is not None and chat_denylisted(spec)),
             risk=row.risk,
             allowed_roles=frozenset(r.name for r in row.allowed_roles.all()),
             affinity_object_types=tuple(row.affinity_object_types or ()),
@@ -96,21 +103,31 @@ def role_allows(policy: PolicyView, role_name: str) -> bool:
 def tool_pipeline(
     *, role_name: str, object_type: str | None, allow_model_save: bool, policies: dict[str, PolicyView]
 ) -> Offer:
-    """The offered tool set for one request. Each exclusion is logged with its reason."""
+    """The offered tool set for one request, in four steps: enabled → RBAC (the user's role
+    in the thread's workspace) → context affinity → model-save consent.
+
+    Context affinity: when the UI context names an object type that some allowed tool has an
+    affinity for, only those tools (plus always-offered ones such as ``show_capabilities``)
+    are offered; an absent type, or one no tool is tied to, leaves every allowed tool.
+    Each exclusion is logged with its reason and kept in ``Offer.excluded``.
+    """
     offer = Offer()
+    allowed: list[ToolSpec] = []
     for spec in registry.all():
         policy = policies.get(spec.name) or policy_defaults(spec)
-        reason = None
         if not policy.enabled:
-            reason = "disabled by policy" if not spec.chat_denylisted else "on the chat denylist"
+            offer.excluded[spec.name] = "on the chat denylist" if chat_denylisted(spec) else "disabled by policy"
         elif not role_allows(policy, role_name):
-            reason = f"role {role_name!r} not allowed"
-        elif (
-            object_type
-            and not spec.always_offered
-            and policy.affinity_object_types
-            and object_type not in policy.affinity_object_types
-        ):
+            offer.excluded[spec.name] = f"role {role_name!r} not allowed"
+        else:
+            allowed.append(spec)
+    affine = {
+        spec.name for spec in allowed
+        if object_type and object_type in (policies.get(spec.name) or policy_defaults(spec)).affinity_object_types
+    }
+    for spec in allowed:
+        reason = None
+        if affine and spec.name not in affine and not spec.always_offered:
             reason = f"no affinity with object type {object_type!r}"
         elif spec.requires_model_save and not allow_model_save:
             reason = "model saves are off in this thread"

@@ -7,7 +7,9 @@ from django.http import Http404
 
 from chat.selectors import thread_get_for_user
 
-from .models import LLMModel, Provider, Run
+from chat.models import Membership
+
+from .models import LLMModel, Provider, Run, ToolCall
 
 
 def run_get_for_user(*, user, run_id) -> Run:
@@ -33,3 +35,29 @@ def provider_get(*, slug: str) -> Provider:
 
 def model_list_for_provider(*, provider: Provider) -> QuerySet[LLMModel]:
     return provider.models.filter(enabled=True).order_by("name")
+
+
+def tool_call_list_for_user(*, user, status: str = "") -> QuerySet[ToolCall]:
+    """Tool calls of runs in threads the user may see: their own threads, and every thread
+    of the workspaces they administer. ``status`` filters (e.g. ``awaiting_approval``)."""
+    from django.db.models import Q
+
+    admin_workspaces = Membership.objects.filter(user=user, role__is_admin=True).values("workspace_id")
+    member_workspaces = Membership.objects.filter(user=user).values("workspace_id")
+    qs = ToolCall.objects.select_related("run__thread").filter(
+        Q(run__thread__owner=user, run__thread__workspace_id__in=member_workspaces)
+        | Q(run__thread__workspace_id__in=admin_workspaces)
+    )
+    if status:
+        qs = qs.filter(status=status)
+    return qs.order_by("-created_at")
+
+
+def tool_call_get_for_user(*, user, tool_call_id) -> ToolCall:
+    """Http404 unless the call's thread is visible to the user (also for malformed ids)."""
+    try:
+        tool_call = ToolCall.objects.select_related("run__thread", "decided_by").get(pk=tool_call_id)
+    except Exception as exc:
+        raise Http404("No such tool call.") from exc
+    thread_get_for_user(user=user, thread_id=tool_call.run.thread_id)
+    return tool_call

@@ -10,7 +10,7 @@ from chat.models import Message, Thread
 from chat.services import message_create, title_from_message
 
 from .executors import enqueue_run
-from .models import Run
+from .models import AuditEvent, Run, ToolCall
 
 MAX_MESSAGE_CHARS = 32_000
 
@@ -57,6 +57,9 @@ def run_create(
     with transaction.atomic():
         if Run.objects.filter(thread=thread, status__in=ACTIVE).exists():
             raise RunRejected("run_in_progress", "A reply is still being written in this thread.", 409)
+        for waiting in Run.objects.filter(thread=thread, status=Run.Status.AWAITING_APPROVAL):
+            _end_waiting_run(waiting, reason="Not executed: the user sent a new message instead of deciding.",
+                             decision="superseded")
         user_message = message_create(thread_id=thread.pk, role=Message.Role.USER, content=content)
         run = Run.objects.create(
             thread=thread,
@@ -80,35 +83,110 @@ def run_create(
     return RunCreated(run=run, user_message=user_message)
 
 
+def _end_waiting_run(run: Run, *, reason: str, decision: str) -> bool:
+    """Cancel a run that waits for approval: its open calls get ``reason`` as an error result
+    (history stays valid for every provider), ``approval.resolved`` and ``run.cancelled`` are
+    published. Returns False if the run was no longer waiting."""
+    from django.utils import timezone
+
+    from .events import RunEmitter
+    from .loop.turn import close_open_calls
+
+    if not Run.objects.filter(pk=run.pk, status__in=[Run.Status.QUEUED, Run.Status.AWAITING_APPROVAL]).update(
+        status=Run.Status.CANCELLED, finished_at=timezone.now(),
+        error={"code": decision, "message": reason},
+    ):
+        return False
+    run.refresh_from_db()
+    closed = close_open_calls(run=run, reason=reason)
+    emitter = RunEmitter(run_id=run.pk, thread_id=run.thread_id, start_seq=run.last_event_seq)
+    for ledger_id in closed:
+        emitter.emit("approval.resolved", tool_call_id=ledger_id, decision=decision, decided_by=None)
+    emitter.emit("run.cancelled", status=Run.Status.CANCELLED)
+    emitter.close()
+    Run.objects.filter(pk=run.pk).update(last_event_seq=emitter.seq)
+    return True
+
+
+def _may_manage(run: Run, user) -> bool:
+    """The run's own user, or an admin of its workspace."""
+    from chat.selectors import membership_get
+
+    if run.user_id == user.pk:
+        return True
+    membership = membership_get(user=user, workspace_id=run.thread.workspace_id)
+    return membership is not None and membership.role.is_admin
+
+
 def run_cancel(*, run: Run, user) -> Run:
     """Cancel a queued, running or awaiting run.
 
     Only the run's user or an admin of its workspace may cancel (others: ``not_allowed``,
-    403). A queued or awaiting run is ended here (``run.cancelled`` is published now); a
-    running one is stopped by its worker within ``STREAM_PERSIST_INTERVAL_S`` (1 s), which
-    keeps the partial text with status ``cancelled``. A terminal run → ``run_finished`` (409).
+    403). A queued or awaiting run is ended here: open tool calls get a "cancelled by the
+    user" result and ``run.cancelled`` is published now. A running one is stopped by its
+    worker within a second (the lease heartbeat reads the flag), which closes the upstream
+    stream and keeps the partial text with status ``cancelled``. A finished run →
+    ``run_finished`` (409).
     """
-    from django.utils import timezone
-
-    from chat.selectors import membership_get
-
-    from .events import RunEmitter
-
-    if run.user_id != user.pk:
-        membership = membership_get(user=user, workspace_id=run.thread.workspace_id)
-        if membership is None or not membership.role.is_admin:
-            raise RunRejected("not_allowed", "Only the person who started this run can cancel it.", 403)
-    idle = Run.objects.filter(pk=run.pk, status__in=[Run.Status.QUEUED, Run.Status.AWAITING_APPROVAL]).update(
-        status=Run.Status.CANCELLED, finished_at=timezone.now()
-    )
-    if idle:
-        run.refresh_from_db()
-        emitter = RunEmitter(run_id=run.pk, thread_id=run.thread_id, start_seq=run.last_event_seq)
-        emitter.emit("run.cancelled", status=Run.Status.CANCELLED)
-        emitter.close()
-        Run.objects.filter(pk=run.pk).update(last_event_seq=emitter.seq)
+    if not _may_manage(run, user):
+        raise RunRejected("not_allowed", "Only the person who started this run can cancel it.", 403)
+    if _end_waiting_run(run, reason="Not executed: the run was cancelled by the user.", decision="cancelled"):
         return run
     if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(status=Run.Status.CANCELLED):
         raise RunRejected("run_finished", "This run has already finished.", 409)
     run.status = Run.Status.CANCELLED
     return run
+
+
+def tool_call_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:
+    """Approve or deny a call that waits for approval, then re-queue its run.
+
+    ``tool_call`` must come from ``tool_call_get_for_user``. Only the run's user or a
+    workspace admin may decide (``not_allowed``, 403). Refused with 409: a call that is not
+    waiting (decided, superseded, cancelled — ``not_pending``), or an *approve* of a
+    dangerous call before ``countdown_s`` (10 s) after the request (``countdown``; the
+    server owns the countdown). Exactly one decision wins (conditional UPDATE).
+    """
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from .events import RunEmitter
+    from .risk import COUNTDOWN_S
+
+    if decision not in ("approve", "deny"):
+        raise RunRejected("invalid", 'decision must be "approve" or "deny".', 400)
+    run = tool_call.run
+    if not _may_manage(run, user):
+        AuditEvent.objects.create(kind=AuditEvent.Kind.DECISION_REFUSED, user=user, run=run,
+                                  tool_name=tool_call.tool_name, detail={"reason": "not allowed"})
+        raise RunRejected("not_allowed", "Only the person who started this run or a workspace admin may decide.", 403)
+    if tool_call.status != ToolCall.Status.AWAITING_APPROVAL or run.status != Run.Status.AWAITING_APPROVAL:
+        raise RunRejected("not_pending", f"This call is not waiting for a decision (it is {tool_call.status}).", 409)
+    now = timezone.now()
+    if decision == "approve" and tool_call.risk_level == "dangerous":
+        ready_at = (tool_call.requested_at or now) + timedelta(seconds=COUNTDOWN_S)
+        if now < ready_at:
+            wait = (ready_at - now).total_seconds()
+            raise RunRejected("countdown", f"Dangerous call: approve is possible in {wait:.1f} s.", 409)
+    status = ToolCall.Status.APPROVED if decision == "approve" else ToolCall.Status.DENIED
+    with transaction.atomic():
+        if not ToolCall.objects.filter(pk=tool_call.pk, status=ToolCall.Status.AWAITING_APPROVAL).update(
+            status=status, decision=decision, decided_by=user, decided_at=now
+        ):
+            raise RunRejected("not_pending", "This call was decided a moment ago.", 409)
+        if not Run.objects.filter(pk=run.pk, status=Run.Status.AWAITING_APPROVAL).update(status=Run.Status.QUEUED):
+            raise RunRejected("not_pending", "This run is no longer waiting.", 409)
+
+        def publish_and_resume() -> None:
+            fresh = Run.objects.get(pk=run.pk)
+            emitter = RunEmitter(run_id=run.pk, thread_id=run.thread_id, start_seq=fresh.last_event_seq)
+            emitter.emit("approval.resolved", tool_call_id=str(tool_call.pk), decision=decision,
+                         decided_by=user.get_username())
+            emitter.close()
+            Run.objects.filter(pk=run.pk).update(last_event_seq=emitter.seq)
+            enqueue_run(run.pk)
+
+        transaction.on_commit(publish_and_resume)
+    tool_call.refresh_from_db()
+    return tool_call

@@ -60,6 +60,9 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         try:
             frame = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
+            await database_sync_to_async(ws_actions.audit_rejected_frame)(
+                user=self.scope.get("user"), thread_id=getattr(self, "thread_id", None), reason=f"invalid JSON: {exc}"
+            )
             await self.send_error("invalid_json", f"The frame is not valid JSON: {exc}")
             return
         await self.receive_json(frame)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from django.http import Http404
 
-from agents.selectors import run_get_for_user
-from agents.services import RunRejected, run_cancel, run_create
+from agents.models import AuditEvent
+from agents.selectors import run_get_for_user, tool_call_get_for_user
+from agents.services import RunRejected, run_cancel, run_create, tool_call_decide
+from agents.ui_context import UIContextError, ui_context_validate
 
 from .selectors import thread_get_for_user
 
@@ -25,6 +27,14 @@ class FrameError(Exception):
         self.extra = extra
 
 
+def audit_rejected_frame(*, user, thread_id, reason: str) -> None:
+    """Record a frame the server could not read (kept for the audit trail, then ignored)."""
+    AuditEvent.objects.create(
+        kind=AuditEvent.Kind.FRAME_REJECTED, user=user if getattr(user, "is_authenticated", False) else None,
+        thread_id=thread_id, detail={"reason": reason[:500]},
+    )
+
+
 def _optional_bool(frame: dict, key: str) -> bool | None:
     value = frame.get(key)
     if value is None or isinstance(value, bool):
@@ -36,9 +46,12 @@ def message_send(*, user, thread_id: str, frame: dict) -> list[dict]:
     content = frame.get("content")
     if not isinstance(content, str):
         raise FrameError("invalid_frame", '"content" must be a string.')
-    ui_context = frame.get("ui_context")
-    if ui_context is not None and not isinstance(ui_context, dict):
-        raise FrameError("invalid_frame", '"ui_context" must be an object.')
+    try:
+        ui_context = ui_context_validate(frame["ui_context"]) if frame.get("ui_context") is not None else None
+    except UIContextError as exc:
+        AuditEvent.objects.create(kind=AuditEvent.Kind.UI_CONTEXT_REJECTED, user=user, thread_id=thread_id,
+                                  detail={"code": exc.code, "message": exc.message, "status": exc.status})
+        raise FrameError(exc.code, exc.message, status=exc.status) from exc
     env_id = frame.get("env_id") or ""
     if not isinstance(env_id, str) or len(env_id) > MAX_ENV_ID_CHARS:
         raise FrameError("invalid_frame", f'"env_id" must be a string of at most {MAX_ENV_ID_CHARS} chars.')
@@ -75,7 +88,25 @@ def run_cancel_frame(*, user, thread_id: str, frame: dict) -> list[dict]:
     return []
 
 
+def approval_decide(*, user, thread_id: str, frame: dict) -> list[dict]:
+    decision = frame.get("decision")
+    if decision not in ("approve", "deny"):
+        raise FrameError("invalid_frame", '"decision" must be "approve" or "deny".')
+    try:
+        tool_call = tool_call_get_for_user(user=user, tool_call_id=frame.get("tool_call_id"))
+    except Http404 as exc:
+        raise FrameError("not_found", "No such tool call.") from exc
+    if str(tool_call.run.thread_id) != thread_id:
+        raise FrameError("not_found", "No such tool call.")
+    try:
+        tool_call_decide(tool_call=tool_call, user=user, decision=decision)
+    except RunRejected as exc:
+        raise FrameError(exc.code, exc.message, status=exc.status, tool_call_id=str(tool_call.pk)) from exc
+    return []
+
+
 ACTIONS = {
     "message.send": message_send,
+    "approval.decide": approval_decide,
     "run.cancel": run_cancel_frame,
 }

@@ -4,7 +4,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.authtoken.views import obtain_auth_token
 
-from agents.api import ProviderListApi, ProviderModelsApi
+from agents.api import ProviderListApi, ProviderModelsApi, ToolCallDecisionApi, ToolCallListApi
 from chat.api import views as chat_api
 
 api_v1 = [
@@ -16,6 +16,8 @@ api_v1 = [
     path("threads/<str:thread_id>/runs/", chat_api.RunCreateApi.as_view(), name="thread-runs"),
     path("runs/<str:run_id>/", chat_api.RunDetailApi.as_view(), name="run-detail"),
     path("runs/<str:run_id>/cancel/", chat_api.RunCancelApi.as_view(), name="run-cancel"),
+    path("tool-calls/", ToolCallListApi.as_view(), name="tool-calls"),
+    path("tool-calls/<str:tool_call_id>/decision/", ToolCallDecisionApi.as_view(), name="tool-call-decision"),
     path("providers/", ProviderListApi.as_view(), name="providers"),
     path("providers/<slug:slug>/models/", ProviderModelsApi.as_view(), name="provider-models"),
 ]

@@ -8,16 +8,19 @@ import concurrent.futures
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
 from django.conf import settings
 from django.db import close_old_connections
+from django.utils import timezone
 
 from agents.events import RunEmitter
-from agents.models import ToolCall
+from agents.models import AuditEvent, ToolCall
 from agents.pipeline import PolicyView, policy_defaults, tool_guard
+from agents.risk import resolve_env, risk_classify
 from agents.tools import ToolContext, ToolOutput, ToolSpec, registry
 from chat.models import Message
 
@@ -51,10 +54,12 @@ class ToolError(Exception):
 
 @dataclass
 class CallOutcome:
-    """What the loop needs after a call: the tool message and citation data."""
+    """What the loop needs after a call: the tool message and citation data, or
+    ``pending=True`` when the call waits for a person's decision (no message yet)."""
 
-    message: Message
+    message: Message | None
     citations: list[dict]
+    pending: bool = False
 
 
 def arguments_summary(args: dict, limit: int = 120) -> str:
@@ -112,12 +117,19 @@ def execute_tool_call(
     offered: list[str],
     policies: dict[str, PolicyView],
     emitter: RunEmitter,
+    tick: Callable[[], bool] = lambda: False,
 ) -> CallOutcome:
-    """Run one tool call exactly once and persist its tool message.
+    """Run one tool call at most once and persist its tool message.
 
-    ``call`` is ``{"id", "name", "arguments"}`` from the assistant message. A call found in
-    the ledger as succeeded / status unknown is not executed again: its stored result is
-    reused (re-entrant after a crash or task redelivery).
+    ``call`` is ``{"id", "name", "arguments"}`` from the assistant message. Steps: ledger
+    row → invocation guard (unknown/disabled → error result; role lacks it →
+    ``permission.denied``) → parse → scope pinning → schema validation → risk → approval
+    (returns ``CallOutcome(pending=True)`` after ``approval.requested``) → claim the call in
+    one UPDATE → execute with the policy's timeout. ``tick()`` renews the run's lease and
+    returns True when the run was cancelled (checked while the tool runs).
+
+    A call the ledger shows as finished (succeeded, failed, timed out, status unknown,
+    denied, expired) is never executed again: its stored outcome is replayed.
     """
     name = call["name"]
     ledger, created = ToolCall.objects.get_or_create(
@@ -125,33 +137,32 @@ def execute_tool_call(
         call_id=call["id"],
         defaults={"run": run, "tool_name": name, "raw_arguments": call.get("arguments") or ""},
     )
-    if not created and ledger.status in (
-        ToolCall.Status.SUCCEEDED, ToolCall.Status.FAILED, ToolCall.Status.TIMEOUT,
-        ToolCall.Status.STATUS_UNKNOWN, ToolCall.Status.RUNNING, ToolCall.Status.PERMISSION_DENIED,
-    ):
-        if ledger.status == ToolCall.Status.RUNNING:
-            # The worker died while the tool ran: we cannot know whether it took effect.
-            ledger.status = ToolCall.Status.STATUS_UNKNOWN
-            ledger.is_error = True
-            ledger.summary = "status unknown: the worker stopped while this call was running"
-            ledger.save(update_fields=["status", "is_error", "summary", "updated_at"])
-        content = ledger.summary if ledger.is_error else truncate_for_model(ledger.result)
-        return CallOutcome(_tool_message(run, assistant, call, content, ledger.is_error), [])
+    if not created:
+        replay = _replay(run, assistant, call, ledger, emitter)
+        if replay is not None:
+            return replay
 
     spec = registry.get(name)
     args, error = parse_arguments(call.get("arguments"))
-    shown_args = {k: v for k, v in (args or {}).items() if spec is None or k not in spec.scope_args}
-    emitter.emit(
-        "tool.started",
-        tool_call_id=str(ledger.pk),
-        name=name,
-        arguments_summary=arguments_summary(shown_args) if args is not None else "(invalid arguments)",
-    )
+    if ledger.status == ToolCall.Status.PENDING:
+        shown_args = {k: v for k, v in (args or {}).items() if spec is None or k not in spec.scope_args}
+        emitter.emit(
+            "tool.started",
+            tool_call_id=str(ledger.pk),
+            name=name,
+            arguments_summary=arguments_summary(shown_args) if args is not None else "(invalid arguments)",
+        )
 
+    # The invocation guard runs for every call, offered or not, and again after approval.
     guard = tool_guard(name=name, role_name=ctx.role, policies=policies, offered=offered)
     if guard.kind == "permission_denied":
         emitter.emit("permission.denied", tool=name, required_role=guard.required_role,
                      alternatives=list(guard.alternatives))
+        AuditEvent.objects.create(
+            kind=AuditEvent.Kind.PERMISSION_DENIED, user_id=ctx.user_id, workspace_id=ctx.workspace_id,
+            thread_id=ctx.thread_id, run=run, tool_name=name,
+            detail={"role": ctx.role, "required_role": guard.required_role, "offered": name in offered},
+        )
         return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.PERMISSION_DENIED,
                        error=guard.message)
     if not guard.allowed:
@@ -166,50 +177,123 @@ def execute_tool_call(
 
     # Scope pinning: whatever the model wrote, the call acts on the run's own scope.
     model_args = {k: v for k, v in args.items() if k not in spec.scope_args}
-    ledger.arguments = {**model_args, **ctx.scope_values()}
-    ledger.risk = policy.risk
-    ledger.save(update_fields=["arguments", "risk", "updated_at"])
     problem = validate_arguments(spec, model_args)
+    ledger.arguments = {**model_args, **ctx.scope_values()}
+    assessment = risk_classify(
+        risk=policy.risk,
+        approval_mode=policy.approval_mode,
+        env_name=resolve_env(tool_args=model_args, send_env_id=ctx.env_id, ui_context=ctx.ui_context),
+        permission_granted=True,
+    )
+    ledger.risk = assessment.risk
+    ledger.risk_level = assessment.risk_level
+    ledger.env_context = assessment.env_context or ""
+    ledger.save(update_fields=["arguments", "risk", "risk_level", "env_context", "updated_at"])
     if problem:
         return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.FAILED, error=problem)
-    if policy.approval_mode == "always" or (policy.approval_mode == "writes_in_prod" and ctx.env_id and "prod" in ctx.env_id.lower()):
+
+    if assessment.needs_approval and ledger.status != ToolCall.Status.APPROVED:
+        return _request_approval(ledger, emitter, model_args, assessment)
+    if not ToolCall.objects.filter(
+        pk=ledger.pk, status__in=[ToolCall.Status.PENDING, ToolCall.Status.APPROVED]
+    ).update(status=ToolCall.Status.RUNNING):
+        ledger.refresh_from_db()  # claimed elsewhere meanwhile: never run twice
+        return _replay(run, assistant, call, ledger, emitter) or CallOutcome(None, [], pending=True)
+    ledger.status = ToolCall.Status.RUNNING
+    return _run(run, assistant, call, ledger, emitter, spec=spec, policy=policy, ctx=ctx, args=model_args, tick=tick)
+
+
+def _replay(run, assistant, call, ledger, emitter) -> CallOutcome | None:
+    """The outcome of a call the ledger already knows, or None when it must still run."""
+    status = ledger.status
+    if status in (ToolCall.Status.PENDING, ToolCall.Status.APPROVED):
+        return None
+    if status == ToolCall.Status.AWAITING_APPROVAL:
+        return CallOutcome(None, [], pending=True)
+    if status == ToolCall.Status.RUNNING:
+        # The worker died while the tool ran: we cannot know whether it took effect.
+        ledger.status = ToolCall.Status.STATUS_UNKNOWN
+        ledger.is_error = True
+        ledger.summary = "Outcome unknown: the worker stopped while this call was running. Check before retrying."
+        ledger.save(update_fields=["status", "is_error", "summary", "updated_at"])
+    if status == ToolCall.Status.DENIED:
+        who = ledger.decided_by.get_username() if ledger.decided_by else "the user"
         return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.DENIED,
-                       error=f"{name} needs a person's approval, and approvals are not enabled on this server yet.")
-    return _run(run, assistant, call, ledger, emitter, spec=spec, policy=policy, ctx=ctx, args=model_args)
+                       error=f"Denied by {who}: the operation was cancelled and nothing was changed.")
+    content = ledger.summary if ledger.is_error else truncate_for_model(ledger.result)
+    return CallOutcome(_tool_message(run, assistant, call, content, ledger.is_error), [])
 
 
-def _run(run, assistant, call, ledger, emitter, *, spec, policy, ctx, args) -> CallOutcome:
+def _request_approval(ledger, emitter, model_args: dict, assessment) -> CallOutcome:
+    ledger.status = ToolCall.Status.AWAITING_APPROVAL
+    ledger.requested_at = timezone.now()
+    ledger.save(update_fields=["status", "requested_at", "updated_at"])
+    emitter.emit(
+        "approval.requested",
+        tool_call_id=str(ledger.pk),
+        tool=ledger.tool_name,
+        arguments_summary=arguments_summary(model_args),
+        risk=assessment.risk,
+        risk_level=assessment.risk_level,
+        env_context=assessment.env_context,
+        dangerous=assessment.dangerous,
+        countdown_s=assessment.countdown_s,
+    )
+    return CallOutcome(None, [], pending=True)
+
+
+TICK_S = 0.25  # how often a waiting loop looks at the clock, the lease and the cancel flag
+
+
+def _run(run, assistant, call, ledger, emitter, *, spec, policy, ctx, args, tick) -> CallOutcome:
     started = time.monotonic()
     attempts = 0
     while True:
         attempts += 1
-        ledger.status = ToolCall.Status.RUNNING
         ledger.attempts = attempts
-        ledger.save(update_fields=["status", "attempts", "updated_at"])
+        ledger.save(update_fields=["attempts", "updated_at"])
         future = _pool().submit(_call_in_thread, spec, ctx, args)
-        try:
-            output = future.result(timeout=policy.timeout_s)
-        except concurrent.futures.TimeoutError:
+        deadline = time.monotonic() + policy.timeout_s
+        output = _NOTHING
+        failure: BaseException | None = None
+        while True:
+            try:
+                output = future.result(timeout=min(TICK_S, max(0.0, deadline - time.monotonic())))
+                break
+            except concurrent.futures.TimeoutError:
+                if tick():
+                    # Cancelled: the late result, if any, is discarded.
+                    status = ToolCall.Status.FAILED if spec.risk == "read" else ToolCall.Status.STATUS_UNKNOWN
+                    return _finish(run, assistant, call, ledger, emitter, status=status, started=started,
+                                   error=f"{spec.name} was cancelled by the user" +
+                                   ("." if spec.risk == "read" else "; its outcome is unknown."))
+                if time.monotonic() >= deadline:
+                    break
+            except BaseException as exc:  # raised by the tool
+                failure = exc
+                break
+        if output is _NOTHING and failure is None:
             retryable = spec.risk == "read"
             emitter.emit("tool.timeout", tool_call_id=str(ledger.pk), retryable=retryable, status_unknown=not retryable)
             status = ToolCall.Status.TIMEOUT if retryable else ToolCall.Status.STATUS_UNKNOWN
             message = (
                 f"{spec.name} timed out after {policy.timeout_s} s."
                 if retryable else
-                f"{spec.name} timed out after {policy.timeout_s} s; its outcome is unknown — check before retrying."
+                f"{spec.name} timed out after {policy.timeout_s} s; its outcome is unknown (it may or may "
+                "not have taken effect) — check before retrying."
             )
             return _finish(run, assistant, call, ledger, emitter, status=status, error=message, started=started)
-        except ToolError as exc:
-            if exc.retryable and spec.risk == "read" and attempts == 1:
+        if failure is not None:
+            transient = isinstance(failure, ToolError) and failure.retryable or isinstance(failure, ConnectionError)
+            if transient and spec.risk == "read" and attempts == 1:
                 emitter.emit("tool.retry", tool_call_id=str(ledger.pk), attempt=attempts + 1)
                 time.sleep(READ_RETRY_DELAY_S)
                 continue
+            if not isinstance(failure, ToolError | ConnectionError):
+                logger.error("tool %s crashed", spec.name, exc_info=failure)
+            detail = str(failure) if isinstance(failure, ToolError) else f"{type(failure).__name__}: {failure}"
             return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.FAILED,
-                           error=f"{spec.name} failed: {exc}", started=started)
-        except Exception as exc:  # a bug in a tool must not kill the run
-            logger.exception("tool %s crashed", spec.name)
-            return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.FAILED,
-                           error=f"{spec.name} failed: {type(exc).__name__}: {exc}", started=started)
+                           error=f"{spec.name} failed: {detail}", started=started)
         break
     if not isinstance(output, ToolOutput):
         output = ToolOutput(result=output)
@@ -222,6 +306,9 @@ def _run(run, assistant, call, ledger, emitter, *, spec, policy, ctx, args) -> C
         emitter.emit("knowledge.changed", item_ids=changed)
     outcome.citations = output.citations
     return outcome
+
+
+_NOTHING = object()
 
 
 def _call_in_thread(spec: ToolSpec, ctx: ToolContext, args: dict) -> Any:

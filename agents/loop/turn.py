@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.events import RunEmitter
-from agents.models import Run
+from agents.models import Run, ToolCall
 from agents.pipeline import policy_views, tool_pipeline
 from agents.providers import (
     ChatRequest,
@@ -35,6 +35,7 @@ from chat.models import Membership, Message
 from chat.services import message_create
 
 from .execute import execute_tool_call
+from .lease import LeaseLost, RunLease, run_claim, worker_identity
 from .prompt import system_prompt, thread_history
 
 logger = logging.getLogger(__name__)
@@ -57,34 +58,58 @@ class Streamed:
 
 
 def run_turn(*, run_id) -> None:
-    """Start, continue or recover run ``run_id``. Returns when the run is terminal (or
-    waiting for a person). Never raises for provider or tool failures: they end the run as
-    ``failed`` with an in-thread message."""
+    """Start, continue or recover run ``run_id``. Returns when the run is terminal or waits
+    for a person's decision. Never raises for provider or tool failures: they end the run as
+    ``failed`` with an in-thread message. A run another live worker holds is left alone."""
+    owner = worker_identity()
+    if not run_claim(run_id=run_id, owner=owner):
+        return
     run = Run.objects.select_related("thread__workspace", "provider", "user", "user_message").get(pk=run_id)
-    if run.is_terminal or run.status == Run.Status.AWAITING_APPROVAL:
-        return
-    claimed = Run.objects.filter(pk=run.pk, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).update(
-        status=Run.Status.RUNNING, started_at=run.started_at or timezone.now()
-    )
-    if not claimed:
-        return
-    run.status = Run.Status.RUNNING
     emitter = RunEmitter(run_id=run.pk, thread_id=run.thread_id, start_seq=run.last_event_seq)
+    lease = RunLease(run_id=run.pk, owner=owner, seq_source=lambda: emitter.seq)
     try:
-        _Turn(run, emitter).execute()
+        if run.attempts > settings.RUN_MAX_ATTEMPTS:
+            _fail_run(run, emitter, "interrupted", "The run was interrupted too many times (its worker kept stopping).")
+        else:
+            _Turn(run, emitter, lease).execute()
+    except LeaseLost:
+        logger.warning("run %s: lease lost to another worker; stopping here", run.pk)
+        emitter.close()
+        return
     except Exception as exc:  # last line of defence: a bug still ends the run cleanly
         logger.exception("run %s crashed", run.pk)
         _fail_run(run, emitter, "internal_error", f"internal error: {type(exc).__name__}", retryable=False)
-    finally:
-        emitter.close()
-        Run.objects.filter(pk=run.pk).update(last_event_seq=emitter.seq)
+    emitter.close()
+    Run.objects.filter(pk=run.pk).update(last_event_seq=emitter.seq)
+    lease.release()
+
+
+def fail_interrupted_run(*, run_id, expected_lease) -> bool:
+    """Reaper's end for a run whose workers kept dying: mark it failed with a notice."""
+    if not Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, lease_expires_at=expected_lease).update(
+        lease_owner="reaper"
+    ):
+        return False
+    run = Run.objects.get(pk=run_id)
+    emitter = RunEmitter(run_id=run.pk, thread_id=run.thread_id, start_seq=run.last_event_seq)
+    streaming = Message.objects.filter(run=run, status=Message.Status.STREAMING)
+    for msg in streaming:
+        msg.status = Message.Status.TRUNCATED
+        msg.error = {"code": "interrupted", "message": "the worker stopped while writing this"}
+        msg.save(update_fields=["status", "error", "updated_at"])
+        emitter.emit("message.completed", message_id=str(msg.pk), status=msg.status)
+    _fail_run(run, emitter, "interrupted", "The run was interrupted: its worker stopped repeatedly.")
+    emitter.close()
+    Run.objects.filter(pk=run.pk).update(last_event_seq=emitter.seq, lease_owner="", lease_expires_at=None)
+    return True
 
 
 class _Turn:
-    def __init__(self, run: Run, emitter: RunEmitter) -> None:
+    def __init__(self, run: Run, emitter: RunEmitter, lease: RunLease) -> None:
         self.run = run
         self.thread = run.thread
         self.emitter = emitter
+        self.lease = lease
         membership = Membership.objects.select_related("role").filter(
             user_id=run.user_id, workspace_id=self.thread.workspace_id
         ).first()
@@ -97,7 +122,8 @@ class _Turn:
             role=self.role_name,
             include_private=run.include_private,
             allow_model_save=self.thread.allow_model_save,
-            env_id=run.env_id or str((run.ui_context or {}).get("envId") or ""),
+            env_id=run.env_id,
+            ui_context=dict(run.ui_context or {}),
         )
         self.cap = settings.AGENT_MAX_ITERATIONS
         self.pending_citations: list[dict] = []
@@ -118,9 +144,11 @@ class _Turn:
             )
         while True:
             if assistant.tool_calls:  # a resumed message whose calls still need results
-                self._execute_calls(assistant)
-                if self._cancelled():
+                state = self._execute_calls(assistant)
+                if state == "cancelled" or self._cancelled():
                     return self._cancel(None)
+                if state == "awaiting_approval":
+                    return self._await_approval()
                 if run.iterations >= self.cap:
                     return self._hit_cap()
                 assistant = self._new_assistant()
@@ -211,12 +239,13 @@ class _Turn:
                     streamed.finish = event
                 now = time.monotonic()
                 if now - last_persist >= settings.STREAM_PERSIST_INTERVAL_S:
+                    # A crash loses at most the last second of text.
                     last_persist = now
                     assistant.content = streamed.content
                     assistant.save(update_fields=["content", "updated_at"])
-                    if self._cancelled():
-                        self._partial = streamed
-                        raise RunCancelled
+                if self.lease.tick():
+                    self._partial = streamed
+                    raise RunCancelled
         except ProviderError as exc:
             exc.partial = streamed  # type: ignore[attr-defined]
             raise
@@ -240,11 +269,16 @@ class _Turn:
         for call in assistant.tool_calls:
             if call["id"] in answered:
                 continue
+            if self.lease.tick():
+                return "cancelled"
             outcome = execute_tool_call(
                 run=self.run, assistant=assistant, call=call, ctx=self.ctx,
-                offered=self.offered, policies=self.policies, emitter=self.emitter,
+                offered=self.offered, policies=self.policies, emitter=self.emitter, tick=self.lease.tick,
             )
+            if outcome.pending:
+                return "awaiting_approval"  # later calls wait until this one is decided
             self.pending_citations.extend(outcome.citations)
+        return "done"
 
     # -- endings -------------------------------------------------------------------------
     def _close_assistant(self, assistant: Message, streamed: Streamed, status: str) -> None:
@@ -280,14 +314,47 @@ class _Turn:
         self._close_assistant(assistant, partial, status)
         _fail_run(self.run, self.emitter, exc.code, exc.message, retryable=exc.retryable)
 
+    def _await_approval(self) -> None:
+        """Hand the run to a person: no worker waits. A decision re-queues it."""
+        waiting = Run.objects.filter(pk=self.run.pk, status=Run.Status.RUNNING).update(
+            status=Run.Status.AWAITING_APPROVAL, lease_owner="", lease_expires_at=None
+        )
+        if not waiting:  # cancelled meanwhile
+            self._cancel(None)
+
     def _cancelled(self) -> bool:
         return Run.objects.filter(pk=self.run.pk, status=Run.Status.CANCELLED).exists()
 
     def _cancel(self, assistant: Message | None) -> None:
+        """End a cancelled run: partial text kept as ``cancelled``; unanswered tool calls get a
+        "cancelled by the user" result so the history stays valid for every provider."""
         if assistant is not None:
             self._close_assistant(assistant, getattr(self, "_partial", Streamed()), Message.Status.CANCELLED)
+        close_open_calls(run=self.run, reason="Not executed: the run was cancelled by the user.")
         Run.objects.filter(pk=self.run.pk).update(finished_at=timezone.now())
         self.emitter.emit("run.cancelled", status=Run.Status.CANCELLED)
+
+
+def close_open_calls(*, run: Run, reason: str) -> list[str]:
+    """Give every unanswered tool call of ``run`` an error result ``reason`` and expire its
+    ledger row if it was still waiting. Returns the ledger ids closed (for events)."""
+    closed = []
+    for assistant in Message.objects.filter(run=run, role=Message.Role.ASSISTANT).exclude(tool_calls=[]):
+        answered = _answered_ids(assistant)
+        for call in assistant.tool_calls:
+            if call["id"] in answered:
+                continue
+            ledger = ToolCall.objects.filter(message=assistant, call_id=call["id"]).first()
+            if ledger is not None and ledger.status in (
+                ToolCall.Status.PENDING, ToolCall.Status.AWAITING_APPROVAL, ToolCall.Status.APPROVED
+            ):
+                ToolCall.objects.filter(pk=ledger.pk, status=ledger.status).update(
+                    status=ToolCall.Status.EXPIRED, is_error=True, summary=reason
+                )
+                closed.append(str(ledger.pk))
+            message_create(thread_id=run.thread_id, run=run, role=Message.Role.TOOL, content=reason,
+                           tool_call_id=call["id"], is_error=True)
+    return closed
 
 
 def membership_ok(role_name: str) -> bool:

@@ -26,6 +26,7 @@ class ToolContext:
     include_private: bool = False
     allow_model_save: bool = False
     env_id: str = ""
+    ui_context: dict = field(default_factory=dict)
 
     def scope_values(self) -> dict[str, Any]:
         return {"workspace_id": self.workspace_id, "thread_id": self.thread_id, "user_id": self.user_id}

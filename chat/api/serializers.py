@@ -55,6 +55,7 @@ class ThreadUpdateSerializer(serializers.Serializer):
     allow_model_save = serializers.BooleanField(required=False)
     include_private_in_ai = serializers.BooleanField(required=False)
     prompt_tier = serializers.ChoiceField(choices=Thread.PromptTier.choices, required=False)
+    ui_context = serializers.JSONField(required=False)
 
 
 def ledger_by_call(messages) -> dict[tuple, ToolCall]:

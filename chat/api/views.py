@@ -12,8 +12,10 @@ from rest_framework import generics, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents.models import AuditEvent
 from agents.selectors import run_get_for_user
 from agents.services import RunRejected, run_cancel, run_create
+from agents.ui_context import UIContextError, ui_context_validate
 from chatplatform.api import ApiError
 from chat.models import Membership
 from chat.selectors import (
@@ -36,6 +38,17 @@ from .serializers import (
     WorkspaceSerializer,
     ledger_by_call,
 )
+
+
+def _valid_ui_context(request, raw, thread) -> dict:
+    """Validated UI context or an ApiError (413/422); rejections are audited."""
+    try:
+        return ui_context_validate(raw)
+    except UIContextError as exc:
+        AuditEvent.objects.create(kind=AuditEvent.Kind.UI_CONTEXT_REJECTED, user=request.user,
+                                  workspace_id=thread.workspace_id, thread_id=thread.pk,
+                                  detail={"code": exc.code, "message": exc.message})
+        raise ApiError(exc.code, exc.message, exc.status) from exc
 
 
 class WorkspaceListApi(generics.ListAPIView):
@@ -87,9 +100,12 @@ class ThreadDetailApi(APIView):
         thread = thread_get_for_user(user=request.user, thread_id=thread_id, write=True)
         data = ThreadUpdateSerializer(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
-        for key, value in data.validated_data.items():
+        changes = dict(data.validated_data)
+        if "ui_context" in changes:
+            changes["ui_context"] = _valid_ui_context(request, changes["ui_context"], thread)
+        for key, value in changes.items():
             setattr(thread, key, value)
-        thread.save()
+        thread.save(update_fields=[*changes, "updated_at"])
         return Response(ThreadSerializer(thread).data)
 
     @extend_schema(responses={204: None})
@@ -119,9 +135,9 @@ class RunCreateApi(APIView):
         thread = thread_get_for_user(user=request.user, thread_id=thread_id, write=True)
         data = RunCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        values = data.validated_data
-        if values["ui_context"] is not None and not isinstance(values["ui_context"], dict):
-            raise ApiError("invalid", "ui_context must be an object.", 400)
+        values = dict(data.validated_data)
+        if values["ui_context"] is not None:
+            values["ui_context"] = _valid_ui_context(request, values["ui_context"], thread)
         try:
             with transaction.atomic():
                 created = run_create(thread=thread, user=request.user, **values)

@@ -176,3 +176,20 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {"django.channels.server": {"level": "WARNING"}},
 }
+
+# --- Tool governance ------------------------------------------------------------------------
+# Object types a UI context may name (anything else is rejected with 422).
+UI_CONTEXT_OBJECT_TYPES = env.list(
+    "UI_CONTEXT_OBJECT_TYPES",
+    default=["knowledge_item", "thread", "workspace", "environment", "service", "dataset", "dashboard", "document"],
+)
+# Tools that manage the platform itself: never offered or executed in chat, whatever the policy.
+CHAT_TOOL_DENYLIST = env.list("CHAT_TOOL_DENYLIST", default=[])
+# Run leases (DESIGN §5 durability): heartbeat period, lease length, reaper period (seconds).
+RUN_HEARTBEAT_S = env.float("RUN_HEARTBEAT_S", default=2.0)
+RUN_LEASE_S = env.float("RUN_LEASE_S", default=10.0)
+RUN_REAPER_PERIOD_S = env.float("RUN_REAPER_PERIOD_S", default=2.0)
+RUN_MAX_ATTEMPTS = env.int("RUN_MAX_ATTEMPTS", default=3)
+# Extra modules with @tool declarations (e.g. site-specific tools), imported at start-up.
+EXTRA_TOOL_MODULES = env.list("EXTRA_TOOL_MODULES", default=[])
+RUN_REAPER_ENABLED = env.bool("RUN_REAPER_ENABLED", default=True)

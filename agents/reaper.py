@@ -1,0 +1,71 @@
+"""The reaper: finds runs whose worker died (expired lease) and re-queues or fails them.
+
+Runs every ``RUN_REAPER_PERIOD_S`` seconds in a daemon thread of each Celery worker and of
+the embedded web process. Safe with many reapers: each run is taken by one conditional
+UPDATE. A run re-queued ``RUN_MAX_ATTEMPTS`` times is failed with a notice instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from django.conf import settings
+from django.db import close_old_connections
+from django.utils import timezone
+
+from agents.models import Run
+
+logger = logging.getLogger(__name__)
+
+_started = False
+_lock = threading.Lock()
+
+
+def reap_expired_runs() -> list[str]:
+    """Re-queue (or fail) every running run whose lease expired. Returns the run ids acted on."""
+    from agents.executors import enqueue_run
+    from agents.loop.turn import fail_interrupted_run
+
+    acted = []
+    now = timezone.now()
+    for run in Run.objects.filter(status=Run.Status.RUNNING, lease_expires_at__lt=now).only(
+        "pk", "attempts", "lease_expires_at"
+    ):
+        if run.attempts >= settings.RUN_MAX_ATTEMPTS:
+            if fail_interrupted_run(run_id=run.pk, expected_lease=run.lease_expires_at):
+                acted.append(str(run.pk))
+            continue
+        taken = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, lease_expires_at=run.lease_expires_at).update(
+            status=Run.Status.QUEUED, lease_owner="", lease_expires_at=None
+        )
+        if taken:
+            logger.warning("run %s: worker lost (lease expired); re-queued (attempt %s)", run.pk, run.attempts + 1)
+            enqueue_run(run.pk)
+            acted.append(str(run.pk))
+    return acted
+
+
+def _loop() -> None:
+    while True:
+        time.sleep(settings.RUN_REAPER_PERIOD_S)
+        try:
+            close_old_connections()
+            reap_expired_runs()
+        except Exception:
+            logger.exception("reaper pass failed")
+        finally:
+            close_old_connections()
+
+
+def start_reaper() -> None:
+    """Start the process's reaper thread once (idempotent)."""
+    global _started
+    if not settings.RUN_REAPER_ENABLED:
+        return
+    with _lock:
+        if _started:
+            return
+        _started = True
+    threading.Thread(target=_loop, name="run-reaper", daemon=True).start()

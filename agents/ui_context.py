@@ -1,0 +1,59 @@
+"""Validation of the UI context a client attaches to a thread or a send.
+
+``{objectType, objectId, objectName, envId, route, contextVersion}`` — informational only
+(ss-tools "agent chat context" contract): payload over 4 KB → 413; unknown ``objectType`` or
+``objectName`` over 256 chars → 422; unknown keys are dropped.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+
+MAX_BYTES = 4 * 1024
+MAX_NAME_CHARS = 256
+MAX_FIELD_CHARS = 512
+KEYS = ("objectType", "objectId", "objectName", "envId", "route", "contextVersion")
+
+
+class UIContextError(Exception):
+    """``status``: 413 or 422; ``code``: ``ui_context_too_large`` | ``ui_context_invalid``."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def ui_context_validate(raw) -> dict:
+    """Return the cleaned context (only known keys; ``{}`` for None) or raise UIContextError."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise UIContextError(422, "ui_context_invalid", "ui_context must be a JSON object.")
+    size = len(json.dumps(raw, ensure_ascii=False).encode("utf-8"))
+    if size > MAX_BYTES:
+        raise UIContextError(413, "ui_context_too_large", f"ui_context is {size} bytes; the limit is {MAX_BYTES}.")
+    cleaned: dict = {}
+    for key in KEYS:
+        value = raw.get(key)
+        if value is None or value == "":
+            continue
+        if key == "contextVersion":
+            if not isinstance(value, int | str):
+                raise UIContextError(422, "ui_context_invalid", "contextVersion must be a number or a string.")
+        elif not isinstance(value, str | int):
+            raise UIContextError(422, "ui_context_invalid", f"{key} must be a string.")
+        value = value if isinstance(value, int) else str(value)
+        if isinstance(value, str) and len(value) > MAX_FIELD_CHARS:
+            raise UIContextError(422, "ui_context_invalid", f"{key} is longer than {MAX_FIELD_CHARS} characters.")
+        cleaned[key] = value
+    object_type = cleaned.get("objectType")
+    if object_type is not None and object_type not in settings.UI_CONTEXT_OBJECT_TYPES:
+        known = ", ".join(settings.UI_CONTEXT_OBJECT_TYPES)
+        raise UIContextError(422, "ui_context_invalid", f"Unknown objectType {object_type!r}; known: {known}.")
+    if len(str(cleaned.get("objectName", ""))) > MAX_NAME_CHARS:
+        raise UIContextError(422, "ui_context_invalid", f"objectName is longer than {MAX_NAME_CHARS} characters.")
+    return cleaned
