@@ -119,6 +119,13 @@ class EventSink:
         self.channel = run_coroutine(self.layer.new_channel())
         run_coroutine(self.layer.group_add(self.group, self.channel))
 
+    def until_any(self, run_id, timeout: float = 30.0) -> dict:
+        """The next event of ``run_id``."""
+        while True:
+            msg = run_coroutine(asyncio.wait_for(self.layer.receive(self.channel), timeout))
+            if str(msg["event"]["run_id"]) == str(run_id):
+                return msg["event"]
+
     def until_terminal(self, run_id, timeout: float = 30.0) -> list[dict]:
         events = []
         while True:
