@@ -17,6 +17,7 @@ class AgentsConfig(AppConfig):
         from agents.tools import registry
 
         autodiscover_modules("tools")
+        importlib.import_module("agents.tools.builtin")
         for module in settings.EXTRA_TOOL_MODULES:
             importlib.import_module(module)
         registry.freeze()

@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from agents.api import provider_health
+from agents.risk import env_tier
 from agents.selectors import provider_list
 from chat.models import Membership
 
@@ -49,5 +50,9 @@ def thread_new(request):
 def thread_page(request, thread_id):
     thread = thread_get_for_user(user=request.user, thread_id=thread_id)
     context = _rail_context(request)
-    context.update({"thread": thread, "can_write": thread.owner_id == request.user.pk})
+    context.update({
+        "thread": thread,
+        "can_write": thread.owner_id == request.user.pk,
+        "is_prod": env_tier((thread.ui_context or {}).get("envId")) == "prod",
+    })
     return render(request, "chat/app.html", context)

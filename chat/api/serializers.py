@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from agents.models import Provider, Run, ToolCall
 from agents.loop.execute import arguments_summary
+from agents.risk import COUNTDOWN_S
 from chat.models import Message, Thread, Workspace
 from chat.rendering import render_markdown
 
@@ -95,6 +96,10 @@ class MessageSerializer(serializers.ModelSerializer):
                     "status": row.status if row else None,
                     "summary": row.summary if row else "",
                     "is_error": row.is_error if row else False,
+                    "risk_level": row.risk_level if row else "",
+                    "env_context": row.env_context if row else "",
+                    "requested_at": row.requested_at.isoformat() if row and row.requested_at else None,
+                    "countdown_s": COUNTDOWN_S if row and row.risk_level == "dangerous" else 0,
                     "arguments_summary": arguments_summary(
                         {k: v for k, v in row.arguments.items() if k not in ("workspace_id", "thread_id", "user_id")}
                     ) if row and row.arguments else "",

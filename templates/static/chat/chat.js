@@ -43,6 +43,68 @@
     if (detail !== undefined) row.querySelector(".tool-detail").textContent = detail;
   }
 
+  function riskTone(level, env) {
+    if (level === "dangerous") return "dangerous";
+    if (level === "guarded") return "write " + (env || "");
+    return "read";
+  }
+
+  // An approval card: the server owns the countdown; the button only mirrors it.
+  function approvalCard(a) {
+    var card = el("div", "card approval " + (a.risk_level || ""));
+    card.dataset.id = a.tool_call_id;
+    var head = el("div", "approval-head");
+    head.appendChild(el("strong", "", "Approve " + a.tool + "?"));
+    head.appendChild(el("span", "badge tone", riskTone(a.risk_level, a.env_context)));
+    if (a.env_context) head.appendChild(el("span", "badge env env-" + a.env_context, a.env_context));
+    card.appendChild(head);
+    card.appendChild(el("div", "approval-args", a.arguments_summary || "(no arguments)"));
+    var actions = el("div", "approval-actions");
+    var approve = el("button", "approve", "Approve");
+    var deny = el("button", "deny secondary", "Deny");
+    var note = el("span", "approval-note muted");
+    note.setAttribute("aria-live", "polite");
+    actions.appendChild(approve); actions.appendChild(deny); actions.appendChild(note);
+    card.appendChild(actions);
+    var readyAt = (a.requested_at_ms || Date.now()) + (a.countdown_s || 0) * 1000;
+    function tick() {
+      var left = Math.ceil((readyAt - Date.now()) / 1000);
+      if (left > 0 && !card.dataset.state) {
+        approve.disabled = true;
+        note.textContent = "Dangerous: you can approve in " + left + " s";
+        setTimeout(tick, 250);
+      } else if (!card.dataset.state) {
+        approve.disabled = false;
+        note.textContent = a.countdown_s ? "Dangerous: check the arguments before approving." : "";
+      }
+    }
+    tick();
+    function decide(decision) {
+      if (!ws || ws.readyState !== 1) return;
+      approve.disabled = deny.disabled = true;
+      ws.send(JSON.stringify({type: "approval.decide", tool_call_id: a.tool_call_id, decision: decision}));
+    }
+    approve.addEventListener("click", function () { decide("approve"); });
+    deny.addEventListener("click", function () { decide("deny"); });
+    return card;
+  }
+
+  function resolveCard(id, decision, by) {
+    var card = box.querySelector('.card.approval[data-id="' + id + '"]');
+    if (!card) return;
+    card.dataset.state = decision;
+    card.classList.add("resolved");
+    card.querySelectorAll("button").forEach(function (b) { b.remove(); });
+    var text = {approve: "Approved", deny: "Denied — operation cancelled", superseded: "Not run: a new message was sent",
+                cancelled: "Not run: the run was cancelled"}[decision] || decision;
+    card.querySelector(".approval-note").textContent = text + (by ? " by " + by : "");
+  }
+
+  function showProdBanner() {
+    var b = document.getElementById("prod-banner");
+    if (b) b.hidden = false;
+  }
+
   function newTurn() {
     var turn = el("article", "msg assistant");
     turn.appendChild(el("div", "who", "Assistant"));
@@ -76,6 +138,12 @@
         var row = toolRow(c.name, c.arguments_summary || "", st, c.summary || "");
         if (c.tool_call_id) row.dataset.id = c.tool_call_id;
         tools.appendChild(row);
+        if (c.status === "awaiting_approval") {
+          tools.appendChild(approvalCard({tool_call_id: c.tool_call_id, tool: c.name, arguments_summary: c.arguments_summary,
+            risk_level: c.risk_level, env_context: c.env_context, countdown_s: c.countdown_s,
+            requested_at_ms: c.requested_at ? Date.parse(c.requested_at) : Date.now()}));
+          if (c.env_context === "prod") showProdBanner();
+        }
       });
       var body = turn.querySelector(".body");
       if (m.content_html && m.content) {
@@ -162,8 +230,32 @@
         if (live && live.tools[ev.tool_call_id]) setToolStatus(live.tools[ev.tool_call_id], "retrying");
         break;
       case "tool.timeout":
-        if (live && live.tools[ev.tool_call_id]) setToolStatus(live.tools[ev.tool_call_id], "timed out",
-          ev.status_unknown ? "outcome unknown — check before retrying" : "timed out");
+        if (live && live.tools[ev.tool_call_id]) {
+          var trow = live.tools[ev.tool_call_id];
+          setToolStatus(trow, "timed out", ev.status_unknown ? "outcome unknown — check before retrying" : "timed out");
+          if (ev.retryable) {
+            var again = el("button", "retry secondary", "Retry");
+            var tname = trow.querySelector(".tool-name").textContent;
+            again.addEventListener("click", function () {
+              if (ws && ws.readyState === 1) ws.send(JSON.stringify({type: "message.send", content: "Please retry the " + tname + " call."}));
+              again.remove();
+            });
+            trow.appendChild(again);
+          }
+        }
+        break;
+      case "approval.requested":
+        if (!live) return;
+        if (!live.turn) live.turn = newTurn();
+        if (live.tools[ev.tool_call_id]) setToolStatus(live.tools[ev.tool_call_id], "awaiting approval");
+        live.turn.querySelector(".tools").appendChild(approvalCard(ev));
+        if (ev.env_context === "prod") showProdBanner();
+        busy(false); // a new message may be sent instead of deciding
+        if (stopBtn) stopBtn.hidden = false;
+        break;
+      case "approval.resolved":
+        resolveCard(ev.tool_call_id, ev.decision, ev.decided_by);
+        if (ev.decision === "approve" || ev.decision === "deny") busy(true);
         break;
       case "tool.completed":
         if (live && live.tools[ev.tool_call_id]) setToolStatus(live.tools[ev.tool_call_id], ev.status, ev.summary);
@@ -190,7 +282,12 @@
         break;
       case "error":
         showConn(ev.message, "bad");
-        busy(false);
+        if (ev.tool_call_id) {  // a refused decision: let the person try again
+          var c = box.querySelector('.card.approval[data-id="' + ev.tool_call_id + '"]');
+          if (c) c.querySelectorAll("button").forEach(function (b) { b.disabled = false; });
+        } else if (!live) {
+          busy(false);
+        }
         break;
     }
   }
