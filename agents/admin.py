@@ -1,8 +1,8 @@
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 
-from .api import provider_health
 from .models import Environment, LLMModel, Provider, Role, Run, ToolCall, ToolPolicy
+from .providers.catalogue import models_refresh, provider_health
 from .providers.keys import encrypt_key
 
 
@@ -42,14 +42,30 @@ class ProviderForm(forms.ModelForm):
 class LLMModelInline(admin.TabularInline):
     model = LLMModel
     extra = 0
+    fields = ["name", "label", "enabled", "prompt_tier", "parameter_size", "context_window", "supports_tools",
+              "echo_reasoning", "listed_at"]
+    readonly_fields = ["listed_at"]
+
+
+def _refresh(modeladmin, request, providers) -> None:
+    """Probe each provider (short timeouts), cache its model listing and health status."""
+    for provider in providers:
+        result = models_refresh(provider=provider)
+        if result.ok:
+            modeladmin.message_user(request, f"{provider.slug}: ok, {len(result.listed)} models listed")
+        else:
+            modeladmin.message_user(request, f"{provider.slug}: {result.status}", level=messages.WARNING)
 
 
 @admin.register(Provider)
 class ProviderAdmin(admin.ModelAdmin):
     form = ProviderForm
-    list_display = ["name", "slug", "kind", "base_url", "default_model", "enabled", "health", "has_stored_key"]
+    list_display = ["name", "slug", "kind", "base_url", "default_model", "enabled", "health", "health_checked_at",
+                    "has_stored_key"]
     list_filter = ["kind", "enabled"]
+    readonly_fields = ["health", "health_checked_at", "models_refreshed_at"]
     inlines = [LLMModelInline]
+    actions = ["refresh_models"]
 
     @admin.display(description="status")
     def health(self, obj):
@@ -59,11 +75,26 @@ class ProviderAdmin(admin.ModelAdmin):
     def has_stored_key(self, obj):
         return bool(obj.api_key_encrypted)
 
+    @admin.action(description="Refresh models and health")
+    def refresh_models(self, request, queryset):
+        _refresh(self, request, queryset)
+
 
 @admin.register(LLMModel)
 class LLMModelAdmin(admin.ModelAdmin):
-    list_display = ["name", "provider", "context_window", "supports_tools", "parameter_size", "prompt_tier", "enabled"]
+    list_display = ["name", "provider", "context_window", "supports_tools", "parameter_size", "prompt_tier",
+                    "echo_reasoning", "listed", "enabled"]
     list_filter = ["provider", "prompt_tier", "enabled"]
+    readonly_fields = ["listed_at"]
+    actions = ["refresh_models"]
+
+    @admin.display(boolean=True, description="in listing")
+    def listed(self, obj):
+        return obj.listed_at is not None
+
+    @admin.action(description="Refresh models of these providers")
+    def refresh_models(self, request, queryset):
+        _refresh(self, request, Provider.objects.filter(pk__in=queryset.values("provider_id")))
 
 
 @admin.register(ToolPolicy)

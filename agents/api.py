@@ -1,48 +1,72 @@
-"""Provider catalogue endpoints (no secrets): ``/api/v1/providers/`` and their models."""
+"""Provider catalogue endpoints (no secrets): ``/api/v1/providers/`` and their models.
+
+``GET /api/v1/providers/`` answers from the rows only (cached health, no network call).
+``GET /api/v1/providers/{slug}/models/`` re-probes a configured provider whose cached status
+is older than ``PROVIDER_HEALTH_TTL_S`` (one short listing request), then answers
+``{"provider": {...}, "models": [...]}``.
+"""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, serializers
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chatplatform.api import ApiError
+from .loop.tiers import resolve_tier
+from .models import LLMModel, Provider
+from .providers.catalogue import lists_models, provider_health, refresh_if_stale, setup_hint
+from .selectors import model_list_for_provider, provider_get, provider_list
 
-from .models import LLMModel, Provider, ToolCall
-from .providers.keys import key_status
-from .selectors import (
-    model_list_for_provider,
-    provider_get,
-    provider_list,
-    tool_call_get_for_user,
-    tool_call_list_for_user,
-)
-from .services import RunRejected, tool_call_decide
-
-
-def provider_health(provider: Provider) -> str:
-    """``"ok"`` or ``"not configured: set OPENAI_API_KEY"`` (no network call)."""
-    missing = key_status(provider)
-    return f"not configured: {missing}" if missing else "ok"
+__all__ = ["ProviderListApi", "ProviderModelsApi", "provider_health"]
 
 
 class ProviderSerializer(serializers.ModelSerializer):
     status = serializers.SerializerMethodField()
+    configured = serializers.SerializerMethodField()
+    setup_hint = serializers.SerializerMethodField()
+    lists_models = serializers.SerializerMethodField()
+    status_checked_at = serializers.DateTimeField(source="health_checked_at", read_only=True)
 
     class Meta:
         model = Provider
         # Never add key fields here: keys do not leave the server.
-        fields = ["slug", "name", "kind", "default_model", "status"]
+        fields = ["slug", "name", "kind", "default_model", "status", "configured", "setup_hint", "lists_models",
+                  "status_checked_at", "models_refreshed_at"]
 
     def get_status(self, obj) -> str:
         return provider_health(obj)
 
+    def get_configured(self, obj) -> bool:
+        return not setup_hint(obj)
+
+    def get_setup_hint(self, obj) -> str:
+        return setup_hint(obj)
+
+    def get_lists_models(self, obj) -> bool:
+        return lists_models(obj)
+
 
 class LLMModelSerializer(serializers.ModelSerializer):
+    listed = serializers.SerializerMethodField()
+    auto_tier = serializers.SerializerMethodField(help_text="The tier 'auto' resolves to for this model.")
+
     class Meta:
         model = LLMModel
-        fields = ["name", "label", "context_window", "supports_tools", "parameter_size", "prompt_tier"]
+        fields = ["name", "label", "context_window", "supports_tools", "parameter_size", "prompt_tier", "listed",
+                  "auto_tier"]
+
+    def get_listed(self, obj) -> bool:
+        return obj.listed_at is not None
+
+    def get_auto_tier(self, obj) -> str:
+        tier, _ = resolve_tier(thread_tier="auto", provider=obj.provider, model_name=obj.name, model_row=obj)
+        return tier.name
+
+
+class ProviderModelsSerializer(serializers.Serializer):
+    provider = ProviderSerializer()
+    models = LLMModelSerializer(many=True)
 
 
 class ProviderListApi(APIView):
@@ -52,66 +76,12 @@ class ProviderListApi(APIView):
 
 
 class ProviderModelsApi(APIView):
-    @extend_schema(responses=LLMModelSerializer(many=True))
+    @extend_schema(responses=ProviderModelsSerializer)
     def get(self, request, slug):
         provider = provider_get(slug=slug)
-        return Response(LLMModelSerializer(model_list_for_provider(provider=provider), many=True).data)
-
-
-class ToolCallSerializer(serializers.ModelSerializer):
-    run_id = serializers.UUIDField(source="run.pk", read_only=True)
-    thread_id = serializers.UUIDField(source="run.thread_id", read_only=True)
-    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    arguments_summary = serializers.SerializerMethodField()
-    countdown_s = serializers.SerializerMethodField()
-
-    class Meta:
-        model = ToolCall
-        fields = [
-            "id", "run_id", "thread_id", "call_id", "tool_name", "arguments_summary", "risk", "risk_level",
-            "env_context", "status", "summary", "is_error", "attempts", "duration_ms", "requested_at",
-            "decision", "decided_by", "decided_at", "countdown_s", "created_at",
-        ]
-
-    def get_arguments_summary(self, obj) -> str:
-        from .loop.execute import arguments_summary
-
-        hidden = {"workspace_id", "thread_id", "user_id"}
-        return arguments_summary({k: v for k, v in (obj.arguments or {}).items() if k not in hidden})
-
-    def get_countdown_s(self, obj) -> int:
-        from .risk import COUNTDOWN_S
-
-        return COUNTDOWN_S if obj.risk_level == "dangerous" else 0
-
-
-class ToolCallListApi(generics.ListAPIView):
-    """Tool calls the caller may see; ``?status=awaiting_approval`` lists pending approvals."""
-
-    serializer_class = ToolCallSerializer
-
-    @extend_schema(parameters=[OpenApiParameter("status", str, description="e.g. awaiting_approval")])
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
-
-    def get_queryset(self):
-        return tool_call_list_for_user(user=self.request.user, status=self.request.query_params.get("status", ""))
-
-
-class DecisionSerializer(serializers.Serializer):
-    decision = serializers.ChoiceField(choices=["approve", "deny"])
-
-
-class ToolCallDecisionApi(APIView):
-    """Approve or deny: 403 not allowed, 409 already decided or countdown not over."""
-
-    @extend_schema(request=DecisionSerializer, responses=ToolCallSerializer)
-    def post(self, request, tool_call_id):
-        tool_call = tool_call_get_for_user(user=request.user, tool_call_id=tool_call_id)
-        data = DecisionSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        try:
-            decided = tool_call_decide(tool_call=tool_call, user=request.user, decision=data.validated_data["decision"])
-        except RunRejected as exc:
-            raise ApiError(exc.code, exc.message, exc.status) from exc
-        return Response(ToolCallSerializer(decided).data)
+        refresh_if_stale(provider)
+        models = model_list_for_provider(provider=provider).select_related("provider")
+        return Response({
+            "provider": ProviderSerializer(provider).data,
+            "models": LLMModelSerializer(models, many=True).data,
+        })

@@ -23,6 +23,8 @@ from typing import Any
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from .event_log import event_log
+
 logger = logging.getLogger(__name__)
 
 GROUP_MESSAGE_TYPE = "run.event"  # handled by ChatConsumer.run_event
@@ -100,6 +102,18 @@ class RunEmitter:
         self._layer = get_channel_layer()
         self.sent_count = 0
 
+    @classmethod
+    def for_run(cls, run, **kwargs) -> RunEmitter:
+        """An emitter continuing ``run``'s numbering: after the larger of the run's saved
+        ``last_event_seq`` and the event log's last seq (a crashed worker may have published
+        past the saved value)."""
+        try:
+            logged = run_coroutine(event_log().last_seq(str(run.pk)), timeout=5)
+        except Exception:
+            logger.exception("run %s: could not read the event log's last seq", run.pk)
+            logged = 0
+        return cls(run_id=run.pk, thread_id=run.thread_id, start_seq=max(run.last_event_seq, logged), **kwargs)
+
     @property
     def seq(self) -> int:
         return self._seq
@@ -122,7 +136,8 @@ class RunEmitter:
             self._timer_gen += 1
             self._timer_armed = True
             gen = self._timer_gen
-            self._loop.call_soon_threadsafe(self._loop.call_later, wait, self._timer_fired, gen)
+            loop = self._live_loop()
+            loop.call_soon_threadsafe(loop.call_later, wait, self._timer_fired, gen)
 
     def emit(self, type_: str, **fields: Any) -> dict:
         """Flush buffered text, then send one event; returns the event as sent."""
@@ -138,7 +153,7 @@ class RunEmitter:
         """Flush and wait until every event has been handed to the channel layer."""
         self.flush()
         try:
-            asyncio.run_coroutine_threadsafe(self._wait_drained(), self._loop).result(timeout)
+            asyncio.run_coroutine_threadsafe(self._wait_drained(), self._live_loop()).result(timeout)
         except (concurrent.futures.TimeoutError, RuntimeError):
             logger.warning("run %s: events not drained within %.1f s", self.run_id, timeout)
 
@@ -161,8 +176,22 @@ class RunEmitter:
         self._seq += 1
         event = {"type": body.pop("type"), "run_id": self.run_id, "seq": self._seq, **body}
         self._last_sent = time.monotonic()
-        self._loop.call_soon_threadsafe(self._enqueue, event)
+        self._live_loop().call_soon_threadsafe(self._enqueue, event)
         return event
+
+    def _live_loop(self) -> asyncio.AbstractEventLoop:
+        """The publisher loop; if the one we started on has closed (a server shutting down,
+        a test's loop), move to the current publisher loop with whatever was still queued."""
+        if self._loop.is_closed():
+            self._loop = publisher_loop()
+            self._drain_task = None
+            if self._outbox:
+                self._loop.call_soon_threadsafe(self._restart_drain)
+        return self._loop
+
+    def _restart_drain(self) -> None:
+        if self._drain_task is None or self._drain_task.done():
+            self._drain_task = self._loop.create_task(self._drain())
 
     def _enqueue(self, event: dict) -> None:  # on the loop
         self._outbox.append(event)
@@ -170,8 +199,14 @@ class RunEmitter:
             self._drain_task = self._loop.create_task(self._drain())
 
     async def _drain(self) -> None:
+        log = event_log()
         while self._outbox:
             event = self._outbox.popleft()
+            try:
+                # Log first: a subscriber that sees a gap fills it from the log.
+                await log.append(self.run_id, event)
+            except Exception:
+                logger.exception("run %s: could not log %s seq %s", self.run_id, event["type"], event["seq"])
             try:
                 await self._layer.group_send(self.group, {"type": GROUP_MESSAGE_TYPE, "event": event})
                 self.sent_count += 1

@@ -67,6 +67,10 @@ class Provider(models.Model):
     echo_reasoning = models.BooleanField(
         default=False, help_text="Send stored reasoning back on assistant tool-call turns."
     )
+    # Catalogue cache (agents/providers/catalogue.py): the last probe and model listing.
+    health_status = models.CharField(max_length=300, blank=True, editable=False)
+    health_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    models_refreshed_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -92,6 +96,12 @@ class LLMModel(models.Model):
     parameter_size = models.CharField(max_length=20, blank=True, help_text='e.g. "7B"')
     prompt_tier = models.CharField(max_length=8, choices=PromptTier.choices, default=PromptTier.AUTO)
     enabled = models.BooleanField(default=True)
+    echo_reasoning = models.BooleanField(
+        null=True, blank=True,
+        help_text="Send stored reasoning back on tool-call turns for this model. Empty: the provider's setting.",
+    )
+    # Set when the provider's model listing last contained this model; None: entered by hand.
+    listed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["provider", "name"]

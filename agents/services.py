@@ -4,25 +4,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import transaction
 
 from chat.models import Message, Thread
 from chat.services import message_create, title_from_message
 
 from .executors import enqueue_run
+from .ratelimit import rate_limit_hit
 from .models import AuditEvent, Run, ToolCall
 
 MAX_MESSAGE_CHARS = 32_000
 
 
 class RunRejected(Exception):
-    """A send the server refuses. ``code`` and ``status`` map to the API error shape."""
+    """A send the server refuses. ``code`` and ``status`` map to the API error shape;
+    ``retry_after`` (seconds) becomes a ``Retry-After`` header on 429s."""
 
-    def __init__(self, code: str, message: str, status: int = 400) -> None:
+    def __init__(self, code: str, message: str, status: int = 400, *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.status = status
+        self.retry_after = retry_after
 
 
 @dataclass
@@ -54,9 +58,18 @@ def run_create(
         raise RunRejected("empty_message", "The message is empty.")
     if len(content) > MAX_MESSAGE_CHARS:
         raise RunRejected("message_too_long", f"The message is longer than {MAX_MESSAGE_CHARS} characters.", 413)
+    wait = rate_limit_hit(key=f"runs:{user.pk}", spec=settings.RUN_RATE_LIMIT)
+    if wait:
+        raise RunRejected("rate_limited", f"Too many messages; try again in {wait:.0f} s.", 429, retry_after=wait)
     with transaction.atomic():
         if Run.objects.filter(thread=thread, status__in=ACTIVE).exists():
             raise RunRejected("run_in_progress", "A reply is still being written in this thread.", 409)
+        active = Run.objects.filter(user=user, status__in=ACTIVE).count()
+        if active >= settings.MAX_ACTIVE_RUNS_PER_USER:
+            raise RunRejected(
+                "too_many_active_runs",
+                f"You already have {active} replies being written; wait for one to finish.", 429, retry_after=5,
+            )
         for waiting in Run.objects.filter(thread=thread, status=Run.Status.AWAITING_APPROVAL):
             _end_waiting_run(waiting, reason="Not executed: the user sent a new message instead of deciding.",
                              decision="superseded")
@@ -99,7 +112,7 @@ def _end_waiting_run(run: Run, *, reason: str, decision: str) -> bool:
         return False
     run.refresh_from_db()
     closed = close_open_calls(run=run, reason=reason)
-    emitter = RunEmitter(run_id=run.pk, thread_id=run.thread_id, start_seq=run.last_event_seq)
+    emitter = RunEmitter.for_run(run)
     for ledger_id in closed:
         emitter.emit("approval.resolved", tool_call_id=ledger_id, decision=decision, decided_by=None)
     emitter.emit("run.cancelled", status=Run.Status.CANCELLED)
@@ -180,7 +193,7 @@ def tool_call_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:
 
         def publish_and_resume() -> None:
             fresh = Run.objects.get(pk=run.pk)
-            emitter = RunEmitter(run_id=run.pk, thread_id=run.thread_id, start_seq=fresh.last_event_seq)
+            emitter = RunEmitter.for_run(fresh)
             emitter.emit("approval.resolved", tool_call_id=str(tool_call.pk), decision=decision,
                          decided_by=user.get_username())
             emitter.close()

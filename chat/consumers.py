@@ -2,7 +2,9 @@
 
 Thin by design: ``connect`` authenticates and authorises through the permission-checked
 selector, joins the thread's group and accepts; each client frame is validated and handed to
-one sync service through ``database_sync_to_async``; group events are forwarded as they are.
+one sync service through ``database_sync_to_async``; group events pass through a
+:class:`~agents.replay.RunStreamCursor`, which fills gaps from the event log and drops
+duplicates, so a client sees every run's seqs 1, 2, 3… exactly once.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.http import Http404
+
+from agents.ratelimit import rate_limit_hit
+from agents.replay import RunStreamCursor
 
 from . import ws_actions
 from .selectors import thread_get_for_user
@@ -43,6 +48,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             return
         self.thread_id = str(thread.pk)
         self.group_name = thread.group_name
+        self.cursor = RunStreamCursor()
         await self.channel_layer.group_add(self.group_name, self.channel_name)
         await self.accept()
 
@@ -52,42 +58,86 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             self.group_name = None
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if not self.group_name:
+            return
         raw = text_data if text_data is not None else (bytes_data or b"")
         size = len(raw.encode("utf-8")) if isinstance(raw, str) else len(raw)
         if size > settings.WS_MAX_FRAME_BYTES:
             await self.send_error("frame_too_large", f"Frames are limited to {settings.WS_MAX_FRAME_BYTES} bytes; this one has {size}.")
             return
+        wait = await database_sync_to_async(rate_limit_hit)(
+            key=f"ws:{self.scope['user'].pk}", spec=settings.WS_FRAME_RATE_LIMIT
+        )
+        if wait:
+            await self.send_error("rate_limited", f"Too many frames; try again in {wait:.0f} s.", retry_after=round(wait, 1))
+            return
         try:
             frame = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             await database_sync_to_async(ws_actions.audit_rejected_frame)(
-                user=self.scope.get("user"), thread_id=getattr(self, "thread_id", None), reason=f"invalid JSON: {exc}"
+                user=self.scope.get("user"), thread_id=self.thread_id, reason=f"invalid JSON: {exc}"
             )
             await self.send_error("invalid_json", f"The frame is not valid JSON: {exc}")
             return
         await self.receive_json(frame)
 
     async def receive_json(self, content, **kwargs) -> None:
-        if not self.group_name:
-            return
         if not isinstance(content, dict) or not isinstance(content.get("type"), str):
             await self.send_error("invalid_frame", 'A frame must be a JSON object with a string "type".')
             return
+        if content["type"] == "run.resume":
+            await self.resume(content)
+            return
         action = ws_actions.ACTIONS.get(content["type"])
         if action is None:
-            await self.send_error("unknown_type", f"Unknown frame type {content['type']!r}. Known: {', '.join(sorted(ws_actions.ACTIONS))}.")
+            known = ", ".join(sorted([*ws_actions.ACTIONS, "run.resume"]))
+            await self.send_error("unknown_type", f"Unknown frame type {content['type']!r}. Known: {known}.")
             return
         try:
-            replies = await database_sync_to_async(action)(user=self.scope["user"], thread_id=self.thread_id, frame=content)
+            await database_sync_to_async(action)(user=self.scope["user"], thread_id=self.thread_id, frame=content)
         except ws_actions.FrameError as exc:
             await self.send_error(exc.code, exc.message, **exc.extra)
+        except Http404:
+            await self.close(code=CLOSE_NOT_FOUND)
+
+    async def resume(self, frame: dict) -> None:
+        """``run.resume {run_id, after_seq}``: the run's logged events after ``after_seq``."""
+        after = frame.get("after_seq", 0)
+        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+            await self.send_error("invalid_frame", '"after_seq" must be a non-negative integer.')
             return
-        for reply in replies or ():
-            await self.send_json(reply)
+        try:
+            last_seq = await database_sync_to_async(ws_actions.run_for_resume)(
+                user=self.scope["user"], thread_id=self.thread_id, run_id=frame.get("run_id")
+            )
+        except ws_actions.FrameError as exc:
+            await self.send_error(exc.code, exc.message)
+            return
+        run_id = str(frame["run_id"])
+        events = await self.cursor.resume(run_id, after)
+        for event in events:
+            await self.send_json(event)
+        delivered = self.cursor.delivered.get(run_id, after)
+        if delivered < last_seq:
+            await self.send_error("events_missing", "This run's events are no longer available; reload the thread's messages.",
+                                  run_id=run_id, from_seq=delivered + 1, to_seq=last_seq)
 
     async def send_error(self, code: str, message: str, **extra) -> None:
         await self.send_json({"type": "error", "code": code, "message": message, **extra})
 
     async def run_event(self, message: dict) -> None:
-        """Group handler for ``run.event``: forward the event unchanged."""
-        await self.send_json(message["event"])
+        """Group handler for ``run.event``: re-check access on a run's first event (a socket
+        may outlive a logout or a membership), then deliver through the cursor."""
+        event = message["event"]
+        if str(event["run_id"]) not in self.cursor.delivered:
+            allowed = await database_sync_to_async(ws_actions.socket_still_allowed)(
+                user=self.scope["user"], thread_id=self.thread_id,
+                session_key=getattr(self.scope.get("session"), "session_key", None),
+                token=ws_actions.token_from_scope(self.scope),
+            )
+            if not allowed:
+                await self.close(code=CLOSE_FORBIDDEN)
+                await self.disconnect(CLOSE_FORBIDDEN)
+                return
+        for out in await self.cursor.accept(event):
+            await self.send_json(out)

@@ -88,6 +88,52 @@ def run_cancel_frame(*, user, thread_id: str, frame: dict) -> list[dict]:
     return []
 
 
+def run_for_resume(*, user, thread_id: str, run_id) -> int:
+    """Check ``run_id`` belongs to this thread and the user may see it; returns the run's
+    last saved seq. FrameError ``not_found`` otherwise."""
+    try:
+        run = run_get_for_user(user=user, run_id=run_id)
+    except Http404 as exc:
+        raise FrameError("not_found", "No such run.") from exc
+    if str(run.thread_id) != thread_id:
+        raise FrameError("not_found", "No such run.")
+    return run.last_event_seq
+
+
+def token_from_scope(scope) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == b"authorization":
+            text = value.decode("latin-1")
+            if text.lower().startswith("token "):
+                return text[6:].strip()
+    return None
+
+
+def socket_still_allowed(*, user, thread_id: str, session_key: str | None, token: str | None) -> bool:
+    """Whether a connected socket may keep receiving: the user is active, their credential
+    (token, or session after a logout) still exists, and the thread is still visible."""
+    from django.contrib.sessions.backends.base import SessionBase
+    from django.utils.module_loading import import_string
+    from django.conf import settings
+    from rest_framework.authtoken.models import Token
+
+    user.refresh_from_db(fields=["is_active"])
+    if not user.is_active:
+        return False
+    if token is not None:
+        if not Token.objects.filter(key=token, user=user).exists():
+            return False
+    elif session_key is not None:
+        store: SessionBase = import_string(settings.SESSION_ENGINE + ".SessionStore")()
+        if not store.exists(session_key):
+            return False
+    try:
+        thread_get_for_user(user=user, thread_id=thread_id)
+    except Http404:
+        return False
+    return True
+
+
 def approval_decide(*, user, thread_id: str, frame: dict) -> list[dict]:
     decision = frame.get("decision")
     if decision not in ("approve", "deny"):

@@ -4,8 +4,10 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.authtoken.views import obtain_auth_token
 
-from agents.api import ProviderListApi, ProviderModelsApi, ToolCallDecisionApi, ToolCallListApi
+from agents.api import ProviderListApi, ProviderModelsApi
+from agents.tool_call_api import ToolCallDecisionApi, ToolCallListApi
 from chat.api import views as chat_api
+from chat.sse import run_events
 
 api_v1 = [
     path("auth/token/", obtain_auth_token, name="auth-token"),
@@ -16,6 +18,7 @@ api_v1 = [
     path("threads/<str:thread_id>/runs/", chat_api.RunCreateApi.as_view(), name="thread-runs"),
     path("runs/<str:run_id>/", chat_api.RunDetailApi.as_view(), name="run-detail"),
     path("runs/<str:run_id>/cancel/", chat_api.RunCancelApi.as_view(), name="run-cancel"),
+    path("runs/<str:run_id>/events/", run_events, name="run-events"),
     path("tool-calls/", ToolCallListApi.as_view(), name="tool-calls"),
     path("tool-calls/<str:tool_call_id>/decision/", ToolCallDecisionApi.as_view(), name="tool-call-decision"),
     path("providers/", ProviderListApi.as_view(), name="providers"),

@@ -1,14 +1,25 @@
-"""Knowledge items and their chunks.
+"""Knowledge items, their chunks, per-workspace search settings and per-run sources.
 
 Retrieval runs on chunks through the database's full-text index: a weighted ``tsvector``
-with a GIN index on PostgreSQL, an FTS5 virtual table on SQLite (see ``knowledge/search.py``
-and migration 0002).
+kept by a trigger with a GIN index on PostgreSQL, an FTS5 virtual table kept by triggers on
+SQLite (see ``knowledge/selectors.py`` and migrations 0002/0003).
 """
 
 import uuid
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
+
+# PostgreSQL text search configurations a workspace may choose (those shipped with
+# PostgreSQL 15). ``simple`` lowercases without stemming or stop words.
+SEARCH_LANGUAGES = (
+    "simple", "arabic", "armenian", "basque", "catalan", "danish", "dutch", "english",
+    "finnish", "french", "german", "greek", "hindi", "hungarian", "indonesian", "irish",
+    "italian", "lithuanian", "nepali", "norwegian", "portuguese", "romanian", "russian",
+    "serbian", "spanish", "swedish", "tamil", "turkish", "yiddish",
+)
+DEFAULT_SEARCH_LANGUAGE = "english"
 
 
 class KnowledgeItem(models.Model):
@@ -16,8 +27,19 @@ class KnowledgeItem(models.Model):
 
     Visibility: shared within the workspace; ``is_hidden`` items are left out of lists but
     usable by the AI; ``is_private`` items are seen only by their owner and are excluded from
-    retrieval unless the thread opts in, and then only the sender's own.
+    retrieval unless the thread opts in, and then only the sender's own (DESIGN §1, §4).
+    ``source_path`` + ``content_hash`` make imports idempotent; ``tags`` is a list of
+    lower-case strings (≤ 20, ≤ 50 chars each).
     """
+
+    class Type(models.TextChoices):
+        NOTE = "note"
+        FACT = "fact"
+        DECISION = "decision"
+        HOWTO = "howto"
+        REFERENCE = "reference"
+        DOCUMENT = "document"
+        SNIPPET = "snippet"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workspace = models.ForeignKey("chat.Workspace", on_delete=models.CASCADE, related_name="knowledge_items")
@@ -41,7 +63,15 @@ class KnowledgeItem(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
-        indexes = [models.Index(fields=["workspace", "source_path"], name="knowledge_source")]
+        indexes = [
+            models.Index(fields=["workspace", "source_path"], name="knowledge_source"),
+            models.Index(fields=["workspace", "-updated_at"], name="knowledge_ws_recent"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "source_path"], condition=~Q(source_path=""), name="knowledge_unique_source"
+            )
+        ]
 
     def __str__(self) -> str:
         return self.title
@@ -50,16 +80,22 @@ class KnowledgeItem(models.Model):
 class KnowledgeChunk(models.Model):
     """A retrievable slice of an item (paragraph-aware, ~1.5 k chars with overlap).
 
-    Visibility fields are copied from the item so retrieval filters inside the index query.
+    Visibility fields are copied from the item so retrieval filters inside the index query
+    without a join; ``language`` (the workspace's search language) drives the PostgreSQL
+    stemming. Chunks are rewritten whenever the item's text, owner or privacy changes.
+    PostgreSQL adds two trigger-kept columns the ORM does not see: ``search_vector``
+    (title + content) and ``title_vector`` (title only), each with a GIN index.
     """
 
     item = models.ForeignKey(KnowledgeItem, on_delete=models.CASCADE, related_name="chunks")
     workspace = models.ForeignKey("chat.Workspace", on_delete=models.CASCADE, related_name="+")
     owner_id_copy = models.IntegerField(null=True, blank=True)
     is_private = models.BooleanField(default=False)
+    is_hidden = models.BooleanField(default=False)
     ordinal = models.PositiveIntegerField()
     title = models.CharField(max_length=300)
     content = models.TextField()
+    language = models.CharField(max_length=32, default=DEFAULT_SEARCH_LANGUAGE)
 
     class Meta:
         ordering = ["item", "ordinal"]
@@ -67,3 +103,48 @@ class KnowledgeChunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.title} #{self.ordinal}"
+
+
+class KnowledgeSettings(models.Model):
+    """Per-workspace knowledge settings. Kept in this app (not on ``Workspace``) so the
+    knowledge base owns its configuration. No row → the defaults."""
+
+    workspace = models.OneToOneField("chat.Workspace", on_delete=models.CASCADE, related_name="knowledge_settings")
+    search_language = models.CharField(
+        max_length=32,
+        default=DEFAULT_SEARCH_LANGUAGE,
+        choices=[(name, name) for name in SEARCH_LANGUAGES],
+        help_text="PostgreSQL text search configuration for stemming content (SQLite always uses "
+        "the porter stemmer). Changing it re-indexes the workspace's knowledge.",
+    )
+
+    class Meta:
+        verbose_name_plural = "knowledge settings"
+
+    def __str__(self) -> str:
+        return f"knowledge settings of {self.workspace}"
+
+
+class RunSources(models.Model):
+    """The numbered knowledge sources given to the model during one run.
+
+    ``sources`` is ``[{"n": int, "item_id": str, "chunk_id": int, "title": str,
+    "via": "grounding" | "search_knowledge"}]``. Numbers are per run and never reused: the
+    grounding block takes 1..K, each ``search_knowledge`` call continues after the highest
+    number so far, and a chunk seen before keeps its number. The grounding part is written
+    once (``grounded_at``, ``block``: the exact text put in the system prompt) so a resumed
+    run sends the same block it started with.
+    """
+
+    run = models.OneToOneField("agents.Run", on_delete=models.CASCADE, primary_key=True, related_name="+")
+    sources = models.JSONField(default=list, blank=True)
+    block = models.TextField(blank=True)
+    grounded_at = models.DateTimeField(null=True, blank=True)
+    grounding_note = models.CharField(max_length=300, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "run sources"
+
+    def __str__(self) -> str:
+        return f"sources of run {self.run_id}"

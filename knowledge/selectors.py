@@ -1,36 +1,51 @@
-"""Reads for the knowledge base, including ranked full-text retrieval.
+"""Reads for the knowledge base: ranked retrieval, lists, permission-checked fetches and the
+write policy.
 
-``knowledge_search`` runs inside the database's full-text index with the workspace and
-visibility filters in the same SQL (never post-filtered in Python):
+Visibility (DESIGN §1 ShadowBrain row, §4):
 
-* PostgreSQL — a stored, weighted ``tsvector`` (title 'A' with the ``simple`` config so
-  short titles such as "with" keep their words; content 'B' with ``english`` stemming), a
-  GIN index, the question's words OR-ed, ranked with ``ts_rank_cd`` (title 'A' weighted 10×
-  content 'B', as in SQLite; the default weights let a long passage repeating "statement"
-  outrank the topic titled "The with statement").
-* SQLite — an FTS5 table (porter stemming) kept in sync by triggers, ranked with ``bm25``
-  (title weighted 10×). The user's words are quoted, so FTS5 syntax never raises.
+* items are shared within their workspace; a user sees only the workspaces they belong to;
+* ``is_hidden`` items are left out of lists (and of the search API unless asked for) but are
+  used by the AI (grounding and ``search_knowledge``) and reachable by id, so a citation
+  always opens;
+* ``is_private`` items are seen only by their owner — anyone else gets a 404 everywhere —
+  and retrieval leaves them out unless ``include_private``, and then only the *caller's*
+  own, never another user's.
+
+Write policy (``knowledge_can_create`` / ``knowledge_item_can_edit``): viewers read only
+(rank below the seeded ``member`` rank); members create items and edit or delete their own;
+workspace admins edit or delete any item of the workspace they can see.
 """
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 
 from django.db import connection
 from django.db.models import Q, QuerySet
+from django.db.models.expressions import RawSQL
 from django.http import Http404
 
-from .models import KnowledgeItem
+from chat.models import Membership, Workspace
 
-MAX_QUERY_TERMS = 32
-_WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
+from .models import DEFAULT_SEARCH_LANGUAGE, KnowledgeItem, KnowledgeSettings
+from .search import MAX_QUERY_TERMS, Filters, query_terms, run_search
+
+__all__ = [
+    "MAX_QUERY_TERMS", "MAX_TOP_K", "MEMBER_RANK", "Hit", "knowledge_can_create", "knowledge_item_can_edit",
+    "knowledge_item_get_for_user", "knowledge_item_list_for_user", "knowledge_search",
+    "knowledge_search_for_user", "knowledge_search_language", "query_terms",
+]
+
+MAX_TOP_K = 50
+# Roles ranked below the seeded "member" role (viewer: 10, member: 20) only read knowledge.
+MEMBER_RANK = 20
 
 
 @dataclass
 class Hit:
-    """One retrieved chunk. ``score``: higher is better (backend-specific scale)."""
+    """One retrieved chunk. ``score``: higher is better (backend-specific scale);
+    ``snippet``: the chunk's whole text (≤ ~1.7 k chars)."""
 
     item_id: str
     chunk_id: int
@@ -38,116 +53,179 @@ class Hit:
     snippet: str
     score: float
     type: str = ""
+    workspace_id: int | None = None
 
 
-def query_terms(query: str) -> list[str]:
-    """The distinct words of ``query`` (letters and digits only), at most 32, in order."""
-    seen: dict[str, None] = {}
-    for word in _WORD_RE.findall(query.lower()):
-        seen.setdefault(word, None)
-        if len(seen) >= MAX_QUERY_TERMS:
-            break
-    return list(seen)
+def _pk(obj) -> int | None:
+    if obj is None:
+        return None
+    return obj if isinstance(obj, int) else obj.pk
 
 
 def knowledge_search(
     *,
-    workspace_id: int,
-    user_id: int | None,
+    workspace: Workspace | int,
+    user=None,
     query: str,
     top_k: int = 8,
     include_private: bool = False,
+    types: list[str] | tuple[str, ...] | None = None,
+    tags: list[str] | tuple[str, ...] | None = None,
+    include_hidden: bool = True,
+    mode: str = "question",
     per_item: int | None = None,
 ) -> list[Hit]:
-    """Top ``top_k`` chunks of ``workspace_id`` for ``query``, best first.
+    """Top ``top_k`` chunks of ``workspace`` (a Workspace or its pk) for ``query``, best first.
 
-    The question's words are OR-ed, and each pair of adjacent words also counts as a phrase,
-    so "the with statement" finds the topic titled that way even though "with" alone is in
-    almost every text. Visibility: hidden items are included (AI-OK); private items only
-    when ``include_private`` and only those owned by ``user_id``. ``per_item`` keeps at most
-    that many chunks of one item. An empty query or one with no words → ``[]``. ``top_k``
-    is clamped to 1..50.
+    ``user`` (a User, its pk or None) is whose private items ``include_private`` adds — only
+    theirs. ``include_hidden`` (default True: the AI's view) keeps hidden items. ``types``
+    and ``tags`` narrow to items of any of those types / carrying any of those tags.
+    ``mode``: ``"question"`` (words OR-ed + adjacent phrases; natural language) or
+    ``"websearch"`` (AND semantics, ``"phrase"``, ``or``, ``-word``); see
+    ``knowledge/search.py``. ``per_item`` keeps at most that many chunks of one item.
+    ``top_k`` is clamped to 1..50. A query without words → ``[]``; never raises for odd
+    input (FTS5 / tsquery syntax in the query is neutralised).
     """
-    terms = query_terms(query or "")
-    if not terms:
-        return []
-    top_k = max(1, min(int(top_k), 50))
+    top_k = max(1, min(int(top_k), MAX_TOP_K))
+    filters = Filters(
+        workspace_id=_pk(workspace),
+        user_id=_pk(user),
+        include_private=include_private,
+        include_hidden=include_hidden,
+        types=tuple(t for t in (types or ()) if t),
+        tags=tuple(t.lower() for t in (tags or ()) if t),
+    )
     fetch = top_k * 4 if per_item else top_k
-    private_ok = bool(include_private and user_id)
-    if connection.vendor == "postgresql":
-        rows = _search_postgres(terms, workspace_id, user_id, private_ok, fetch)
-    else:
-        rows = _search_sqlite(terms, workspace_id, user_id, private_ok, fetch)
+    rows = run_search(mode=mode, query=query or "", filters=filters, limit=fetch)
     hits: list[Hit] = []
     per: dict[str, int] = {}
-    for r in rows:
-        item_id = str(uuid.UUID(str(r[1])))  # SQLite returns hex text, PostgreSQL a UUID
+    for chunk_id, item_pk, title, content, score, type_ in rows:
+        item_id = str(uuid.UUID(str(item_pk)))  # SQLite returns hex text, PostgreSQL a UUID
         if per_item and per.get(item_id, 0) >= per_item:
             continue
         per[item_id] = per.get(item_id, 0) + 1
-        hits.append(Hit(item_id=item_id, chunk_id=r[0], title=r[2], snippet=r[3], score=float(r[4]), type=r[5]))
+        hits.append(Hit(item_id=item_id, chunk_id=chunk_id, title=title, snippet=content, score=float(score),
+                        type=type_, workspace_id=filters.workspace_id))
         if len(hits) >= top_k:
             break
     return hits
 
 
-def _bigrams(terms: list[str]) -> list[tuple[str, str]]:
-    return list(zip(terms, terms[1:], strict=False))
+def knowledge_search_for_user(
+    *,
+    user,
+    query: str,
+    workspace: Workspace | None = None,
+    top_k: int = 8,
+    types: list[str] | None = None,
+    tags: list[str] | None = None,
+    include_private: bool = True,
+    include_hidden: bool = False,
+    mode: str = "websearch",
+) -> list[Hit]:
+    """What ``user`` finds when searching: ``workspace`` (already permission-checked) or
+    every workspace they belong to, merged by score. Defaults match the knowledge pages:
+    the caller's own private items in, hidden items out, one hit per item, web-search
+    syntax."""
+    if workspace is not None:
+        workspace_ids = [workspace.pk]
+    else:
+        workspace_ids = list(Membership.objects.filter(user=user).values_list("workspace_id", flat=True))
+    hits: list[Hit] = []
+    for workspace_id in workspace_ids:
+        hits.extend(
+            knowledge_search(
+                workspace=workspace_id, user=user, query=query, top_k=top_k, include_private=include_private,
+                types=types, tags=tags, include_hidden=include_hidden, mode=mode, per_item=1,
+            )
+        )
+    if len(workspace_ids) > 1:
+        hits.sort(key=lambda h: -h.score)
+    return hits[: max(1, min(int(top_k), MAX_TOP_K))]
 
 
-def _search_sqlite(terms, workspace_id, user_id, private_ok, top_k):
-    match = " OR ".join([f'"{t}"' for t in terms] + [f'"{a} {b}"' for a, b in _bigrams(terms)])
-    sql = """
-        SELECT c.id, c.item_id, c.title, c.content, -bm25(knowledge_chunk_fts, 10.0, 1.0) AS score, i.type
-        FROM knowledge_chunk_fts
-        JOIN knowledge_knowledgechunk c ON c.id = knowledge_chunk_fts.rowid
-        JOIN knowledge_knowledgeitem i ON i.id = c.item_id
-        WHERE knowledge_chunk_fts MATCH %s
-          AND c.workspace_id = %s
-          AND (c.is_private = 0 OR (%s AND c.owner_id_copy = %s))
-        ORDER BY bm25(knowledge_chunk_fts, 10.0, 1.0)
-        LIMIT %s
-    """
-    with connection.cursor() as cur:
-        cur.execute(sql, [match, workspace_id, 1 if private_ok else 0, user_id or -1, top_k])
-        return cur.fetchall()
-
-
-def _search_postgres(terms, workspace_id, user_id, private_ok, top_k):
-    text = " | ".join(terms + [f"({a} <-> {b})" for a, b in _bigrams(terms)])
-    sql = """
-        SELECT c.id, c.item_id, c.title, c.content,
-               ts_rank_cd('{0.01, 0.02, 0.1, 1.0}'::float4[], c.search_vector, q.query) AS score, i.type
-        FROM knowledge_knowledgechunk c
-        JOIN knowledge_knowledgeitem i ON i.id = c.item_id,
-             (SELECT to_tsquery('english', %s) || to_tsquery('simple', %s) AS query) q
-        WHERE c.search_vector @@ q.query
-          AND c.workspace_id = %s
-          AND (NOT c.is_private OR (%s AND c.owner_id_copy = %s))
-        ORDER BY score DESC, c.id
-        LIMIT %s
-    """
-    with connection.cursor() as cur:
-        cur.execute(sql, [text, text, workspace_id, private_ok, user_id or -1, top_k])
-        return cur.fetchall()
-
-
-def knowledge_item_list_for_user(*, user, workspace_id=None) -> QuerySet[KnowledgeItem]:
-    """Items the user may see in lists: their workspaces, not hidden, private only if own."""
-    qs = KnowledgeItem.objects.filter(workspace__memberships__user=user, is_hidden=False).filter(
-        Q(is_private=False) | Q(owner=user)
+def knowledge_search_language(*, workspace: Workspace | int) -> str:
+    """The workspace's PostgreSQL text search configuration (``english`` by default)."""
+    value = (
+        KnowledgeSettings.objects.filter(workspace_id=_pk(workspace)).values_list("search_language", flat=True).first()
     )
-    if workspace_id:
-        qs = qs.filter(workspace_id=workspace_id)
-    return qs.distinct()
+    return value or DEFAULT_SEARCH_LANGUAGE
+
+
+def _tags_q(tags: list[str]) -> Q:
+    """Items carrying any of ``tags`` (a JSON list), on either backend."""
+    if connection.vendor == "postgresql":
+        q = Q()
+        for tag in tags:
+            q |= Q(tags__contains=[tag])
+        return q
+    placeholders = ", ".join(["%s"] * len(tags))
+    return Q(pk__in=RawSQL(
+        f"SELECT i.id FROM knowledge_knowledgeitem i, json_each(i.tags) t WHERE t.value IN ({placeholders})",
+        list(tags),
+    ))
+
+
+def knowledge_item_list_for_user(
+    *,
+    user,
+    workspace: Workspace | None = None,
+    types: list[str] | None = None,
+    tags: list[str] | None = None,
+    include_hidden: bool = False,
+) -> QuerySet[KnowledgeItem]:
+    """Items ``user`` may see in lists, newest first: their workspaces (or ``workspace``),
+    not hidden unless ``include_hidden``, private only their own."""
+    qs = KnowledgeItem.objects.filter(
+        workspace__in=Membership.objects.filter(user=user).values("workspace_id")
+    ).filter(Q(is_private=False) | Q(owner=user))
+    if not include_hidden:
+        qs = qs.filter(is_hidden=False)
+    if workspace is not None:
+        qs = qs.filter(workspace=workspace)
+    if types:
+        qs = qs.filter(type__in=types)
+    tags = [t.lower() for t in (tags or []) if t]
+    if tags:
+        qs = qs.filter(_tags_q(tags))
+    return qs.select_related("workspace", "owner").order_by("-updated_at")
 
 
 def knowledge_item_get_for_user(*, user, item_id) -> KnowledgeItem:
-    """Http404 unless the user's workspace holds it and (if private) the user owns it."""
+    """The item if ``user`` belongs to its workspace and (if it is private) owns it; hidden
+    items are reachable by id. Raises ``Http404`` otherwise — also for malformed ids — so
+    existence is never revealed."""
+    if not getattr(user, "is_authenticated", False):
+        raise Http404("No such knowledge item.")
     try:
-        item = KnowledgeItem.objects.get(pk=item_id, workspace__memberships__user=user)
-    except Exception as exc:
+        item = KnowledgeItem.objects.select_related("workspace", "owner").get(
+            pk=item_id, workspace__memberships__user=user
+        )
+    except (KnowledgeItem.DoesNotExist, ValueError, TypeError, Exception) as exc:  # bad UUIDs: ValidationError
         raise Http404("No such knowledge item.") from exc
     if item.is_private and item.owner_id != user.pk:
         raise Http404("No such knowledge item.")
     return item
+
+
+def _membership(user, workspace_id) -> Membership | None:
+    if not getattr(user, "is_authenticated", False):
+        return None
+    return Membership.objects.select_related("role").filter(user=user, workspace_id=workspace_id).first()
+
+
+def knowledge_can_create(*, user, workspace: Workspace | int) -> bool:
+    """Members and admins may add items; viewers (rank < 20) read only."""
+    membership = _membership(user, _pk(workspace))
+    return membership is not None and (membership.role.is_admin or membership.role.rank >= MEMBER_RANK)
+
+
+def knowledge_item_can_edit(*, user, item: KnowledgeItem) -> bool:
+    """Edit or delete: the item's owner if they may still create items in its workspace,
+    or a workspace admin. ``item`` must come from ``knowledge_item_get_for_user``."""
+    membership = _membership(user, item.workspace_id)
+    if membership is None:
+        return False
+    if membership.role.is_admin:
+        return True
+    return item.owner_id == user.pk and membership.role.rank >= MEMBER_RANK

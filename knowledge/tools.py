@@ -1,12 +1,21 @@
-"""Knowledge tools offered to the model. Scope (workspace, user) comes from the run."""
+"""Knowledge tools offered to the model. Scope (workspace, user) comes from the run.
+
+``search_knowledge`` applies the run's visibility (hidden items in; private items only when
+the run includes them, and only the caller's own) and numbers its passages in the run's
+citation sequence (``knowledge/grounding.py``), so its [n] never collides with the grounding
+block's. ``save_to_knowledge`` is offered only when the thread allows model saves (the tool
+pipeline) and refuses for roles that may not change the knowledge base.
+"""
 
 from __future__ import annotations
 
+from agents.loop.execute import ToolError
 from agents.tools import ToolContext, ToolOutput, tool
 from chat.models import Workspace
 
-from .selectors import knowledge_search
-from .services import knowledge_item_create
+from .grounding import run_sources_number
+from .selectors import knowledge_can_create, knowledge_search
+from .services import KnowledgeRejected, knowledge_item_create
 
 SNIPPET_CHARS = 900
 
@@ -23,24 +32,30 @@ SNIPPET_CHARS = 900
         "properties": {
             "query": {"type": "string", "description": "What to look for, in plain words."},
             "top_k": {"type": "integer", "minimum": 1, "maximum": 20, "description": "How many passages (default 8)."},
+            "type": {"type": "string", "description": "Only items of this type (note, fact, decision, howto, reference, …)."},
         },
         "required": ["query"],
         "additionalProperties": False,
     },
 )
-def search_knowledge(*, ctx: ToolContext, query: str, top_k: int = 8) -> ToolOutput:
+def search_knowledge(*, ctx: ToolContext, query: str, top_k: int = 8, type: str | None = None) -> ToolOutput:
+    """``{"query", "hits": [{"n", "item_id", "title", "type", "snippet"}], "summary"}``;
+    snippets ≤ 900 chars. Citations ``[{"n", "item_id", "chunk_id", "title"}]`` go to the
+    answer."""
     hits = knowledge_search(
-        workspace_id=ctx.workspace_id, user_id=ctx.user_id, query=query, top_k=top_k,
-        include_private=ctx.include_private, per_item=1,
+        workspace=ctx.workspace_id, user=ctx.user_id, query=query, top_k=top_k,
+        include_private=ctx.include_private, include_hidden=True, types=[type] if type else None,
+        mode="question", per_item=1,
     )
+    numbers = run_sources_number(run_id=ctx.run_id, hits=hits)
     numbered = [
-        {"n": n, "item_id": h.item_id, "title": h.title, "snippet": h.snippet[:SNIPPET_CHARS]}
-        for n, h in enumerate(hits, start=1)
+        {"n": n, "item_id": h.item_id, "title": h.title, "type": h.type, "snippet": h.snippet[:SNIPPET_CHARS]}
+        for n, h in zip(numbers, hits, strict=True)
     ]
     return ToolOutput(
         result={"query": query, "hits": numbered, "summary": f"{len(hits)} passage(s) found"},
-        citations=[{"n": h["n"], "item_id": h["item_id"], "chunk_id": hit.chunk_id, "title": h["title"]}
-                   for h, hit in zip(numbered, hits, strict=True)],
+        citations=[{"n": n, "item_id": h.item_id, "chunk_id": h.chunk_id, "title": h.title}
+                   for n, h in zip(numbers, hits, strict=True)],
     )
 
 
@@ -65,10 +80,18 @@ def search_knowledge(*, ctx: ToolContext, query: str, top_k: int = 8) -> ToolOut
     },
 )
 def save_to_knowledge(*, ctx: ToolContext, title: str, content: str, type: str = "note", tags: list | None = None) -> ToolOutput:
+    """Create an item owned by the run's user in the run's workspace. ToolError when the
+    user's role may not change the knowledge base or the arguments are unusable."""
+    user = _user(ctx.user_id)
+    if not knowledge_can_create(user=user, workspace=ctx.workspace_id):
+        raise ToolError("Your role in this workspace can read the knowledge base but not save to it.")
     workspace = Workspace.objects.get(pk=ctx.workspace_id)
-    item = knowledge_item_create(
-        workspace=workspace, owner=_user(ctx.user_id), title=title, content=content, type=type, tags=tags or []
-    )
+    try:
+        item = knowledge_item_create(
+            workspace=workspace, owner=user, title=title, content=content, type=type, tags=tags or []
+        )
+    except KnowledgeRejected as exc:
+        raise ToolError(f"Not saved: {exc.message} Fix the arguments and call the tool again.") from exc
     return ToolOutput(
         result={"item_id": str(item.pk), "title": item.title, "summary": f"saved “{item.title}”"},
         knowledge_saved=[(str(item.pk), item.title)],

@@ -37,6 +37,7 @@ from chat.services import message_create
 from .execute import execute_tool_call
 from .lease import LeaseLost, RunLease, run_claim, worker_identity
 from .prompt import system_prompt, thread_history
+from .tiers import history_window, run_plan
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ def run_turn(*, run_id) -> None:
     if not run_claim(run_id=run_id, owner=owner):
         return
     run = Run.objects.select_related("thread__workspace", "provider", "user", "user_message").get(pk=run_id)
-    emitter = RunEmitter(run_id=run.pk, thread_id=run.thread_id, start_seq=run.last_event_seq)
+    emitter = RunEmitter.for_run(run)
     lease = RunLease(run_id=run.pk, owner=owner, seq_source=lambda: emitter.seq)
     try:
         if run.attempts > settings.RUN_MAX_ATTEMPTS:
@@ -91,7 +92,7 @@ def fail_interrupted_run(*, run_id, expected_lease) -> bool:
     ):
         return False
     run = Run.objects.get(pk=run_id)
-    emitter = RunEmitter(run_id=run.pk, thread_id=run.thread_id, start_seq=run.last_event_seq)
+    emitter = RunEmitter.for_run(run)
     streaming = Message.objects.filter(run=run, status=Message.Status.STREAMING)
     for msg in streaming:
         msg.status = Message.Status.TRUNCATED
@@ -135,7 +136,7 @@ class _Turn:
             _fail_run(run, self.emitter, "forbidden", "you are no longer a member of this workspace")
             return
         assistant = self._resume_point()
-        if run.last_event_seq == 0:
+        if self.emitter.seq == 0:
             self.emitter.emit(
                 "run.started",
                 thread_id=str(self.thread.pk),
@@ -213,15 +214,23 @@ class _Turn:
         )
         self.offered = offer.names
         self.policies = policies
+        if getattr(self, "plan", None) is None:  # prompt tier and request options, once per turn
+            self.plan = run_plan(thread=self.thread, provider=self.run.provider, model_name=self.run.model)
+        plan = self.plan
         request = ChatRequest(
             model=self.run.model,
             system=system_prompt(
                 workspace_name=self.thread.workspace.name,
-                tier="full" if self.thread.prompt_tier != "small" else "small",
+                tier=plan.tier.name,
                 ui_context=self.run.ui_context,
             ),
-            messages=thread_history(thread_id=self.thread.pk, exclude_ids={assistant.pk}),
+            messages=history_window(
+                thread_history(thread_id=self.thread.pk, exclude_ids={assistant.pk}), plan.history_limit
+            ),
             tools=[ToolDefinition(t.name, t.description, t.parameters) for t in offer.tools],
+            max_output_tokens=plan.max_output_tokens,
+            options=plan.options,
+            echo_reasoning=plan.echo_reasoning,
         )
         streamed = Streamed()
         last_persist = time.monotonic()

@@ -13,6 +13,7 @@ from .base import (
     ChatMessage,
     ChatRequest,
     Finish,
+    ModelInfo,
     ProviderAdapter,
     ProviderError,
     ReasoningDelta,
@@ -28,6 +29,7 @@ __all__ = [
     "ChatMessage",
     "ChatRequest",
     "Finish",
+    "ModelInfo",
     "ProviderAdapter",
     "ProviderError",
     "ReasoningDelta",
@@ -40,34 +42,50 @@ __all__ = [
 ]
 
 
-def _openai_compatible(provider) -> ProviderAdapter:
+def _limits(overrides: dict) -> dict:
+    """Retries and timeouts from settings, or the caller's (catalogue probes use short ones)."""
+    return {
+        "max_retries": overrides.get("max_retries", settings.PROVIDER_MAX_RETRIES),
+        "connect_timeout_s": overrides.get("connect_timeout_s", settings.PROVIDER_CONNECT_TIMEOUT_S),
+        "read_timeout_s": overrides.get("read_timeout_s", settings.PROVIDER_READ_TIMEOUT_S),
+    }
+
+
+def _openai_compatible(provider, **overrides) -> ProviderAdapter:
     from .openai_compat import OpenAICompatAdapter
 
     return OpenAICompatAdapter(
         base_url=provider.base_url or "https://api.openai.com/v1",
         api_key=provider_api_key(provider) or None,
         echo_reasoning=provider.echo_reasoning,
-        max_retries=settings.PROVIDER_MAX_RETRIES,
-        connect_timeout_s=settings.PROVIDER_CONNECT_TIMEOUT_S,
-        read_timeout_s=settings.PROVIDER_READ_TIMEOUT_S,
+        **_limits(overrides),
     )
 
 
-def _ollama_v1(provider) -> ProviderAdapter:
-    # Until the native /api/chat adapter lands, Ollama is served through its /v1 endpoint.
-    from .openai_compat import OpenAICompatAdapter
+def _anthropic(provider, **overrides) -> ProviderAdapter:
+    from .anthropic import DEFAULT_BASE_URL, AnthropicAdapter
 
-    base = (provider.base_url or "http://127.0.0.1:11434").rstrip("/")
-    return OpenAICompatAdapter(
-        base_url=base if base.endswith("/v1") else base + "/v1",
-        api_key=None,
-        max_retries=settings.PROVIDER_MAX_RETRIES,
-        connect_timeout_s=settings.PROVIDER_CONNECT_TIMEOUT_S,
-        read_timeout_s=settings.PROVIDER_READ_TIMEOUT_S,
+    return AnthropicAdapter(
+        base_url=provider.base_url or DEFAULT_BASE_URL,
+        api_key=provider_api_key(provider),
+        **_limits(overrides),
     )
 
 
-def _offline(provider) -> ProviderAdapter:
+def _ollama(provider, **overrides) -> ProviderAdapter:
+    from .ollama import OllamaAdapter
+
+    limits = _limits(overrides)
+    limits.pop("max_retries")  # a local server: no SDK retry loop
+    return OllamaAdapter(
+        base_url=provider.base_url,
+        api_key=provider_api_key(provider) or None,
+        echo_reasoning=provider.echo_reasoning,
+        **limits,
+    )
+
+
+def _offline(provider, **overrides) -> ProviderAdapter:
     from .offline import OfflineAdapter
 
     return OfflineAdapter(delta_delay_s=settings.OFFLINE_DELTA_DELAY_S)
@@ -75,13 +93,17 @@ def _offline(provider) -> ProviderAdapter:
 
 ADAPTERS = {
     "openai_compatible": _openai_compatible,
-    "ollama": _ollama_v1,
+    "anthropic": _anthropic,
+    "ollama": _ollama,
     "offline": _offline,
 }
 
 
-def provider_for(provider) -> ProviderAdapter:
+def provider_for(provider, **overrides) -> ProviderAdapter:
     """Build the adapter for an ``agents.Provider`` row.
+
+    ``overrides``: ``max_retries`` / ``connect_timeout_s`` / ``read_timeout_s`` instead of
+    the settings (the catalogue probes with short timeouts).
 
     Raises ``ProviderError("not_configured", …)`` when the row is disabled, its kind has no
     adapter here, or its key is missing ("not configured: set OPENAI_API_KEY").
@@ -96,4 +118,4 @@ def provider_for(provider) -> ProviderAdapter:
     factory = ADAPTERS.get(provider.kind)
     if factory is None:
         raise ProviderError("not_configured", f"provider kind {provider.kind!r} is not available in this version")
-    return factory(provider)
+    return factory(provider, **overrides)

@@ -41,6 +41,9 @@ class ChatRequest:
     max_output_tokens: int | None = None
     # Provider-specific options (e.g. Ollama's num_ctx); an adapter reads only its own keys.
     options: dict = field(default_factory=dict)
+    # Send stored reasoning back on assistant tool-call turns (DeepSeek thinking mode);
+    # None: the adapter's provider-level default (cases/openai/07).
+    echo_reasoning: bool | None = None
 
 
 @dataclass
@@ -82,6 +85,21 @@ class Finish:
 
 
 StreamEvent = Union[TextDelta, ReasoningDelta, StreamedToolCall, Finish]
+
+
+@dataclass
+class ModelInfo:
+    """One model as a provider lists it (``/v1/models``, ``/api/tags`` + ``/api/show``).
+
+    ``parameter_size``: as the provider writes it ("8.0B", "137M"), "" when unknown;
+    ``context_window`` in tokens and ``supports_tools`` are None when the listing is silent.
+    """
+
+    name: str
+    label: str = ""
+    parameter_size: str = ""
+    context_window: int | None = None
+    supports_tools: bool | None = None
 
 
 class ProviderError(Exception):

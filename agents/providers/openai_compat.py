@@ -22,6 +22,7 @@ from .base import (
     ChatMessage,
     ChatRequest,
     Finish,
+    ModelInfo,
     ProviderError,
     ReasoningDelta,
     StreamedToolCall,
@@ -152,9 +153,10 @@ class OpenAICompatAdapter:
 
     def build_body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body sent to ``/chat/completions`` (minus ``stream``)."""
+        echo = self.echo_reasoning if request.echo_reasoning is None else request.echo_reasoning
         body: dict[str, Any] = {
             "model": request.model,
-            "messages": to_wire_messages(request, echo_reasoning=self.echo_reasoning),
+            "messages": to_wire_messages(request, echo_reasoning=echo),
         }
         if request.tools:
             body["tools"] = [
@@ -229,7 +231,14 @@ class OpenAICompatAdapter:
         yield from tool_calls
         yield Finish("tool_calls" if tool_calls else "stop", usage)
 
-    def _translate(self, exc: openai.APIError, request: ChatRequest, *, midstream: bool = False) -> ProviderError:
+    def list_models(self) -> list[ModelInfo]:
+        """``GET /models`` (the catalogue's cached listing)."""
+        try:
+            return [ModelInfo(name=m.id) for m in self.client.models.list()]
+        except openai.APIError as exc:
+            raise self._translate(exc, None) from exc
+
+    def _translate(self, exc: openai.APIError, request: ChatRequest | None, *, midstream: bool = False) -> ProviderError:
         if isinstance(exc, openai.APITimeoutError):
             return ProviderError("timeout", f"provider timed out ({self.base_url})", retryable=True)
         if isinstance(exc, openai.APIConnectionError):
@@ -244,7 +253,8 @@ class OpenAICompatAdapter:
             if status == 403:
                 return ProviderError("auth_failed", f"access denied (HTTP 403): {detail}")
             if status == 404:
-                return ProviderError("model_not_found", f"model {request.model!r} not found (HTTP 404): {detail}")
+                model = request.model if request else ""
+                return ProviderError("model_not_found", f"model {model!r} not found (HTTP 404): {detail}")
             if status == 429:
                 retry_after = exc.response.headers.get("retry-after")
                 wait = f"; retry after {retry_after} s" if retry_after else ""
@@ -264,6 +274,3 @@ def _error_detail(exc: openai.APIStatusError) -> str:
         if isinstance(err, str):
             return err[:300]
     return (exc.message or "")[:300]
-
-
-

@@ -142,7 +142,8 @@ class RunCreateApi(APIView):
             with transaction.atomic():
                 created = run_create(thread=thread, user=request.user, **values)
         except RunRejected as exc:
-            raise ApiError(exc.code, exc.message, exc.status) from exc
+            headers = {"Retry-After": str(max(1, round(exc.retry_after)))} if exc.retry_after else None
+            raise ApiError(exc.code, exc.message, exc.status, headers=headers) from exc
         body = {"run_id": str(created.run.pk), "user_message_id": str(created.user_message.pk)}
         return Response(body, status=status.HTTP_202_ACCEPTED)
 

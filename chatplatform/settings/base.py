@@ -122,6 +122,12 @@ else:
     }
     RUN_EXECUTOR = env("RUN_EXECUTOR", default="embedded")
 
+CACHES = (
+    {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    if REDIS_URL
+    else {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+)
+
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL or "memory://")
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
@@ -166,6 +172,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Threads, runs, streaming events, approvals and knowledge (DESIGN.md §6).",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "chat.sse.schema_hook",
+    ],
 }
 
 LOGGING = {
@@ -193,3 +203,12 @@ RUN_MAX_ATTEMPTS = env.int("RUN_MAX_ATTEMPTS", default=3)
 # Extra modules with @tool declarations (e.g. site-specific tools), imported at start-up.
 EXTRA_TOOL_MODULES = env.list("EXTRA_TOOL_MODULES", default=[])
 RUN_REAPER_ENABLED = env.bool("RUN_REAPER_ENABLED", default=True)
+
+# --- Streams --------------------------------------------------------------------------------
+RUN_EVENT_LOG_TTL_S = env.int("RUN_EVENT_LOG_TTL_S", default=24 * 3600)
+RUN_EVENT_LOG_MAX_RUNS = env.int("RUN_EVENT_LOG_MAX_RUNS", default=2000)
+SSE_KEEPALIVE_S = env.float("SSE_KEEPALIVE_S", default=15.0)
+# Rate limits per user: "N/S" = at most N in S seconds. 429 with Retry-After beyond.
+RUN_RATE_LIMIT = env("RUN_RATE_LIMIT", default="30/60")
+WS_FRAME_RATE_LIMIT = env("WS_FRAME_RATE_LIMIT", default="120/60")
+MAX_ACTIVE_RUNS_PER_USER = env.int("MAX_ACTIVE_RUNS_PER_USER", default=4)

@@ -1,5 +1,7 @@
 """Test settings: fast hashing, no provider retries, no artificial streaming delay."""
 
+import os
+
 from .base import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -14,7 +16,8 @@ STORAGES = {
 # through WAL with a busy timeout, which the shared-cache in-memory database cannot do.
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     (BASE_DIR / "var").mkdir(exist_ok=True)  # noqa: F405
-    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / "test.sqlite3")}  # noqa: F405
+    # One file per test process, so parallel test runs never share (and drop) a database.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / f"test-{os.getpid()}.sqlite3")}  # noqa: F405
 # Worker and tool threads close their connections after each turn, so test databases can be dropped.
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
 # Tests call agents.reaper.reap_expired_runs() themselves; no background thread.

@@ -45,7 +45,7 @@ def browser():
         b.close()
 
 
-def test_chat_in_the_browser(embedded_platform, browser):
+def test_chat_in_the_browser(browser, embedded_platform):
     context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=embedded_platform.base_url)
     context.set_default_timeout(STEP_MS)
     page = context.new_page()
@@ -84,12 +84,14 @@ def test_chat_in_the_browser(embedded_platform, browser):
         tool = page.locator("article.msg.assistant details.tool", has=page.locator(".tool-name", has_text="search_knowledge"))
         tool.first.wait_for()
         page.locator("article.msg.assistant details.tool.succeeded").first.wait_for(timeout=RUN_MS)
-        # Finished: citations are drawn from the stored message after run.completed, the body
-        # is no longer streaming and Send is enabled again.
-        page.locator("article.msg.assistant ol.citations li", has_text=WITH_TOPIC_TITLE).first.wait_for(timeout=RUN_MS)
+        # Finished: after run.completed the page re-reads the thread (the stored message's
+        # rendered Markdown replaces the streamed text), the body is no longer streaming and
+        # Send is enabled again.
         page.wait_for_function(
-            "() => !document.querySelector('article.msg.assistant .body.streaming')"
-            " && !document.getElementById('send').disabled",
+            "() => { const b = document.querySelectorAll('article.msg.assistant .body');"
+            " return b.length && !b[b.length - 1].classList.contains('streaming')"
+            " && b[b.length - 1].textContent.trim().length > 0"
+            " && !document.getElementById('send').disabled; }",
             timeout=RUN_MS,
         )
 

@@ -36,35 +36,35 @@ def titles(hits):
 
 
 def test_question_finds_the_topic_by_its_title_phrase(corpus, workspaces):
-    hits = knowledge_search(workspace_id=workspaces["demo"].pk, user_id=None, query="How does the with statement work?")
+    hits = knowledge_search(workspace=workspaces["demo"].pk, user=None, query="How does the with statement work?")
     assert hits[0].item_id == str(corpus["with"].pk)
 
 
 def test_workspace_and_visibility_filters(corpus, workspaces, users):
     demo = workspaces["demo"].pk
-    plain = titles(knowledge_search(workspace_id=demo, user_id=users["alice"].pk, query="pager"))
+    plain = titles(knowledge_search(workspace=demo, user=users["alice"].pk, query="pager"))
     assert plain == ["Escalation runbook"]  # hidden is AI-OK; private excluded; other workspace never
-    with_private = titles(knowledge_search(workspace_id=demo, user_id=users["alice"].pk, query="pager",
+    with_private = titles(knowledge_search(workspace=demo, user=users["alice"].pk, query="pager",
                                            include_private=True))
     assert sorted(with_private) == ["Alice salary notes", "Escalation runbook"]  # never Bob's
 
 
 @pytest.mark.parametrize("query", ['"', "*", "NEAR(a b)", "-pager", "title:pager", "a AND OR NOT", "(", "'; DROP TABLE x; --"])
 def test_query_syntax_characters_never_raise(corpus, workspaces, query):
-    knowledge_search(workspace_id=workspaces["demo"].pk, user_id=None, query=query)
+    knowledge_search(workspace=workspaces["demo"].pk, user=None, query=query)
 
 
 @pytest.mark.parametrize("query", ["", "   ", "?!", "___"])
 def test_queries_without_words_return_nothing(corpus, workspaces, query):
-    assert knowledge_search(workspace_id=workspaces["demo"].pk, user_id=None, query=query) == []
+    assert knowledge_search(workspace=workspaces["demo"].pk, user=None, query=query) == []
 
 
 def test_edit_rechunks_and_reindexes(corpus, workspaces):
     knowledge_item_update(item=corpus["for"], content="Loops over an iterable; the else clause runs after.")
     demo = workspaces["demo"].pk
-    stale = knowledge_search(workspace_id=demo, user_id=None, query="sequence elements")
+    stale = knowledge_search(workspace=demo, user=None, query="sequence elements")
     assert str(corpus["for"].pk) not in [h.item_id for h in stale]
-    assert knowledge_search(workspace_id=demo, user_id=None, query="iterable")[0].item_id == str(corpus["for"].pk)
+    assert knowledge_search(workspace=demo, user=None, query="iterable")[0].item_id == str(corpus["for"].pk)
 
 
 def test_query_terms_are_words_only():

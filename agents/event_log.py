@@ -1,0 +1,109 @@
+"""The run event log: every published event is kept for replay (DESIGN §7, issue: streams).
+
+* Production (``REDIS_URL``): one Redis stream per run, ``chatplatform:events:<run_id>``,
+  entry id ``<seq>-1``, expiring ``RUN_EVENT_LOG_TTL_S`` (default 24 h) after the last event.
+* Embedded: a bounded in-process store (``RUN_EVENT_LOG_MAX_RUNS`` runs, same TTL).
+
+After the log has expired the database is the truth: messages are final, and a resume of
+such a run gets an ``events_missing`` error telling the client to reload them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+import threading
+import time
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+
+class MemoryEventLog:
+    """Per-process log for embedded mode. Thread-safe; methods are async for one interface."""
+
+    def __init__(self, *, max_runs: int, ttl_s: float) -> None:
+        self.max_runs = max_runs
+        self.ttl_s = ttl_s
+        self._runs: collections.OrderedDict[str, tuple[float, list[dict]]] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    async def append(self, run_id: str, event: dict) -> None:
+        with self._lock:
+            _, events = self._runs.pop(run_id, (0.0, []))
+            events.append(event)
+            self._runs[run_id] = (time.monotonic(), events)
+            while len(self._runs) > self.max_runs:
+                self._runs.popitem(last=False)
+
+    async def read(self, run_id: str, after_seq: int = 0) -> list[dict]:
+        with self._lock:
+            stamp, events = self._runs.get(run_id, (0.0, []))
+            if events and time.monotonic() - stamp > self.ttl_s:
+                self._runs.pop(run_id, None)
+                return []
+            return [e for e in events if e["seq"] > after_seq]
+
+    async def last_seq(self, run_id: str) -> int:
+        events = await self.read(run_id)
+        return events[-1]["seq"] if events else 0
+
+
+class RedisEventLog:
+    """Redis streams, one per run. One client per event loop (connections are loop-bound)."""
+
+    def __init__(self, *, url: str, ttl_s: int) -> None:
+        self.url = url
+        self.ttl_s = int(ttl_s)
+        self._clients: dict[int, object] = {}
+        self._lock = threading.Lock()
+
+    def _client(self):
+        import redis.asyncio as redis
+
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._clients.get(id(loop))
+            if client is None:
+                client = redis.Redis.from_url(self.url)
+                self._clients[id(loop)] = client
+            return client
+
+    @staticmethod
+    def key(run_id: str) -> str:
+        return f"chatplatform:events:{run_id}"
+
+    async def append(self, run_id: str, event: dict) -> None:
+        client = self._client()
+        key = self.key(run_id)
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.xadd(key, {"e": json.dumps(event, separators=(",", ":"))}, id=f"{event['seq']}-1")
+            pipe.expire(key, self.ttl_s)
+            await pipe.execute()
+
+    async def read(self, run_id: str, after_seq: int = 0) -> list[dict]:
+        entries = await self._client().xrange(self.key(run_id), min=f"{after_seq + 1}-0", max="+")
+        return [json.loads(fields[b"e"]) for _id, fields in entries]
+
+    async def last_seq(self, run_id: str) -> int:
+        entries = await self._client().xrevrange(self.key(run_id), count=1)
+        return int(entries[0][0].split(b"-")[0]) if entries else 0
+
+
+_log = None
+_log_lock = threading.Lock()
+
+
+def event_log():
+    """The process's event log (Redis when ``REDIS_URL`` is set, else memory)."""
+    global _log
+    with _log_lock:
+        if _log is None:
+            if settings.REDIS_URL:
+                _log = RedisEventLog(url=settings.REDIS_URL, ttl_s=settings.RUN_EVENT_LOG_TTL_S)
+            else:
+                _log = MemoryEventLog(max_runs=settings.RUN_EVENT_LOG_MAX_RUNS, ttl_s=settings.RUN_EVENT_LOG_TTL_S)
+        return _log

@@ -1,0 +1,263 @@
+"""Ollama's native API: ``/api/chat`` (NDJSON streaming, tools, ``options``, ``think``),
+the model list from ``/api/tags`` and details from ``/api/show``.
+
+``/api/chat`` goes through ``httpx`` directly (the request body is built here), because the
+``ollama`` package re-validates tool schemas through a model that drops nested
+``properties``, ``minimum``, ``additionalProperties`` and the like — the model would see a
+different schema than the one declared. Listing and details use the ``ollama`` package.
+
+Canonical → wire: the system prompt is the first ``system`` message; an assistant tool-call
+turn carries ``tool_calls[].function.arguments`` as an *object* (Ollama rejects a string);
+a tool result is ``{"role": "tool", "tool_name": …}`` (Ollama links results by name and
+order, not by id). Wire → canonical: tool calls arrive whole; ids are the server's when it
+sends one, else minted here (``call_<hex>``) so every provider can replay them.
+
+Options (``ChatRequest.options``, set by the prompt tier for Ollama only): ``num_ctx``,
+``num_predict`` go in ``options``; ``think`` is top-level. ``max_output_tokens`` becomes
+``num_predict`` when the options do not set it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import ollama
+
+from .anthropic import arguments_object, status_error
+from .base import (
+    ChatMessage,
+    ChatRequest,
+    Finish,
+    ModelInfo,
+    ProviderError,
+    ReasoningDelta,
+    StreamedToolCall,
+    StreamEvent,
+    TextDelta,
+    Usage,
+)
+from .errors import scrub, unreachable
+from .thinking import ThinkFilter
+from .tls import ssl_context
+
+DEFAULT_BASE_URL = "http://127.0.0.1:11434"
+#: Keys of ``ChatRequest.options`` that go into Ollama's ``options`` object.
+OPTION_KEYS = ("num_ctx", "num_predict", "temperature", "top_p", "top_k", "seed", "repeat_penalty", "stop")
+
+
+def normalize_base_url(url: str) -> str:
+    """Rows may hold the ``/v1`` (OpenAI-compatible) or ``/api`` URL; the native API is at the root."""
+    base = (url or DEFAULT_BASE_URL).rstrip("/")
+    for suffix in ("/v1", "/api"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+    return base
+
+
+def to_wire_messages(request: ChatRequest, *, echo_reasoning: bool) -> list[dict[str, Any]]:
+    wire: list[dict[str, Any]] = []
+    if request.system:
+        wire.append({"role": "system", "content": request.system})
+    names: dict[str, str] = {}
+    for msg in request.messages:
+        wire.append(_to_wire(msg, names, echo_reasoning=echo_reasoning))
+    return wire
+
+
+def _to_wire(msg: ChatMessage, names: dict[str, str], *, echo_reasoning: bool) -> dict[str, Any]:
+    if msg.role == "assistant":
+        out: dict[str, Any] = {"role": "assistant", "content": msg.content}
+        if msg.tool_calls:
+            out["tool_calls"] = []
+            for call in msg.tool_calls:
+                names[call["id"]] = call["name"]
+                out["tool_calls"].append(
+                    {"function": {"name": call["name"], "arguments": arguments_object(call.get("arguments"))}}
+                )
+            if echo_reasoning and msg.reasoning:
+                out["thinking"] = msg.reasoning
+        return out
+    if msg.role == "tool":
+        return {"role": "tool", "content": msg.content, "tool_name": names.get(msg.tool_call_id, "")}
+    return {"role": msg.role, "content": msg.content}
+
+
+class OllamaAdapter:
+    """One provider row's client. ``api_key`` (optional: a remote Ollama behind a proxy or
+    ollama.com) is sent as a bearer token."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None = None,
+        echo_reasoning: bool = False,
+        connect_timeout_s: float = 10.0,
+        read_timeout_s: float = 120.0,
+    ) -> None:
+        self.base_url = normalize_base_url(base_url)
+        self._api_key = api_key or None
+        self.echo_reasoning = echo_reasoning
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        timeout = httpx.Timeout(read_timeout_s, connect=connect_timeout_s)
+        self.http = httpx.Client(base_url=self.base_url, timeout=timeout, verify=ssl_context(), headers=headers)
+        self.client = ollama.Client(host=self.base_url, timeout=timeout, verify=ssl_context(), headers=headers)
+
+    def build_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body of ``POST /api/chat``."""
+        echo = self.echo_reasoning if request.echo_reasoning is None else request.echo_reasoning
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": to_wire_messages(request, echo_reasoning=echo),
+            "stream": True,
+        }
+        if request.tools:
+            body["tools"] = [
+                {"type": "function",
+                 "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                for t in request.tools
+            ]
+        options = {k: request.options[k] for k in OPTION_KEYS if request.options.get(k) is not None}
+        if request.max_output_tokens and "num_predict" not in options:
+            options["num_predict"] = request.max_output_tokens
+        if options:
+            body["options"] = options
+        if request.options.get("think") is not None:
+            body["think"] = request.options["think"]
+        if request.options.get("keep_alive") is not None:
+            body["keep_alive"] = request.options["keep_alive"]
+        return body
+
+    def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
+        body = self.build_body(request)
+        try:
+            with self.http.stream("POST", "/api/chat", json=body) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise status_error(response.status_code, self._detail(response), model=request.model,
+                                       retry_after=response.headers.get("retry-after"))
+                yield from self._read(response, request)
+        except ProviderError:
+            raise
+        except httpx.TimeoutException as exc:
+            raise ProviderError("timeout", f"provider timed out ({self.base_url})", retryable=True) from exc
+        except (httpx.ConnectError, httpx.UnsupportedProtocol) as exc:
+            raise unreachable(self.base_url, exc) from exc
+        except httpx.HTTPError as exc:
+            detail = scrub(str(exc), self._api_key) or type(exc).__name__
+            raise ProviderError("stream_interrupted", f"the provider's stream broke off: {detail}",
+                                retryable=True) from exc
+
+    def _read(self, response: httpx.Response, request: ChatRequest) -> Iterator[StreamEvent]:
+        think = ThinkFilter()
+        calls: list[StreamedToolCall] = []
+        final: dict | None = None
+        for line in response.iter_lines():
+            if not line.strip():
+                continue
+            try:
+                part = json.loads(line)
+            except ValueError as exc:
+                raise ProviderError("stream_interrupted", "the provider sent a malformed stream line",
+                                    retryable=True) from exc
+            if part.get("error"):
+                detail = scrub(str(part["error"]), self._api_key)[:300]
+                raise ProviderError("upstream_error", f"provider error mid-stream: {detail}", retryable=True)
+            message = part.get("message") or {}
+            if message.get("thinking"):
+                yield ReasoningDelta(message["thinking"])
+            if message.get("content"):
+                answer, hidden = think.feed(message["content"])
+                if hidden:
+                    yield ReasoningDelta(hidden)
+                if answer:
+                    yield TextDelta(answer)
+            for call in message.get("tool_calls") or []:
+                fn = call.get("function") or {}
+                args = fn.get("arguments")
+                if isinstance(args, str):
+                    raw = args if args.strip() else "{}"
+                else:
+                    raw = json.dumps(args if args is not None else {}, ensure_ascii=False)
+                call_id = call.get("id") or f"call_{uuid.uuid4().hex[:24]}"
+                calls.append(StreamedToolCall(id=call_id, name=fn.get("name") or "", arguments=raw))
+            if part.get("done"):
+                final = part
+                break
+        answer, hidden = think.finish()
+        if hidden:
+            yield ReasoningDelta(hidden)
+        if answer:
+            yield TextDelta(answer)
+        if final is None:
+            raise ProviderError("stream_interrupted", "the provider's stream ended before it was done",
+                                retryable=True)
+        usage = Usage(final.get("prompt_eval_count") or 0, final.get("eval_count") or 0)
+        if final.get("done_reason") == "length":
+            yield Finish("length", usage)
+            return
+        yield from calls
+        yield Finish("tool_calls" if calls else "stop", usage)
+
+    def _detail(self, response: httpx.Response) -> str:
+        try:
+            data = response.json()
+            text = data.get("error") if isinstance(data, dict) else None
+        except ValueError:
+            text = None
+        return scrub(str(text or response.text or response.reason_phrase), self._api_key)[:300]
+
+    # -- catalogue ---------------------------------------------------------------------
+    def list_models(self, *, with_details: bool = True) -> list[ModelInfo]:
+        """``/api/tags`` (+ ``/api/show`` per model for context length and tool support).
+        Embedding-only models are left out: they cannot chat."""
+        listing = self._call(self.client.list)
+        out = []
+        for item in listing.models:
+            name = item.model or ""
+            info = ModelInfo(name=name, parameter_size=(item.details.parameter_size or "") if item.details else "")
+            if with_details:
+                try:
+                    info, can_chat = self._show(name, listed=info)
+                except ProviderError:
+                    can_chat = True
+                if not can_chat:
+                    continue
+            out.append(info)
+        return out
+
+    def model_info(self, name: str) -> ModelInfo:
+        """``/api/show`` for one model: parameter size, context length, tool support."""
+        return self._show(name)[0]
+
+    def _show(self, name: str, *, listed: ModelInfo | None = None) -> tuple[ModelInfo, bool]:
+        shown = self._call(self.client.show, name)
+        details = shown.details
+        model_info = dict(shown.modelinfo or {})
+        context = next((v for k, v in model_info.items() if k.endswith(".context_length") and isinstance(v, int)), None)
+        size = (details.parameter_size if details else "") or (listed.parameter_size if listed else "")
+        count = model_info.get("general.parameter_count")
+        if not size and isinstance(count, int):
+            size = f"{count / 1e9:.1f}B"
+        caps = list(shown.capabilities or [])
+        info = ModelInfo(name=name, parameter_size=size or "", context_window=context,
+                         supports_tools=("tools" in caps) if caps else None)
+        return info, (not caps or "completion" in caps)
+
+    def _call(self, func, *args):
+        try:
+            return func(*args)
+        except ollama.ResponseError as exc:
+            detail = scrub(str(exc.error), self._api_key)[:300]
+            raise status_error(exc.status_code if exc.status_code > 0 else 502, detail,
+                               model=args[0] if args else "") from exc
+        except httpx.TimeoutException as exc:
+            raise ProviderError("timeout", f"provider timed out ({self.base_url})", retryable=True) from exc
+        except (ConnectionError, httpx.HTTPError) as exc:
+            # ollama raises a bare ConnectionError "from None"; the httpx error (and the
+            # OSError under it) is still on __context__ for the root cause.
+            raise unreachable(self.base_url, exc) from exc

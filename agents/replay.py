@@ -1,0 +1,65 @@
+"""Per-subscriber ordering of run events: no gap, no duplicate (DESIGN §7; issue: streams).
+
+A :class:`RunStreamCursor` sits between the channel-layer group (live events, which a slow
+client may miss if the layer drops them) and one client (a websocket or an SSE response).
+For each run it remembers the last seq delivered and:
+
+* drops a live event it already delivered (after a replay);
+* fills a gap (live seq > last + 1) from the event log before delivering;
+* on the first event of a run seen mid-way (a second tab, a reconnect), replays the run
+  from seq 1 so the client gets the text so far;
+* when the log no longer has the missing events, yields an ``error`` event with code
+  ``events_missing`` so the client reloads the thread's messages (the database is the truth).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from .event_log import event_log
+
+TERMINAL_TYPES = frozenset({"run.completed", "run.failed", "run.cancelled"})
+
+
+class RunStreamCursor:
+    """``await cursor.accept(event)`` → the events to send now, in order."""
+
+    def __init__(self, *, reader: Callable[[str, int], Awaitable[list[dict]]] | None = None) -> None:
+        self.delivered: dict[str, int] = {}
+        self._read = reader or (lambda run_id, after: event_log().read(run_id, after))
+
+    async def resume(self, run_id: str, after_seq: int) -> list[dict]:
+        """Everything logged for ``run_id`` after ``after_seq``: the client says what it has,
+        and an explicit resume is honoured even if this cursor sent some of it before."""
+        self.delivered[run_id] = after_seq
+        out = []
+        for event in await self._read(run_id, after_seq):
+            out.extend(self._take(event))
+        return out
+
+    async def accept(self, event: dict) -> list[dict]:
+        run_id, seq = str(event["run_id"]), int(event["seq"])
+        last = self.delivered.get(run_id, 0)
+        if seq <= last:
+            return []  # already delivered (by a replay or a duplicate)
+        out: list[dict] = []
+        if seq > last + 1:
+            missing = [e for e in await self._read(run_id, last) if e["seq"] < seq]
+            for e in missing:
+                out.extend(self._take(e))
+            if self.delivered.get(run_id, 0) < seq - 1:
+                out.append({
+                    "type": "error", "run_id": run_id, "code": "events_missing",
+                    "message": f"Events {self.delivered.get(run_id, 0) + 1}–{seq - 1} of this run are no longer "
+                               "available; reload the thread's messages.",
+                    "from_seq": self.delivered.get(run_id, 0) + 1, "to_seq": seq - 1,
+                })
+        out.extend(self._take(event))
+        return out
+
+    def _take(self, event: dict) -> list[dict]:
+        run_id, seq = str(event["run_id"]), int(event["seq"])
+        if seq <= self.delivered.get(run_id, 0):
+            return []
+        self.delivered[run_id] = seq
+        return [event]

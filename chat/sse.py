@@ -1,0 +1,124 @@
+"""``GET /api/v1/runs/{id}/events/``: a run's events as Server-Sent Events (DESIGN §6, §7).
+
+``id: <seq>``, ``event: <type>``, ``data: <json>`` per event; ``Last-Event-ID`` (header, or
+``?after=`` for clients that cannot set it) resumes after that seq; a ``: keep-alive``
+comment every ``SSE_KEEPALIVE_S`` seconds while idle; the response ends after the terminal
+event. Events come from the event log first, then live from the thread's group, through the
+same gap-filling, de-duplicating cursor as the websocket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.http import Http404, JsonResponse, StreamingHttpResponse
+
+from agents.events import thread_group
+from agents.models import Run
+from agents.replay import TERMINAL_TYPES, RunStreamCursor
+from agents.selectors import run_get_for_user
+
+
+def _error(code: str, message: str, status: int) -> JsonResponse:
+    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
+
+
+def format_sse(event: dict) -> str:
+    return f"id: {event.get('seq', '')}\nevent: {event['type']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n"
+
+
+def _token_user(header: str):
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.select_related("user").filter(key=header[6:].strip()).first()
+    return token.user if token and token.user.is_active else None
+
+
+def _run_state(run_id) -> tuple[str, int]:
+    row = Run.objects.filter(pk=run_id).values("status", "last_event_seq").get()
+    return row["status"], row["last_event_seq"]
+
+
+async def run_events(request, run_id):
+    auth = request.headers.get("Authorization", "")
+    if auth.lower().startswith("token "):
+        user = await sync_to_async(_token_user)(auth)
+    else:
+        user = await request.auser()
+    if user is None or not user.is_authenticated:
+        return _error("not_authenticated", "Authentication credentials were not provided.", 401)
+    try:
+        run = await sync_to_async(run_get_for_user)(user=user, run_id=run_id)
+    except Http404:
+        return _error("not_found", "No such run.", 404)
+    raw_after = request.headers.get("Last-Event-ID") or request.GET.get("after") or "0"
+    try:
+        after = max(0, int(raw_after))
+    except ValueError:
+        return _error("invalid", "Last-Event-ID must be an integer seq.", 400)
+    response = StreamingHttpResponse(_stream(str(run.pk), run.thread_id, after), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+async def _stream(run_id: str, thread_id, after: int):
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    group = thread_group(thread_id)
+    await layer.group_add(group, channel)  # subscribe first: nothing falls between log and live
+    cursor = RunStreamCursor()
+    try:
+        for event in await cursor.resume(run_id, after):
+            yield format_sse(event)
+            if event["type"] in TERMINAL_TYPES:
+                return
+        while True:
+            try:
+                message = await asyncio.wait_for(layer.receive(channel), settings.SSE_KEEPALIVE_S)
+            except TimeoutError:
+                status, last_seq = await sync_to_async(_run_state)(run_id)
+                if status in Run.TERMINAL and cursor.delivered.get(run_id, after) >= last_seq:
+                    return
+                if status in Run.TERMINAL:
+                    yield format_sse({"type": "error", "run_id": run_id, "code": "events_missing",
+                                      "message": "This run's events are no longer available; reload its messages."})
+                    return
+                yield ": keep-alive\n\n"
+                continue
+            event = message.get("event", {})
+            if str(event.get("run_id")) != run_id:
+                continue
+            for out in await cursor.accept(event):
+                yield format_sse(out)
+                if out["type"] in TERMINAL_TYPES:
+                    return
+    finally:
+        await layer.group_discard(group, channel)
+
+
+def schema_hook(result, generator, request, public):
+    """drf-spectacular post-processing: document the SSE endpoint (a plain async view)."""
+    result.setdefault("paths", {})["/api/v1/runs/{run_id}/events/"] = {
+        "get": {
+            "operationId": "runs_events",
+            "summary": "Stream a run's events (Server-Sent Events)",
+            "description": __doc__,
+            "tags": ["runs"],
+            "parameters": [
+                {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string", "format": "uuid"}},
+                {"name": "Last-Event-ID", "in": "header", "required": False, "schema": {"type": "integer"}},
+                {"name": "after", "in": "query", "required": False, "schema": {"type": "integer"}},
+            ],
+            "responses": {
+                "200": {"description": "text/event-stream of run events",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                "404": {"description": "No such run (or not yours)"},
+            },
+        }
+    }
+    return result

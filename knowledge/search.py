@@ -1,0 +1,284 @@
+"""Full-text retrieval on chunks: query parsing and the SQL of each database backend.
+
+Two query modes, one result shape (``knowledge.selectors.knowledge_search`` is the API):
+
+* ``"question"`` — for natural-language questions (grounding, the ``search_knowledge``
+  tool): the question's words are OR-ed and every pair of adjacent words also counts as a
+  phrase, so "How does the with statement work?" ranks the topic titled "The with
+  statement" first although "with" alone is in almost every text. AND-ing the words (what
+  ``websearch_to_tsquery`` does) would demand "how", "does" and "work" too and find nothing.
+* ``"websearch"`` — for explicit search boxes (the search API, the knowledge pages):
+  web-search syntax with AND semantics: ``"a phrase"``, ``or``, ``-word``. The query is
+  parsed here into groups and written back in a clean form, so both backends see the same
+  logic: on PostgreSQL through ``websearch_to_tsquery``, on SQLite as an FTS5 expression
+  with every word quoted (FTS5 syntax characters in the input can never raise). A group
+  with only negations is dropped (it would match almost everything); no positive word at
+  all → no results.
+
+PostgreSQL: each chunk's ``search_vector`` holds the title (weight 'A', ``simple`` config)
+and the content (weight 'B', the workspace's language); the query is built with the
+workspace's language OR-ed with ``simple`` (so title words that are stop words still
+match), filtered by the GIN index and ranked with ``ts_rank_cd`` (title weighted 10× content).
+SQLite: an FTS5 table (porter stemming) ranked with ``bm25`` (title weighted 10×).
+
+Workspace and visibility filters are part of the same SQL statement, never applied to the
+results afterwards.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from django.db import connection
+
+MAX_QUERY_TERMS = 32
+WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
+_TOKEN_RE = re.compile(r'(-?)"([^"]*)"?|(-?)([^\s"]+)')
+
+
+def query_terms(query: str) -> list[str]:
+    """The distinct words of ``query`` (letters and digits only, lower-cased), at most 32,
+    in order of first appearance."""
+    seen: dict[str, None] = {}
+    for word in WORD_RE.findall((query or "").lower()):
+        seen.setdefault(word, None)
+        if len(seen) >= MAX_QUERY_TERMS:
+            break
+    return list(seen)
+
+
+# --- web-search syntax ------------------------------------------------------------------
+Phrase = tuple[str, ...]  # one word, or adjacent words
+
+
+@dataclass
+class Group:
+    """Positive phrases AND-ed, minus the negative ones."""
+
+    positive: list[Phrase] = field(default_factory=list)
+    negative: list[Phrase] = field(default_factory=list)
+
+
+def parse_websearch(query: str) -> list[Group]:
+    """``query`` in web-search syntax → OR-ed groups (empty list: nothing to search).
+
+    ``"a b"`` is a phrase; a token joining words with punctuation (``with-statement``) is a
+    phrase too; ``or`` (any case) separates groups; ``-`` negates the next word or phrase.
+    Only letters and digits survive, at most 32 words in all.
+    """
+    groups: list[Group] = [Group()]
+    budget = MAX_QUERY_TERMS
+    for match in _TOKEN_RE.finditer(query or ""):
+        quoted_neg, quoted, plain_neg, plain = match.groups()
+        negated = bool(quoted_neg if quoted is not None else plain_neg)
+        text = quoted if quoted is not None else plain
+        if quoted is None and not negated and text.lower() == "or":
+            if groups[-1].positive or groups[-1].negative:
+                groups.append(Group())
+            continue
+        words = tuple(WORD_RE.findall(text.lower()))[:budget]
+        if not words:
+            continue
+        budget -= len(words)
+        (groups[-1].negative if negated else groups[-1].positive).append(words)
+        if budget <= 0:
+            break
+    return [g for g in groups if g.positive]
+
+
+def websearch_text(groups: list[Group]) -> str:
+    """Groups written back in clean web-search syntax for ``websearch_to_tsquery``."""
+
+    def phrase(p: Phrase) -> str:
+        return p[0] if len(p) == 1 else '"' + " ".join(p) + '"'
+
+    parts = []
+    for g in groups:
+        parts.append(" ".join([phrase(p) for p in g.positive] + ["-" + phrase(p) for p in g.negative]))
+    return " or ".join(parts)
+
+
+def fts5_websearch(groups: list[Group]) -> str:
+    """Groups as an FTS5 expression; every word or phrase is double-quoted."""
+
+    def phrase(p: Phrase) -> str:
+        return '"' + " ".join(p) + '"'
+
+    parts = []
+    for g in groups:
+        expr = "(" + " AND ".join(phrase(p) for p in g.positive) + ")"
+        for p in g.negative:
+            expr = f"({expr} NOT {phrase(p)})"
+        parts.append(expr)
+    return " OR ".join(parts)
+
+
+def _bigrams(terms: list[str]) -> list[tuple[str, str]]:
+    return list(zip(terms, terms[1:], strict=False))
+
+
+def fts5_question(terms: list[str]) -> str:
+    return " OR ".join([f'"{t}"' for t in terms] + [f'"{a} {b}"' for a, b in _bigrams(terms)])
+
+
+# --- SQL ----------------------------------------------------------------------------------
+# Candidate caps. Ranking costs one score per candidate, so on a large knowledge base a
+# query word found in 40 % of the chunks cannot be ranked exhaustively within the latency
+# budget (bench/retrieval.py). Candidates are therefore gathered in two tiers from the
+# full-text index: chunks whose *title* matches (at most TITLE_CANDIDATES) and chunks whose
+# title or content matches (at most CONTENT_CANDIDATES, in storage order); the union is
+# ranked. A query matching fewer chunks than the caps is ranked exactly; a broader one
+# still ranks every item titled by its words, plus a sample of the rest.
+TITLE_CANDIDATES = 200
+CONTENT_CANDIDATES = 800
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Everything that narrows a search; all of it goes into the SQL ``WHERE``."""
+
+    workspace_id: int
+    user_id: int | None
+    include_private: bool
+    include_hidden: bool
+    types: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+
+Row = tuple  # (chunk_id, item_id, title, content, score, type)
+
+
+def run_search(*, mode: str, query: str, filters: Filters, limit: int) -> list[Row]:
+    """Ranked rows, best first, or ``[]`` when the query has nothing to search for."""
+    postgres = connection.vendor == "postgresql"
+    if mode == "websearch":
+        groups = parse_websearch(query)
+        if not groups:
+            return []
+        if postgres:
+            return _postgres(_pg_websearch_query(websearch_text(groups)), filters, limit)
+        return _sqlite(fts5_websearch(groups), filters, limit)
+    if mode == "question":
+        terms = query_terms(query)
+        if not terms:
+            return []
+        if postgres:
+            return _postgres(_pg_question_query(terms), filters, limit)
+        return _sqlite(fts5_question(terms), filters, limit)
+    raise ValueError(f"unknown search mode {mode!r}")
+
+
+def _filter_sql(f: Filters, *, true: str, false: str) -> tuple[str, list]:
+    """The visibility and narrowing clauses on a chunk ``c`` (item columns through EXISTS)."""
+    private_ok = bool(f.include_private and f.user_id)
+    sql = [
+        "c.workspace_id = %s",
+        f"(NOT c.is_private OR ({true if private_ok else false} AND c.owner_id_copy = %s))",
+    ]
+    params: list = [f.workspace_id, f.user_id or -1]
+    if not f.include_hidden:
+        sql.append("NOT c.is_hidden")
+    item_sql: list[str] = []
+    if f.types:
+        item_sql.append("i.type IN (" + ", ".join(["%s"] * len(f.types)) + ")")
+        params.extend(f.types)
+    if f.tags:
+        if connection.vendor == "postgresql":
+            item_sql.append("i.tags ?| %s::text[]")
+            params.append(list(f.tags))
+        else:
+            item_sql.append(
+                "EXISTS (SELECT 1 FROM json_each(i.tags) t WHERE t.value IN (" + ", ".join(["%s"] * len(f.tags)) + "))"
+            )
+            params.extend(f.tags)
+    if item_sql:
+        sql.append("EXISTS (SELECT 1 FROM knowledge_knowledgeitem i WHERE i.id = c.item_id AND "
+                   + " AND ".join(item_sql) + ")")
+    return " AND ".join(sql), params
+
+
+def _sqlite(expr: str, f: Filters, limit: int) -> list[Row]:
+    where, params = _filter_sql(f, true="1", false="0")
+    sql = f"""
+        SELECT c.id, c.item_id, c.title, c.content, -bm25(knowledge_chunk_fts, 10.0, 1.0) AS score, i.type
+        FROM knowledge_chunk_fts
+        JOIN knowledge_knowledgechunk c ON c.id = knowledge_chunk_fts.rowid
+        JOIN knowledge_knowledgeitem i ON i.id = c.item_id
+        WHERE knowledge_chunk_fts MATCH %s AND {where}
+        ORDER BY bm25(knowledge_chunk_fts, 10.0, 1.0), c.id
+        LIMIT %s
+    """
+    with connection.cursor() as cur:
+        cur.execute(sql, [expr, *params, limit])
+        return cur.fetchall()
+
+
+# The workspace's language, resolved inside the statement (no extra round trip).
+_PG_LANGUAGE = (
+    "coalesce((SELECT s.search_language FROM knowledge_knowledgesettings s WHERE s.workspace_id = %s),"
+    " 'english')::regconfig"
+)
+# Title 'A' counts 10× content 'B' (weights {D, C, B, A}), as bm25's 10:1 on SQLite: with
+# the defaults a long passage repeating a word outranks the topic titled by it.
+_PG_WEIGHTS = "'{0.01, 0.02, 0.1, 1.0}'::float4[]"
+
+
+@dataclass(frozen=True)
+class PgQuery:
+    """The ``q`` row of a PostgreSQL search: ``select`` defines ``query`` (content tier and
+    ranking), ``title_query`` (title tier) and optionally ``bonus`` (a tsquery whose match
+    on the title adds 1.0 to the score), with its parameters."""
+
+    select: str
+    params: list
+    has_bonus: bool = False
+
+
+def _pg_websearch_query(text: str) -> PgQuery:
+    both = f"websearch_to_tsquery({_PG_LANGUAGE}, %s) || websearch_to_tsquery('simple', %s)"
+    return PgQuery(select=f"SELECT {both} AS query, {both} AS title_query", params=[None, text, text] * 2)
+
+
+def _pg_question_query(terms: list[str]) -> PgQuery:
+    """Words OR-ed in the workspace's language (``simple`` when they are all stop words)
+    rank with ``ts_rank_cd``; adjacent pairs are matched verbatim against the title for a
+    bonus instead of inside the rank — phrase operators make ``ts_rank_cd`` ~4× slower.
+    Title tier: titles holding an adjacent pair (in the language: a stop word between is
+    skipped, so "a coroutine" finds the title "Coroutines"), or the word for one word."""
+    words = " | ".join(terms)
+    pairs = " | ".join(f"({a} <-> {b})" for a, b in _bigrams(terms)) or words
+    select = f"""
+        SELECT CASE WHEN numnode(w.lang) > 0 THEN w.lang ELSE to_tsquery('simple', %s) END AS query,
+               to_tsquery({_PG_LANGUAGE}, %s) || to_tsquery('simple', %s) AS title_query,
+               to_tsquery('simple', %s) AS bonus
+        FROM (SELECT to_tsquery({_PG_LANGUAGE}, %s) AS lang) w
+    """
+    return PgQuery(select=select, params=[words, None, pairs, pairs, pairs, None, words], has_bonus=True)
+
+
+def _postgres(pq: PgQuery, f: Filters, limit: int) -> list[Row]:
+    where, params = _filter_sql(f, true="TRUE", false="FALSE")
+    q_params = [f.workspace_id if p is None else p for p in pq.params]
+    score = f"ts_rank_cd({_PG_WEIGHTS}, c.search_vector, q.query)"
+    if pq.has_bonus:
+        score += " + CASE WHEN c.title_vector @@ q.bonus THEN 1.0 ELSE 0.0 END"
+    sql = f"""
+        WITH q AS MATERIALIZED ({pq.select}),
+        hits AS (
+            (SELECT c.id, {score} AS score FROM knowledge_knowledgechunk c, q
+             WHERE c.title_vector @@ q.title_query AND {where} LIMIT {TITLE_CANDIDATES})
+            UNION ALL
+            (SELECT c.id, {score} AS score FROM knowledge_knowledgechunk c, q
+             WHERE c.search_vector @@ q.query AND {where} LIMIT {CONTENT_CANDIDATES})
+        ),
+        top AS (SELECT DISTINCT id, score FROM hits ORDER BY score DESC, id LIMIT %s)
+        SELECT c.id, c.item_id, c.title, c.content, top.score, i.type
+        FROM top
+        JOIN knowledge_knowledgechunk c ON c.id = top.id
+        JOIN knowledge_knowledgeitem i ON i.id = c.item_id
+        ORDER BY top.score DESC, c.id
+    """
+    with connection.cursor() as cur:
+        cur.execute(sql, [*q_params, *params, *params, limit])
+        return cur.fetchall()
