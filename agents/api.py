@@ -26,7 +26,7 @@ class ProviderSerializer(serializers.ModelSerializer):
     configured = serializers.SerializerMethodField()
     setup_hint = serializers.SerializerMethodField()
     lists_models = serializers.SerializerMethodField()
-    status_checked_at = serializers.DateTimeField(source="health_checked_at", read_only=True)
+    status_checked_at = serializers.DateTimeField(source="health_checked_at", read_only=True, allow_null=True)
 
     class Meta:
         model = Provider

@@ -46,6 +46,8 @@ def _run_embedded(run_id: str) -> None:
 def enqueue_run(run_id) -> concurrent.futures.Future | None:
     """Hand run ``run_id`` to the configured executor. Call after the run is committed
     (``transaction.on_commit``). Returns the Future in embedded mode (tests may wait on it)."""
+    if settings.RUN_EXECUTOR == "none":  # tests of the HTTP layer only; nothing executes
+        return None
     if settings.RUN_EXECUTOR == "celery":
         from agents.tasks import run_turn_task
 

@@ -40,3 +40,29 @@ def title_from_message(content: str) -> str:
         return line
     cut = line.rfind(" ", 0, TITLE_MAX_CHARS - 1)
     return (line[: cut if cut > 20 else TITLE_MAX_CHARS - 1]).rstrip() + "…"
+
+
+@transaction.atomic
+def thread_duplicate(*, thread: Thread, owner) -> Thread:
+    """A copy of ``thread`` for ``owner`` with a fresh id: settings, and every message in
+    order (tool calls and tool results included, so the copy continues on any provider).
+    Runs and the tool-call ledger are not copied: they record what happened in the original."""
+    copy = Thread.objects.create(
+        workspace=thread.workspace,
+        owner=owner,
+        title=f"{thread.title or 'Chat'} (copy)"[:200],
+        provider=thread.provider,
+        model=thread.model,
+        grounded=thread.grounded,
+        allow_model_save=thread.allow_model_save,
+        include_private_in_ai=thread.include_private_in_ai,
+        ui_context=thread.ui_context,
+        prompt_tier=thread.prompt_tier,
+    )
+    fields = ["position", "role", "content", "reasoning", "tool_calls", "tool_call_id", "is_error", "provider",
+              "model", "status", "citations", "usage", "error"]
+    Message.objects.bulk_create(
+        Message(thread=copy, **{f: getattr(m, f) for f in fields})
+        for m in Message.objects.filter(thread=thread).order_by("position")
+    )
+    return copy

@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authtoken.views import obtain_auth_token
 
 from agents.api import ProviderListApi, ProviderModelsApi
@@ -14,6 +14,7 @@ api_v1 = [
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
     path("threads/", chat_api.ThreadListCreateApi.as_view(), name="threads"),
     path("threads/<str:thread_id>/", chat_api.ThreadDetailApi.as_view(), name="thread-detail"),
+    path("threads/<str:thread_id>/duplicate/", chat_api.ThreadDuplicateApi.as_view(), name="thread-duplicate"),
     path("threads/<str:thread_id>/messages/", chat_api.ThreadMessagesApi.as_view(), name="thread-messages"),
     path("threads/<str:thread_id>/runs/", chat_api.RunCreateApi.as_view(), name="thread-runs"),
     path("runs/<str:run_id>/", chat_api.RunDetailApi.as_view(), name="run-detail"),
@@ -32,4 +33,5 @@ urlpatterns = [
     path("chat/", include("chat.urls")),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]

@@ -25,7 +25,7 @@ from chat.selectors import (
     workspace_get_for_user,
     workspace_list_for_user,
 )
-from chat.services import thread_create
+from chat.services import thread_create, thread_duplicate
 
 from .serializers import (
     MessageSerializer,
@@ -113,6 +113,14 @@ class ThreadDetailApi(APIView):
         thread = thread_get_for_user(user=request.user, thread_id=thread_id, write=True)
         thread.delete()
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ThreadDuplicateApi(APIView):
+    @extend_schema(request=None, responses={201: ThreadSerializer})
+    def post(self, request, thread_id):
+        thread = thread_get_for_user(user=request.user, thread_id=thread_id, write=True)
+        copy = thread_duplicate(thread=thread, owner=request.user)
+        return Response(ThreadSerializer(copy).data, status=status.HTTP_201_CREATED)
 
 
 class ThreadMessagesApi(generics.ListAPIView):

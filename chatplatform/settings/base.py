@@ -31,6 +31,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "chat",
     "agents",
     "knowledge",
@@ -172,6 +173,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Threads, runs, streaming events, approvals and knowledge (DESIGN.md §6).",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI assets from the sidecar package: served locally, no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "chat.sse.schema_hook",

@@ -153,6 +153,8 @@ def test_schema_lists_the_design_endpoints(users):
         "/api/v1/auth/token/", "/api/v1/workspaces/", "/api/v1/threads/", "/api/v1/threads/{thread_id}/",
         "/api/v1/threads/{thread_id}/messages/", "/api/v1/threads/{thread_id}/runs/", "/api/v1/runs/{run_id}/",
         "/api/v1/runs/{run_id}/cancel/", "/api/v1/providers/", "/api/v1/providers/{slug}/models/",
+        "/api/v1/threads/{thread_id}/duplicate/", "/api/v1/runs/{run_id}/events/", "/api/v1/tool-calls/",
+        "/api/v1/tool-calls/{tool_call_id}/decision/",
     ]:
         assert path in schema["paths"], path
 
@@ -166,3 +168,32 @@ def test_saving_a_stale_thread_never_breaks_message_positions(users, alice_threa
     assert run.status == "completed"
     positions = list(Message.objects.filter(thread=alice_thread).values_list("position", flat=True))
     assert positions == list(range(1, len(positions) + 1))
+
+
+def test_duplicate_copies_settings_and_messages_with_a_fresh_id(users, alice_thread, converse):
+    converse(alice_thread, users["alice"], "with statement")
+    alice_thread.allow_model_save = True
+    alice_thread.save(update_fields=["allow_model_save"])
+    response = client_for(users["alice"]).post(f"/api/v1/threads/{alice_thread.pk}/duplicate/")
+    assert response.status_code == 201
+    copy = Thread.objects.get(pk=response.json()["id"])
+    assert copy.pk != alice_thread.pk and copy.title == "Alice's VPN notes (copy)" and copy.allow_model_save
+    original = list(Message.objects.filter(thread=alice_thread).values_list("role", "content", "tool_calls", "tool_call_id"))
+    copied = list(Message.objects.filter(thread=copy).values_list("role", "content", "tool_calls", "tool_call_id"))
+    assert copied == original and len(copied) == 4
+    assert client_for(users["bob"]).post(f"/api/v1/threads/{alice_thread.pk}/duplicate/").status_code == 404
+
+
+def test_delete_cascades(users, alice_thread, converse):
+    converse(alice_thread, users["alice"], "with statement")
+    assert client_for(users["alice"]).delete(f"/api/v1/threads/{alice_thread.pk}/").status_code == 204
+    assert not Message.objects.filter(thread_id=alice_thread.pk).exists()
+    assert not Run.objects.filter(thread_id=alice_thread.pk).exists()
+
+
+def test_api_docs_page_serves_its_assets_locally(users):
+    client = client_for(users["alice"])
+    page = client.get("/api/docs/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "swagger-ui" in html and "cdn" not in html.lower() and "unpkg" not in html

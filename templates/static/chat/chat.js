@@ -151,6 +151,7 @@
         body.innerHTML = m.content_html; // sanitised server-side (nh3)
       } else if (m.status === "streaming") {
         body.textContent = m.content;
+        pendingRun = m.run_id;
       }
       var meta = turn.querySelector(".meta");
       var bits = [];
@@ -175,6 +176,7 @@
   }
 
   function loadMessages() {
+    pendingRun = null;
     return fetch("/api/v1/threads/" + threadId + "/messages/", {credentials: "same-origin"})
       .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
       .then(renderMessages)
@@ -188,7 +190,16 @@
     if (stopBtn) stopBtn.hidden = !on;
   }
 
+  var seen = {}; // run_id -> last seq handled (the server guarantees order; this drops repeats)
+  var pendingRun = null; // a run still streaming when the page loaded: resume it from seq 0
+
   function onEvent(ev) {
+    if (ev.run_id && ev.seq) {
+      if (ev.type === "run.started") seen[ev.run_id] = 0;
+      if ((seen[ev.run_id] || 0) >= ev.seq) return;
+      seen[ev.run_id] = ev.seq;
+    }
+    if (ev.type === "error" && ev.code === "events_missing") { live = null; loadMessages(); return; }
     // While the page re-reads the thread after run.started, later events wait in order.
     if (live && !live.ready && ev.type !== "run.started") { live.queue.push(ev); return; }
     switch (ev.type) {
@@ -295,7 +306,17 @@
   function connect() {
     var proto = location.protocol === "https:" ? "wss://" : "ws://";
     ws = new WebSocket(proto + location.host + "/ws/threads/" + threadId + "/");
-    ws.onopen = function () { retry = 0; showConn("connected", "ok"); };
+    ws.onopen = function () {
+      retry = 0;
+      showConn("connected", "ok");
+      // Pick the stream up where this page left it (or from the start for a run that was
+      // already streaming when the page loaded): the server sends exactly the missed events.
+      var runId = live ? live.runId : pendingRun;
+      if (runId) {
+        if (!live) seen[runId] = 0;
+        ws.send(JSON.stringify({type: "run.resume", run_id: runId, after_seq: seen[runId] || 0}));
+      }
+    };
     ws.onmessage = function (m) {
       try { onEvent(JSON.parse(m.data)); } catch (e) { console.error(e); }
     };
@@ -304,7 +325,7 @@
       if (closedForGood) return;
       var wait = Math.min(10000, 500 * Math.pow(2, retry++));
       showConn("reconnecting…", "warn");
-      setTimeout(function () { connect(); loadMessages(); }, wait);
+      setTimeout(connect, wait);
     };
   }
 
