@@ -26,6 +26,7 @@ class RunStreamCursor:
 
     def __init__(self, *, reader: Callable[[str, int], Awaitable[list[dict]]] | None = None) -> None:
         self.delivered: dict[str, int] = {}
+        self._finished: set[str] = set()
         self._read = reader or (lambda run_id, after: event_log().read(run_id, after))
 
     async def resume(self, run_id: str, after_seq: int) -> list[dict]:
@@ -36,6 +37,18 @@ class RunStreamCursor:
         for event in await self._read(run_id, after_seq):
             out.extend(self._take(event))
         return out
+
+    async def catch_up(self, run_id: str) -> list[dict]:
+        """Whatever the log holds after what was delivered: for a subscriber whose layer
+        dropped a run's *last* events (no later live event would reveal the gap)."""
+        last = self.delivered.get(run_id, 0)
+        out = []
+        for event in await self._read(run_id, last):
+            out.extend(self._take(event))
+        return out
+
+    def finished(self, run_id: str) -> bool:
+        return run_id in self._finished
 
     async def accept(self, event: dict) -> list[dict]:
         run_id, seq = str(event["run_id"]), int(event["seq"])
@@ -62,4 +75,6 @@ class RunStreamCursor:
         if seq <= self.delivered.get(run_id, 0):
             return []
         self.delivered[run_id] = seq
+        if event["type"] in TERMINAL_TYPES:
+            self._finished.add(run_id)
         return [event]

@@ -9,6 +9,7 @@ duplicates, so a client sees every run's seqs 1, 2, 3… exactly once.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -25,6 +26,7 @@ from .selectors import thread_get_for_user
 
 logger = logging.getLogger(__name__)
 
+CATCH_UP_S = 2.0  # a run idle this long (without its terminal event) is looked up in the log
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 
@@ -53,6 +55,8 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
+        for task in self.__dict__.pop("_catch_ups", {}).values():
+            task.cancel()
         if self.group_name:
             await self.channel_layer.group_discard(self.group_name, self.channel_name)
             self.group_name = None
@@ -141,3 +145,21 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
                 return
         for out in await self.cursor.accept(event):
             await self.send_json(out)
+        self._schedule_catch_up(str(event["run_id"]))
+
+    def _schedule_catch_up(self, run_id: str) -> None:
+        """If a run goes quiet before its terminal event, look in the log once it has been
+        idle for ``CATCH_UP_S``: the layer may have dropped the run's last events."""
+        tasks = self.__dict__.setdefault("_catch_ups", {})
+        if (task := tasks.pop(run_id, None)) is not None:
+            task.cancel()
+        if not self.cursor.finished(run_id):
+            tasks[run_id] = asyncio.get_running_loop().create_task(self._catch_up(run_id))
+
+    async def _catch_up(self, run_id: str) -> None:
+        await asyncio.sleep(CATCH_UP_S)
+        for out in await self.cursor.catch_up(run_id):
+            await self.send_json(out)
+        self.__dict__.get("_catch_ups", {}).pop(run_id, None)
+        if not self.cursor.finished(run_id) and self.group_name:
+            self._schedule_catch_up(run_id)

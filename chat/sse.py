@@ -81,6 +81,10 @@ async def _stream(run_id: str, thread_id, after: int):
             try:
                 message = await asyncio.wait_for(layer.receive(channel), settings.SSE_KEEPALIVE_S)
             except TimeoutError:
+                for event in await cursor.catch_up(run_id):  # the layer may have dropped the tail
+                    yield format_sse(event)
+                    if event["type"] in TERMINAL_TYPES:
+                        return
                 status, last_seq = await sync_to_async(_run_state)(run_id)
                 if status in Run.TERMINAL and cursor.delivered.get(run_id, after) >= last_seq:
                     return
