@@ -5,6 +5,7 @@ validation, timeout/retry, events and the tool message. DESIGN §5 step 4.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import json
 import logging
 import time
@@ -247,6 +248,11 @@ TICK_S = 0.25  # how often a waiting loop looks at the clock, the lease and the 
 
 def _run(run, assistant, call, ledger, emitter, *, spec, policy, ctx, args, tick) -> CallOutcome:
     started = time.monotonic()
+
+    def progress(label: str, status: str = "running") -> None:
+        emitter.emit("tool.progress", tool_call_id=str(ledger.pk), label=str(label)[:200], status=status)
+
+    ctx = dataclasses.replace(ctx, progress=progress)
     attempts = 0
     while True:
         attempts += 1

@@ -27,6 +27,8 @@ class ToolContext:
     allow_model_save: bool = False
     env_id: str = ""
     ui_context: dict = field(default_factory=dict)
+    # ``progress(label, status="running")`` publishes ``tool.progress`` for this call.
+    progress: Callable[..., None] = field(default=lambda label, status="running": None, compare=False, repr=False)
 
     def scope_values(self) -> dict[str, Any]:
         return {"workspace_id": self.workspace_id, "thread_id": self.thread_id, "user_id": self.user_id}

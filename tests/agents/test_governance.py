@@ -275,3 +275,23 @@ def test_show_capabilities_explains_what_is_not_available(governed, users, works
     assert {"kb_lookup", "show_capabilities"} <= available and "note_write" not in available
     assert unavailable["note_write"]["required_role"] == "member"
     assert unavailable["save_to_knowledge"]["reason"] == "model saves are off in this thread"
+
+
+def test_tools_report_progress(users, workspaces, openai_provider, fake_openai, converse):
+    from agents.tools import make_spec, registry
+
+    def slow_report(*, ctx, **args):
+        ctx.progress("fetching page 1 of 2")
+        ctx.progress("fetching page 2 of 2")
+        return {"pages": 2}
+
+    spec = make_spec(name="paged_report", description="pages", parameters={"type": "object"}, func=slow_report)
+    with registry.scoped(spec):
+        thread = make_thread(users["alice"], workspaces["demo"], openai_provider)
+        run, events = scripted_turn(fake_openai, converse, thread, users["alice"], [call("c1", "paged_report", {})])
+    progress = [e for e in events if e["type"] == "tool.progress"]
+    ledger_id = str(ToolCall.objects.get(call_id="c1").pk)
+    assert [(e["label"], e["status"], e["tool_call_id"]) for e in progress] == [
+        ("fetching page 1 of 2", "running", ledger_id), ("fetching page 2 of 2", "running", ledger_id)]
+    order = types(events)
+    assert order.index("tool.started") < order.index("tool.progress") < order.index("tool.completed")

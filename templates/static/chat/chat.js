@@ -237,6 +237,9 @@
         live.tools[ev.tool_call_id] = row;
         live.turn.querySelector(".tools").appendChild(row);
         break;
+      case "tool.progress":
+        if (live && live.tools[ev.tool_call_id]) live.tools[ev.tool_call_id].querySelector(".tool-detail").textContent = ev.label;
+        break;
       case "tool.retry":
         if (live && live.tools[ev.tool_call_id]) setToolStatus(live.tools[ev.tool_call_id], "retrying");
         break;
