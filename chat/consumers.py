@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.http import Http404
 
+from agents.events import GROUP_MESSAGE_TYPE
 from agents.ratelimit import rate_limit_hit
 from agents.replay import RunStreamCursor
 
@@ -33,6 +35,11 @@ CLOSE_NOT_FOUND = 4404
 
 class ThreadConsumer(AsyncJsonWebsocketConsumer):
     group_name: str | None = None
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._last_event_at: dict[str, float] = {}
+        self._watchdog: asyncio.Task | None = None
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -55,8 +62,9 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
-        for task in self.__dict__.pop("_catch_ups", {}).values():
-            task.cancel()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         if self.group_name:
             await self.channel_layer.group_discard(self.group_name, self.channel_name)
             self.group_name = None
@@ -145,21 +153,29 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
                 return
         for out in await self.cursor.accept(event):
             await self.send_json(out)
-        self._schedule_catch_up(str(event["run_id"]))
+        self._last_event_at[str(event["run_id"])] = time.monotonic()
+        if self._watchdog is None:
+            self._watchdog = asyncio.get_running_loop().create_task(self._catch_up_idle_runs())
 
-    def _schedule_catch_up(self, run_id: str) -> None:
-        """If a run goes quiet before its terminal event, look in the log once it has been
-        idle for ``CATCH_UP_S``: the layer may have dropped the run's last events."""
-        tasks = self.__dict__.setdefault("_catch_ups", {})
-        if (task := tasks.pop(run_id, None)) is not None:
-            task.cancel()
-        if not self.cursor.finished(run_id):
-            tasks[run_id] = asyncio.get_running_loop().create_task(self._catch_up(run_id))
+    async def _catch_up_idle_runs(self) -> None:
+        """One task per socket: a run that went quiet for ``CATCH_UP_S`` before its
+        terminal event is looked up in the log — the layer may have dropped its last events."""
+        while self._last_event_at:
+            await asyncio.sleep(CATCH_UP_S / 2)
+            now = time.monotonic()
+            for run_id, seen_at in list(self._last_event_at.items()):
+                if self.cursor.finished(run_id):
+                    del self._last_event_at[run_id]
+                elif now - seen_at >= CATCH_UP_S:
+                    self._last_event_at[run_id] = now
+                    for out in await self.cursor.catch_up(run_id):
+                        await self.send_json(out)
+        self._watchdog = None
 
-    async def _catch_up(self, run_id: str) -> None:
-        await asyncio.sleep(CATCH_UP_S)
-        for out in await self.cursor.catch_up(run_id):
-            await self.send_json(out)
-        self.__dict__.get("_catch_ups", {}).pop(run_id, None)
-        if not self.cursor.finished(run_id) and self.group_name:
-            self._schedule_catch_up(run_id)
+    async def dispatch(self, message: dict) -> None:
+        # Channels closes stale DB connections (a thread-pool hop) before every handler;
+        # run events touch no connection here, and they are the hot path — skip it for them.
+        if message.get("type") == GROUP_MESSAGE_TYPE:
+            await self.run_event(message)
+        else:
+            await super().dispatch(message)

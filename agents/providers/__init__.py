@@ -7,6 +7,9 @@ when a required key is missing.
 
 from __future__ import annotations
 
+import hashlib
+import threading
+
 from django.conf import settings
 
 from .base import (
@@ -118,4 +121,24 @@ def provider_for(provider, **overrides) -> ProviderAdapter:
     factory = ADAPTERS.get(provider.kind)
     if factory is None:
         raise ProviderError("not_configured", f"provider kind {provider.kind!r} is not available in this version")
-    return factory(provider, **overrides)
+    if provider.kind == "offline":
+        return factory(provider, **overrides)
+    # Building an SDK client (HTTP pool, TLS context) costs tens of ms of CPU: reuse one per
+    # provider configuration. The key includes a digest of the API key, so a changed key or
+    # setting builds a new client; SDK clients are safe to share between threads.
+    key = (
+        provider.pk, provider.kind, provider.base_url, provider.echo_reasoning,
+        hashlib.sha256(provider_api_key(provider).encode()).hexdigest(),
+        tuple(sorted(_limits(overrides).items())),
+    )
+    with _cache_lock:
+        adapter = _adapter_cache.get(key)
+        if adapter is None:
+            if len(_adapter_cache) >= 64:
+                _adapter_cache.pop(next(iter(_adapter_cache)))
+            adapter = _adapter_cache[key] = factory(provider, **overrides)
+        return adapter
+
+
+_adapter_cache: dict[tuple, ProviderAdapter] = {}
+_cache_lock = threading.Lock()

@@ -119,7 +119,7 @@ if REDIS_URL:
     RUN_EXECUTOR = env("RUN_EXECUTOR", default="celery")
 else:
     CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 2000}}
+        "default": {"BACKEND": "chatplatform.layers.EmbeddedChannelLayer", "CONFIG": {"capacity": 2000}}
     }
     RUN_EXECUTOR = env("RUN_EXECUTOR", default="embedded")
 

@@ -1,0 +1,203 @@
+"""Streaming benchmark: the whole path over real HTTP and websockets (DESIGN §8 yardstick).
+
+Starts the platform as subprocesses (tests/e2e/harness.py) in embedded mode and, with
+``--services``, in production mode (PostgreSQL + Redis + a Celery worker), points its
+``openai`` provider at a fake upstream on 127.0.0.1 that streams N tokens per chat at a
+fixed rate, and runs K simultaneous chats over websockets. Each token carries the time the
+upstream sent it, so the client measures the latency the platform adds per token.
+
+Prints, per concurrency level:
+
+* ``ttft_ms`` — send → first ``text.delta`` at the client (p50/p99), i.e. the platform's
+  time-to-first-token overhead (the fake answers at once);
+* ``token_ms`` — per-token added latency, upstream send → client receive (p50/p99);
+* ``cpu_s_per_1k_tokens`` — CPU seconds of the platform processes per 1000 tokens;
+* ``event_kb_per_1k_tokens`` — websocket JSON received per 1000 tokens;
+* ``events_per_chat`` — messages per chat (coalescing at work);
+* ``failed`` — chats that did not complete with the full text.
+
+Usage: ``.venv/bin/python bench/stream_latency.py [--chats 1,10,50] [--tokens 200]
+[--rate 50] [--services]``. Numbers go to stdout; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import websockets
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.e2e.harness import VENV_BIN, Platform  # noqa: E402
+
+
+# --- fake upstream: OpenAI Chat Completions SSE with timestamped tokens --------------------
+class _Upstream(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    tokens = 200
+    interval_s = 0.02
+
+    def log_message(self, *args):  # silence
+        pass
+
+    def do_POST(self):  # noqa: N802
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+
+        def chunk(delta=None, finish=None):
+            body = {"id": "b", "object": "chat.completion.chunk", "created": 0, "model": "bench",
+                    "choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}]}
+            self.wfile.write(f"data: {json.dumps(body)}\n\n".encode())
+            self.wfile.flush()
+
+        try:
+            chunk({"role": "assistant", "content": ""})
+            next_at = time.monotonic()
+            for _ in range(self.tokens):
+                chunk({"content": f"<{time.time_ns()}> "})
+                next_at += self.interval_s
+                pause = next_at - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)
+            chunk(finish="stop")
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+
+def start_upstream(tokens: int, rate: float) -> tuple[ThreadingHTTPServer, str]:
+    handler = type("Upstream", (_Upstream,), {"tokens": tokens, "interval_s": 1.0 / rate})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+# --- measuring ---------------------------------------------------------------------------
+def cpu_seconds(pids: list[int]) -> float:
+    """utime + stime of the processes and their threads (Linux /proc), in seconds."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError):
+            pass
+    return total / tick
+
+
+async def one_chat(platform: Platform, token: str, tokens: int) -> dict:
+    headers = {"Authorization": f"Token {token}"}
+    async with httpx.AsyncClient(base_url=platform.base_url, headers=headers, timeout=30, trust_env=False) as http:
+        created = await http.post("/api/v1/threads/", json={"workspace": "demo", "provider": "openai"})
+        created.raise_for_status()
+        thread_id = created.json()["id"]
+    out = {"ok": False, "ttft": None, "lat": [], "bytes": 0, "events": 0, "tokens": 0}
+    async with websockets.connect(platform.ws_url(thread_id), additional_headers=headers, max_size=2**22) as ws:
+        sent = time.monotonic()
+        await ws.send(json.dumps({"type": "message.send", "content": "stream please"}))
+        text = []
+        while True:
+            raw = await asyncio.wait_for(ws.recv(), 60)
+            now_ns = time.time_ns()
+            out["bytes"] += len(raw)
+            out["events"] += 1
+            event = json.loads(raw)
+            if event["type"] == "text.delta":
+                if out["ttft"] is None:
+                    out["ttft"] = (time.monotonic() - sent) * 1000
+                text.append(event["delta"])
+                for stamp in event["delta"].split("<")[1:]:
+                    out["lat"].append((now_ns - int(stamp.split(">")[0])) / 1e6)
+            elif event["type"] in ("run.completed", "run.failed", "run.cancelled"):
+                out["tokens"] = "".join(text).count("<")
+                out["ok"] = event["type"] == "run.completed" and out["tokens"] == tokens
+                return out
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+
+
+async def level(platform: Platform, token: str, chats: int, tokens: int, pids: list[int]) -> dict:
+    cpu0 = cpu_seconds(pids)
+    results = await asyncio.gather(*(one_chat(platform, token, tokens) for _ in range(chats)), return_exceptions=True)
+    cpu1 = cpu_seconds(pids)
+    good = [r for r in results if isinstance(r, dict)]
+    total_tokens = sum(r["tokens"] for r in good) or 1
+    lat = [x for r in good for x in r["lat"]]
+    ttft = [r["ttft"] for r in good if r["ttft"] is not None]
+    return {
+        "chats": chats,
+        "failed": chats - sum(1 for r in good if r["ok"]),
+        "ttft_ms_p50": round(pct(ttft, 50), 1), "ttft_ms_p99": round(pct(ttft, 99), 1),
+        "token_ms_p50": round(pct(lat, 50), 2), "token_ms_p99": round(pct(lat, 99), 2),
+        "cpu_s_per_1k_tokens": round((cpu1 - cpu0) / total_tokens * 1000, 3),
+        "event_kb_per_1k_tokens": round(sum(r["bytes"] for r in good) / total_tokens * 1000 / 1024, 1),
+        "events_per_chat": round(statistics.mean(r["events"] for r in good), 1) if good else 0,
+    }
+
+
+class BenchPlatform(Platform):
+    def _start_worker(self) -> None:  # more threads than the e2e default: 50 chats at once
+        import uuid
+
+        self.worker_name = f"bench-{uuid.uuid4().hex[:8]}@127.0.0.1"
+        self._spawn("celery", [str(VENV_BIN / "celery"), "-A", "chatplatform", "worker", "--pool", "threads",
+                               "--concurrency", "64", "--loglevel", "WARNING", "-n", self.worker_name,
+                               "--without-gossip", "--without-mingle"])
+
+
+def run_mode(mode: str, chat_levels: list[int], tokens: int, rate: float) -> None:
+    server, url = start_upstream(tokens, rate)
+    env = {
+        "OPENAI_API_KEY": "sk-bench", "OPENAI_BASE_URL": url, "OPENAI_MODEL": "bench",
+        "MAX_ACTIVE_RUNS_PER_USER": "1000", "RUN_RATE_LIMIT": "100000/60", "WS_FRAME_RATE_LIMIT": "100000/60",
+        "EMBEDDED_EXECUTOR_THREADS": "64", "LOG_LEVEL": "WARNING",
+    }
+    with BenchPlatform(mode, extra_env=env) as platform:
+        token = httpx.post(f"{platform.base_url}/api/v1/auth/token/", trust_env=False,
+                           json={"username": "alice", "password": platform.password}).json()["token"]
+        pids = [p.pid for p in platform.procs.values()]
+        asyncio.run(level(platform, token, 1, min(tokens, 20), pids))  # warm-up
+        for chats in chat_levels:
+            print(json.dumps({"mode": mode, "tokens_per_chat": tokens, "tok_per_s": rate,
+                              **asyncio.run(level(platform, token, chats, tokens, pids))}), flush=True)
+    server.shutdown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chats", default="1,10,50")
+    parser.add_argument("--tokens", type=int, default=200)
+    parser.add_argument("--rate", type=float, default=50.0, help="upstream tokens per second per chat")
+    parser.add_argument("--services", action="store_true", help="also run with PostgreSQL + Redis + Celery")
+    args = parser.parse_args()
+    levels = [int(x) for x in args.chats.split(",")]
+    run_mode("embedded", levels, args.tokens, args.rate)
+    if args.services:
+        run_mode("services", levels, args.tokens, args.rate)
+
+
+if __name__ == "__main__":
+    main()
