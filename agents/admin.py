@@ -52,9 +52,10 @@ def _refresh(modeladmin, request, providers) -> None:
     for provider in providers:
         result = models_refresh(provider=provider)
         if result.ok:
-            modeladmin.message_user(request, f"{provider.slug}: ok, {len(result.listed)} models listed")
+            modeladmin.message_user(request, f"{provider.name} ({provider.slug}): ok, {len(result.listed)} models listed")
         else:
-            modeladmin.message_user(request, f"{provider.slug}: {result.status}", level=messages.WARNING)
+            modeladmin.message_user(request, f"{provider.name} ({provider.slug}): {result.status}",
+                                    level=messages.WARNING)
 
 
 @admin.register(Provider)

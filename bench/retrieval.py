@@ -41,10 +41,11 @@ import django  # noqa: E402
 
 django.setup()
 
+from pydoc_data.topics import topics  # noqa: E402
+
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
-from pydoc_data.topics import topics  # noqa: E402
 
 from chat.models import Workspace  # noqa: E402
 from knowledge.chunking import chunk_text  # noqa: E402

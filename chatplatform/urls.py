@@ -8,6 +8,7 @@ from agents.api import ProviderListApi, ProviderModelsApi
 from agents.tool_call_api import ToolCallDecisionApi, ToolCallListApi
 from chat.api import views as chat_api
 from chat.sse import run_events
+from knowledge import api as knowledge_api
 
 api_v1 = [
     path("auth/token/", obtain_auth_token, name="auth-token"),
@@ -24,6 +25,11 @@ api_v1 = [
     path("tool-calls/<str:tool_call_id>/decision/", ToolCallDecisionApi.as_view(), name="tool-call-decision"),
     path("providers/", ProviderListApi.as_view(), name="providers"),
     path("providers/<slug:slug>/models/", ProviderModelsApi.as_view(), name="provider-models"),
+    path("knowledge/items/", knowledge_api.KnowledgeItemListCreateApi.as_view(), name="knowledge-items"),
+    path("knowledge/items/<str:item_id>/", knowledge_api.KnowledgeItemDetailApi.as_view(), name="knowledge-item-detail"),
+    path("knowledge/search/", knowledge_api.KnowledgeSearchApi.as_view(), name="knowledge-search"),
+    path("messages/<str:message_id>/save-to-knowledge/", knowledge_api.MessageSaveToKnowledgeApi.as_view(),
+         name="message-save-to-knowledge"),
 ]
 
 urlpatterns = [
@@ -31,6 +37,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("chat/", include("chat.urls")),
+    path("knowledge/", include("knowledge.urls")),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

@@ -35,6 +35,15 @@ def _pieces(text: str, target: int) -> list[str]:
     return out
 
 
+def _tail(text: str, size: int) -> str:
+    """The last ~``size`` chars of ``text``, starting at a word (never mid-word)."""
+    if len(text) <= size:
+        return text
+    tail = text[-size:]
+    cut = tail.find(" ")
+    return tail[cut + 1:] if 0 <= cut < len(tail) - 1 else tail
+
+
 def chunk_text(text: str, *, target: int = TARGET_CHARS, overlap: int = OVERLAP_CHARS) -> list[str]:
     """Split ``text`` into chunks of at most ~``target`` chars (+ up to ``overlap`` chars
     carried over from the previous chunk's last paragraph). Empty text → ``[]``."""
@@ -44,7 +53,7 @@ def chunk_text(text: str, *, target: int = TARGET_CHARS, overlap: int = OVERLAP_
     for piece in _pieces(text, target):
         if current and size + len(piece) + 2 > target:
             chunks.append("\n\n".join(current))
-            tail = current[-1][-overlap:] if overlap else ""
+            tail = _tail(current[-1], overlap) if overlap else ""
             current = [tail] if tail and len(tail) < len(piece) * 4 else []
             size = len(tail) if current else 0
         current.append(piece)

@@ -267,3 +267,34 @@ def knowledge_search_language_set(*, workspace: Workspace, language: str) -> int
         raise KnowledgeRejected("invalid", f"unknown search language {language!r}")
     KnowledgeSettings.objects.update_or_create(workspace=workspace, defaults={"search_language": language})
     return KnowledgeChunk.objects.filter(workspace=workspace).update(language=language)
+
+
+def knowledge_item_ask_thread(*, user, item: KnowledgeItem):
+    """"Ask about this": a new thread of ``user`` in the item's workspace whose UI context
+    names the item (``objectType: knowledge_item``; informational for the model, DESIGN §1).
+    Provider: the one of the user's latest thread in that workspace if still usable, else
+    the first enabled provider that needs no missing key, else none (the chat page says so).
+    ``item`` must come from ``knowledge_item_get_for_user``."""
+    from agents.providers.keys import key_status
+    from agents.selectors import provider_list
+    from agents.ui_context import ui_context_validate
+    from chat.models import Thread
+    from chat.services import thread_create
+
+    usable = [p for p in provider_list() if key_status(p) is None]
+    latest = (
+        Thread.objects.filter(owner=user, workspace_id=item.workspace_id, provider__isnull=False)
+        .order_by("-updated_at").values_list("provider_id", flat=True).first()
+    )
+    provider = next((p for p in usable if p.pk == latest), usable[0] if usable else None)
+    ui_context = ui_context_validate({
+        "objectType": "knowledge_item",
+        "objectId": str(item.pk),
+        "objectName": item.title[:256],
+        "route": f"/knowledge/{item.pk}/",
+        "contextVersion": 1,
+    })
+    return thread_create(
+        workspace=item.workspace, owner=user, title=f"About: {item.title}"[:200], provider=provider,
+        ui_context=ui_context,
+    )

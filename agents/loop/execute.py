@@ -217,6 +217,8 @@ def _replay(run, assistant, call, ledger, emitter) -> CallOutcome | None:
         ledger.is_error = True
         ledger.summary = "Outcome unknown: the worker stopped while this call was running. Check before retrying."
         ledger.save(update_fields=["status", "is_error", "summary", "updated_at"])
+        emitter.emit("tool.completed", tool_call_id=str(ledger.pk), name=ledger.tool_name, status="failed",
+                     summary=ledger.summary, is_error=True)
     if status == ToolCall.Status.DENIED:
         who = ledger.decided_by.get_username() if ledger.decided_by else "the user"
         return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.DENIED,

@@ -33,6 +33,7 @@ from agents.providers import (
 from agents.tools import ToolContext
 from chat.models import Membership, Message
 from chat.services import message_create
+from knowledge.grounding import grounding_for_run
 
 from .execute import execute_tool_call
 from .lease import LeaseLost, RunLease, run_claim, worker_identity
@@ -203,6 +204,14 @@ class _Turn:
             model=self.run.model,
         )
 
+    def _grounding(self, tier: str):
+        """The run's retrieved-context block (knowledge/grounding.py), once per turn; the
+        sources it gave lead the final answer's citations."""
+        if getattr(self, "grounding", None) is None:
+            self.grounding = grounding_for_run(run=self.run, tier=tier)
+            self.pending_citations[:0] = self.grounding.citations
+        return self.grounding
+
     def _stream(self, assistant: Message) -> Streamed:
         adapter = provider_for(self.run.provider)
         policies = policy_views()
@@ -217,12 +226,14 @@ class _Turn:
         if getattr(self, "plan", None) is None:  # prompt tier and request options, once per turn
             self.plan = run_plan(thread=self.thread, provider=self.run.provider, model_name=self.run.model)
         plan = self.plan
+        grounding = self._grounding(plan.tier.name)
         request = ChatRequest(
             model=self.run.model,
             system=system_prompt(
                 workspace_name=self.thread.workspace.name,
                 tier=plan.tier.name,
                 ui_context=self.run.ui_context,
+                extra_blocks=[grounding.block],
             ),
             messages=history_window(
                 thread_history(thread_id=self.thread.pk, exclude_ids={assistant.pk}), plan.history_limit

@@ -8,6 +8,7 @@ when a required key is missing.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 
 from django.conf import settings
@@ -130,6 +131,8 @@ def provider_for(provider, **overrides) -> ProviderAdapter:
         provider.pk, provider.kind, provider.base_url, provider.echo_reasoning,
         hashlib.sha256(provider_api_key(provider).encode()).hexdigest(),
         tuple(sorted(_limits(overrides).items())),
+        # The TLS trust the client was built with (tls.ssl_context): a new CA bundle, a new client.
+        os.environ.get("SSL_CERT_FILE") or os.environ.get("REQUESTS_CA_BUNDLE") or "",
     )
     with _cache_lock:
         adapter = _adapter_cache.get(key)

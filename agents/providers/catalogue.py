@@ -102,9 +102,12 @@ class RefreshResult:
 def models_refresh(*, provider, details: bool = True, timeout_s: float | None = None) -> RefreshResult:
     """Probe ``provider`` by listing its models; cache the listing and the health status.
 
-    ``details``: for Ollama, also ask ``/api/show`` per model (context length, tool
-    support). Never raises for provider failures: they become the status.
+    ``details``: for Ollama, ask ``/api/show`` about every model (context length, tool
+    support); otherwise only about models not listed before. Never raises for provider
+    failures: they become the status.
     """
+    from agents.models import LLMModel
+
     now = timezone.now()
     missing = key_status(provider)
     if missing or provider.kind not in LISTING_KINDS:
@@ -115,7 +118,10 @@ def models_refresh(*, provider, details: bool = True, timeout_s: float | None = 
     try:
         adapter = provider_for(provider, max_retries=0, connect_timeout_s=timeout, read_timeout_s=timeout)
         if provider.kind == "ollama":
-            infos = adapter.list_models(with_details=details)
+            # Without ``details``, /api/show is asked only about models not listed before.
+            known = () if details else set(
+                LLMModel.objects.filter(provider=provider, listed_at__isnull=False).values_list("name", flat=True))
+            infos = adapter.list_models(skip_details=known)
         else:
             infos = adapter.list_models()
     except ProviderError as exc:

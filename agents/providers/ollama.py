@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import httpx
@@ -212,15 +212,15 @@ class OllamaAdapter:
         return scrub(str(text or response.text or response.reason_phrase), self._api_key)[:300]
 
     # -- catalogue ---------------------------------------------------------------------
-    def list_models(self, *, with_details: bool = True) -> list[ModelInfo]:
-        """``/api/tags`` (+ ``/api/show`` per model for context length and tool support).
-        Embedding-only models are left out: they cannot chat."""
+    def list_models(self, *, skip_details: Collection[str] = ()) -> list[ModelInfo]:
+        """``/api/tags``, plus ``/api/show`` (context length, tool support) for every model
+        not in ``skip_details``. Embedding-only models are left out: they cannot chat."""
         listing = self._call(self.client.list)
         out = []
         for item in listing.models:
             name = item.model or ""
             info = ModelInfo(name=name, parameter_size=(item.details.parameter_size or "") if item.details else "")
-            if with_details:
+            if name not in skip_details:
                 try:
                     info, can_chat = self._show(name, listed=info)
                 except ProviderError:

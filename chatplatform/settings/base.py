@@ -113,7 +113,13 @@ if REDIS_URL:
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             # Coalesced deltas keep the rate low; a generous capacity means a slow client
             # is never the reason a group message is dropped.
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 2000, "expiry": 60},
+            # redis-py ≥ 8 defaults to a 5 s socket timeout, which races channels-redis's own
+            # 5 s blocking pop and kills idle websockets with 1011; give reads more room.
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}],
+                "capacity": 2000,
+                "expiry": 60,
+            },
         }
     }
     RUN_EXECUTOR = env("RUN_EXECUTOR", default="celery")

@@ -69,3 +69,127 @@ def test_edit_rechunks_and_reindexes(corpus, workspaces):
 
 def test_query_terms_are_words_only():
     assert query_terms('How "does" the with-statement work? NEAR*') == ["how", "does", "the", "with", "statement", "work", "near"]
+
+
+# --- added with issue 6: query modes, filters, language, caps ----------------------------
+from django.db import connection  # noqa: E402
+
+from knowledge import search as search_module  # noqa: E402
+from knowledge.search import fts5_websearch, parse_websearch, websearch_text  # noqa: E402
+from knowledge.services import knowledge_search_language_set  # noqa: E402
+
+FTS_SYNTAX = ['"', "*", "NEAR(a b)", "NEAR", "-", "-pager", ":", "title:pager", "content: x", "a AND OR NOT",
+              "(", ")", "^pager", "pager*", '"unterminated', "'; DROP TABLE x; --", "{title}: x", "+", "OR", "or or",
+              "pager NOT", "\x00", "é", "🙂"]
+
+
+@pytest.mark.parametrize("mode", ["question", "websearch"])
+@pytest.mark.parametrize("query", FTS_SYNTAX)
+def test_syntax_characters_never_raise_in_either_mode(corpus, workspaces, query, mode):
+    knowledge_search(workspace=workspaces["demo"], query=query, mode=mode)
+
+
+@pytest.mark.parametrize("mode", ["question", "websearch"])
+@pytest.mark.parametrize("query", ["", "   ", "?!", "___", "- -", '""'])
+def test_queries_with_nothing_to_find_return_nothing(corpus, workspaces, query, mode):
+    assert knowledge_search(workspace=workspaces["demo"], query=query, mode=mode) == []
+
+
+@pytest.mark.parametrize("query", ["-pager", '-"with statement"', "or", "-a or -b"])
+def test_websearch_without_a_positive_word_returns_nothing(corpus, workspaces, query):
+    assert knowledge_search(workspace=workspaces["demo"], query=query, mode="websearch") == []
+
+
+def test_websearch_ands_words_and_honours_phrases_or_and_minus(corpus, workspaces):
+    demo = workspaces["demo"]
+
+    def found(q):
+        return set(titles(knowledge_search(workspace=demo, query=q, mode="websearch", top_k=20)))
+
+    assert found("statement") == {"The with statement", "The for statement"}
+    assert found("statement context") == {"The with statement"}  # AND
+    assert found('"context manager"') == {"The with statement"}  # phrase…
+    assert found('"manager context"') == set()  # …in order
+    assert found("statement -context") == {"The for statement"}  # minus
+    assert found("context or sequence") == {"The with statement", "The for statement"}  # or
+    assert found("statement nonexistentword") == set()
+
+
+def test_websearch_parsing_is_the_same_logic_on_both_backends():
+    groups = parse_websearch('With-Statement "context  manager" or -skip loops NEAR* "')
+    assert websearch_text(groups) == '"with statement" "context manager" or loops near -skip'
+    assert fts5_websearch(groups) == '("with statement" AND "context manager") OR (("loops" AND "near") NOT "skip")'
+    assert parse_websearch("-only -negative") == []
+
+
+def test_type_and_tag_filters_are_inside_the_query(workspaces, users):
+    demo = workspaces["demo"]
+    knowledge_item_create(workspace=demo, owner=users["alice"], title="Kiwi howto", content="kiwi steps",
+                          type="howto", tags=["Fruit", "green"])
+    knowledge_item_create(workspace=demo, owner=users["alice"], title="Kiwi fact", content="kiwi fact",
+                          type="fact", tags=["bird"])
+    assert titles(knowledge_search(workspace=demo, query="kiwi", types=["howto"])) == ["Kiwi howto"]
+    assert titles(knowledge_search(workspace=demo, query="kiwi", tags=["fruit"])) == ["Kiwi howto"]  # tags are lower-cased
+    assert set(titles(knowledge_search(workspace=demo, query="kiwi", tags=["bird", "green"]))) == {"Kiwi howto", "Kiwi fact"}
+    assert knowledge_search(workspace=demo, query="kiwi", types=["fact"], tags=["fruit"]) == []
+
+
+def test_include_hidden_false_leaves_hidden_out(corpus, workspaces):
+    demo = workspaces["demo"]
+    assert titles(knowledge_search(workspace=demo, query="escalate", include_hidden=False)) == []
+    assert titles(knowledge_search(workspace=demo, query="escalate")) == ["Escalation runbook"]
+
+
+def test_making_an_item_private_or_hidden_updates_retrieval(corpus, workspaces, users):
+    demo = workspaces["demo"]
+    knowledge_item_update(item=corpus["for"], is_private=True)
+    assert "The for statement" not in titles(knowledge_search(workspace=demo, user=users["alice"], query="sequence"))
+    knowledge_item_update(item=corpus["with"], is_hidden=True)
+    assert titles(knowledge_search(workspace=demo, query="context manager", include_hidden=False)) == []
+
+
+def test_top_k_and_per_item(workspaces, users):
+    demo = workspaces["demo"]
+    long_text = "\n\n".join(f"Paragraph {n} about the llama herd and its grazing habits. " * 8 for n in range(12))
+    item = knowledge_item_create(workspace=demo, owner=users["alice"], title="Llama herd", content=long_text)
+    assert item.chunks.count() > 3
+    assert len(knowledge_search(workspace=demo, query="llama", top_k=2)) == 2
+    assert len(knowledge_search(workspace=demo, query="llama", top_k=10, per_item=1)) == 1
+    assert len(knowledge_search(workspace=demo, query="llama", top_k=999)) <= 50
+
+
+def test_candidate_caps_still_rank_the_titled_item_first(workspaces, users, monkeypatch):
+    """Past the caps, the title tier keeps the item titled by the words in the running."""
+    monkeypatch.setattr(search_module, "TITLE_CANDIDATES", 3)
+    monkeypatch.setattr(search_module, "CONTENT_CANDIDATES", 3)
+    demo = workspaces["demo"]
+    for n in range(12):
+        knowledge_item_create(workspace=demo, owner=users["alice"], title=f"Note {n}",
+                              content="The statement of work is due; work on the statement.")
+    target = knowledge_item_create(workspace=demo, owner=users["alice"], title="The with statement",
+                                   content="Context managers wrap a block.")
+    hits = knowledge_search(workspace=demo, query="How does the with statement work?")
+    assert hits[0].item_id == str(target.pk)
+
+
+def test_workspace_language_changes_stemming_on_postgresql(workspaces, users):
+    if connection.vendor != "postgresql":
+        pytest.skip("per-workspace language is a PostgreSQL text search configuration")
+    demo = workspaces["demo"]
+    knowledge_item_create(workspace=demo, owner=users["alice"], title="Hunde", content="Die Hunde laufen schnell.")
+    assert knowledge_search(workspace=demo, query="laufen", mode="websearch")  # exact word always matches
+    assert not knowledge_search(workspace=demo, query="läuft hund", mode="websearch")  # english stems differ
+    assert knowledge_search_language_set(workspace=demo, language="german") >= 1
+    assert titles(knowledge_search(workspace=demo, query="hund", mode="websearch")) == ["Hunde"]
+
+
+def test_chunks_overlap_from_a_word_boundary_and_cover_the_text():
+    from knowledge.chunking import chunk_text
+
+    text = "\n\n".join(f"Paragraph {n}: " + "alpha beta gamma delta " * 30 for n in range(10))
+    chunks = chunk_text(text)
+    assert len(chunks) > 3 and all(len(c) <= 1500 + 250 for c in chunks)
+    for chunk in chunks[1:]:
+        first = chunk.split()[0]
+        assert first in {"alpha", "beta", "gamma", "delta"} or first.startswith("Paragraph")
+    assert all(f"Paragraph {n}:" in "".join(chunks) for n in range(10))

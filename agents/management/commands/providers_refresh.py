@@ -1,6 +1,7 @@
 """``manage.py providers_refresh [slug ...]``: probe providers, cache their model listings
 and health status (what the admin action "Refresh models and health" does). Exits 1 when a
-probed provider is not ok, so it can run from cron or a health check."""
+provider is unreachable or answers with an error (not for "not configured"), so it can run
+from cron or a health check."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import Provider
-from agents.providers.catalogue import models_refresh
+from agents.providers.catalogue import lists_models, models_refresh
 
 
 class Command(BaseCommand):
@@ -29,8 +30,8 @@ class Command(BaseCommand):
         failed = False
         for provider in providers:
             result = models_refresh(provider=provider, details=not options["no_details"])
-            listed = f" ({len(result.listed)} models)" if result.ok else ""
+            listed = f" ({len(result.listed)} models)" if result.ok and lists_models(provider) else ""
             self.stdout.write(f"{provider.slug}: {result.status}{listed}")
-            failed = failed or not result.ok
+            failed = failed or result.status.startswith(("unreachable", "error"))
         if failed:
             sys.exit(1)

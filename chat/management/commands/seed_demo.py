@@ -5,6 +5,8 @@ admin (superuser, admin of demo). Password: ``$DEMO_PASSWORD``, else a random on
 once when the users are first created. Providers: always ``offline``; ``openai`` from
 ``OPENAI_API_KEY`` (+ ``OPENAI_BASE_URL``, ``OPENAI_MODEL``); ``anthropic`` from
 ``ANTHROPIC_API_KEY`` (+ ``ANTHROPIC_BASE_URL``); ``ollama`` from ``OLLAMA_BASE_URL``.
+Without a key, ``openai`` and ``anthropic`` rows still exist and show as "not configured: set
+OPENAI_API_KEY" (``provider_placeholders``). ``manage.py providers_refresh`` lists models.
 """
 
 from __future__ import annotations
@@ -58,6 +60,18 @@ def providers_from_environment() -> list[dict]:
     return rows
 
 
+def provider_placeholders() -> list[dict]:
+    """OpenAI and Anthropic rows that exist even without a key, so the UI and the API say
+    "not configured: set OPENAI_API_KEY" instead of hiding them. Created once, never
+    overwritten (an admin may have changed them)."""
+    return [
+        {"slug": "openai", "name": "OpenAI", "kind": "openai_compatible", "base_url": "https://api.openai.com/v1",
+         "api_key_env": "OPENAI_API_KEY", "default_model": "gpt-4o-mini"},
+        {"slug": "anthropic", "name": "Anthropic", "kind": "anthropic", "base_url": "https://api.anthropic.com",
+         "api_key_env": "ANTHROPIC_API_KEY", "default_model": "claude-sonnet-4-5"},
+    ]
+
+
 class Command(BaseCommand):
     help = "Create the demo workspaces, users, knowledge base and providers (idempotent)."
 
@@ -67,6 +81,10 @@ class Command(BaseCommand):
             for row in providers_from_environment():
                 provider, _ = Provider.objects.update_or_create(slug=row.pop("slug"), defaults=row)
                 LLMModel.objects.get_or_create(provider=provider, name=provider.default_model)
+            for row in provider_placeholders():
+                provider, created = Provider.objects.get_or_create(slug=row.pop("slug"), defaults=row)
+                if created:
+                    LLMModel.objects.get_or_create(provider=provider, name=provider.default_model)
             tool_policies_sync()
         demo = Workspace.objects.get(slug="demo")
         created, updated = import_python_reference(workspace=demo, owner=get_user_model().objects.get(username="admin"))

@@ -116,6 +116,16 @@
     return turn;
   }
 
+  // "Save to knowledge" on a message; the form and the request live in knowledge/save.js.
+  function saveAction(messageId) {
+    var slot = el("div", "kb-save-slot");
+    var button = el("button", "link kb-save", "Save to knowledge");
+    button.type = "button";
+    button.dataset.messageId = messageId;
+    slot.appendChild(button);
+    return slot;
+  }
+
   function renderMessages(messages) {
     box.textContent = "";
     var turn = null, lastRun = null;
@@ -124,6 +134,7 @@
         var u = el("article", "msg user");
         u.appendChild(el("div", "who", "You"));
         u.appendChild(el("div", "body", m.content));
+        u.appendChild(saveAction(m.id));
         box.appendChild(u);
         turn = null;
         return;
@@ -159,12 +170,19 @@
       if (m.error && m.error.message) bits.push(m.error.message);
       meta.textContent = bits.join(" — ");
       meta.className = "meta " + m.status;
+      if (m.content && m.status !== "streaming") {
+        var oldSave = turn.querySelector(".kb-save-slot");
+        if (oldSave) oldSave.remove();  // one action per turn: its latest message with text
+        turn.appendChild(saveAction(m.id));
+      }
       if (m.citations && m.citations.length) {
         var cites = el("ol", "citations");
         m.citations.forEach(function (c) {
           var li = el("li");
           li.value = c.n || 0;
-          li.textContent = c.title;
+          var link = el("a", null, c.title);  // numbered source → the item's page
+          link.href = "/knowledge/" + encodeURIComponent(c.item_id) + "/";
+          li.appendChild(link);
           cites.appendChild(li);
         });
         turn.appendChild(cites);
@@ -284,6 +302,12 @@
         break;
       case "knowledge.saved":
         showConn("saved to knowledge: " + ev.title, "ok");
+        break;
+      case "knowledge.changed":
+        // Knowledge tabs of this browser refresh (knowledge/knowledge.js); so does the rail link.
+        if (window.BroadcastChannel) new BroadcastChannel("chatplatform-knowledge").postMessage(ev);
+        var kbLink = document.getElementById("rail-knowledge");
+        if (kbLink) kbLink.classList.add("changed");
         break;
       case "run.completed":
       case "run.failed":

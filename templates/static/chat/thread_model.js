@@ -1,0 +1,120 @@
+// Thread header: provider / model / prompt-tier selectors. Saves with PATCH
+// /api/v1/threads/{id}/ (session cookie + CSRF); model suggestions come from the catalogue
+// (GET /api/v1/providers/{slug}/models/), and any model name can be typed.
+(function () {
+  "use strict";
+  var form = document.getElementById("thread-model");
+  if (!form) return;
+  var threadId = form.dataset.threadId;
+  var providerSel = document.getElementById("thread-provider");
+  var modelInput = document.getElementById("thread-model-name");
+  var options = document.getElementById("thread-model-options");
+  var tierSel = document.getElementById("thread-tier");
+  var status = document.getElementById("thread-provider-status");
+  var saved = {provider: form.dataset.provider, model: form.dataset.model, tier: form.dataset.tier};
+  var autoTiers = {};
+
+  function csrf() {
+    var m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+    return m ? decodeURIComponent(m[1]) : "";
+  }
+
+  function api(method, url, body) {
+    return fetch(url, {
+      method: method, credentials: "same-origin",
+      headers: {"Content-Type": "application/json", "X-CSRFToken": csrf()},
+      body: body ? JSON.stringify(body) : undefined
+    }).then(function (r) {
+      return r.json().then(function (data) {
+        if (!r.ok) throw new Error((data.error && data.error.message) || ("HTTP " + r.status));
+        return data;
+      });
+    });
+  }
+
+  function say(text, kind) {
+    status.textContent = text || "";
+    status.className = "provider-status" + (kind ? " " + kind : "");
+  }
+
+  function selectedOption() { return providerSel.options[providerSel.selectedIndex]; }
+
+  function notConfigured(opt) {
+    var s = opt && opt.dataset.status || "";
+    return s.indexOf("not configured") === 0 || s === "disabled" || s.indexOf("not available") === 0;
+  }
+
+  function showTierHint() {
+    var auto = autoTiers[modelInput.value];
+    tierSel.options[0].textContent = auto ? "Auto (" + auto + ")" : "Auto";
+  }
+
+  function describe(provider) {
+    if (provider.status === "ok") return ["", ""];
+    if (!provider.configured) return [provider.name + " is not configured: " + provider.setup_hint, "bad"];
+    return [provider.name + ": " + provider.status, "bad"];
+  }
+
+  function loadModels(slug) {
+    options.textContent = "";
+    autoTiers = {};
+    if (!slug) return Promise.resolve(null);
+    return api("GET", "/api/v1/providers/" + encodeURIComponent(slug) + "/models/").then(function (data) {
+      data.models.forEach(function (m) {
+        var o = document.createElement("option");
+        o.value = m.name;
+        o.label = (m.label || m.name) + (m.parameter_size ? " · " + m.parameter_size : "") + " · " + m.auto_tier;
+        options.appendChild(o);
+        autoTiers[m.name] = m.auto_tier;
+      });
+      modelInput.placeholder = data.provider.lists_models ? "pick or type a model" : "type a model name";
+      var d = describe(data.provider);
+      say(d[0], d[1]);
+      showTierHint();
+      return data;
+    }).catch(function (e) { say("Could not load models: " + e.message, "bad"); return null; });
+  }
+
+  function save(changes, note) {
+    return api("PATCH", "/api/v1/threads/" + threadId + "/", changes).then(function (t) {
+      saved = {provider: t.provider || "", model: t.model, tier: t.prompt_tier};
+      form.dataset.provider = saved.provider; form.dataset.model = saved.model; form.dataset.tier = saved.tier;
+      if (note) say(note, "ok");
+      return t;
+    }).catch(function (e) { say("Not saved: " + e.message, "bad"); });
+  }
+
+  providerSel.addEventListener("change", function () {
+    var opt = selectedOption();
+    if (notConfigured(opt)) {
+      // Say what to set, and keep the thread on its working provider.
+      say(opt.textContent.split(" — ")[0] + " is " + opt.dataset.status + ". This chat stays on its current provider.", "bad");
+      providerSel.value = saved.provider;
+      return;
+    }
+    var model = opt.dataset.defaultModel || "";
+    loadModels(opt.value).then(function (data) {
+      if (!model && data && data.models.length) model = data.models[0].name;
+      modelInput.value = model;
+      showTierHint();
+      return save({provider: opt.value, model: model}, "Switched to " + opt.textContent.split(" — ")[0] + ".");
+    });
+  });
+
+  modelInput.addEventListener("change", function () {
+    var model = modelInput.value.trim();
+    if (model === saved.model) return;
+    showTierHint();
+    save({model: model}, "Model set to " + (model || "the provider default") + ".");
+  });
+
+  tierSel.addEventListener("change", function () {
+    save({prompt_tier: tierSel.value}, "Prompt tier: " + tierSel.options[tierSel.selectedIndex].textContent + ".");
+  });
+
+  var current = selectedOption();
+  if (current && notConfigured(current)) {
+    say(current.textContent.split(" — ")[0] + " is " + current.dataset.status + ".", "bad");
+  }
+  loadModels(saved.provider);
+})();

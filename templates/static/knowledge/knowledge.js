@@ -1,0 +1,55 @@
+// Knowledge pages: live refresh on `knowledge.changed` (GET /knowledge/events/, server-sent
+// events; EventSource reconnects by itself). The list re-reads its results (server-rendered,
+// sanitised, permission-checked) and swaps them in; the item page offers a reload when the
+// item it shows changed. Chat tabs of the same browser also forward the event they receive
+// over their thread websocket (BroadcastChannel "chatplatform-knowledge").
+(function () {
+  "use strict";
+  var live = document.getElementById("kb-live");
+  var results = document.getElementById("kb-results");
+  var detail = document.getElementById("kb-detail");
+  var pending = null;
+
+  function status(text, cls) { if (live) { live.textContent = text; live.className = "conn " + (cls || ""); } }
+
+  function refreshList() {
+    if (!results) return;
+    clearTimeout(pending);
+    pending = setTimeout(function () {  // a burst of changes (an import) → one refresh
+      fetch(results.dataset.partialUrl, {credentials: "same-origin"})
+        .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.text(); })
+        .then(function (html) { results.innerHTML = html; status("updated just now", "ok"); })
+        .catch(function (e) { status("could not refresh: " + e.message, "bad"); });
+    }, 300);
+  }
+
+  function onChanged(event) {
+    var ids = event.item_ids || [];
+    if (results) refreshList();
+    if (detail && ids.indexOf(detail.dataset.itemId) !== -1 && !document.getElementById("kb-changed")) {
+      var note = document.createElement("div");
+      note.className = "kb-notice";
+      note.id = "kb-changed";
+      note.textContent = "This item was changed. ";
+      var a = document.createElement("a");
+      a.href = location.pathname;
+      a.textContent = "Reload";
+      note.appendChild(a);
+      detail.insertBefore(note, detail.firstChild.nextSibling);
+    }
+  }
+
+  if (window.EventSource) {
+    var source = new EventSource("/knowledge/events/");
+    source.addEventListener("open", function () { status("live", "ok"); });
+    source.addEventListener("error", function () { status("reconnecting…", "warn"); });
+    source.addEventListener("knowledge.changed", function (m) {
+      try { onChanged(JSON.parse(m.data)); } catch (e) { console.error(e); }
+    });
+  }
+  if (window.BroadcastChannel) {
+    new BroadcastChannel("chatplatform-knowledge").onmessage = function (m) {
+      if (m.data && m.data.type === "knowledge.changed") onChanged(m.data);
+    };
+  }
+})();
