@@ -41,6 +41,7 @@ worker: install
 
 ## test: the whole suite; PostgreSQL/Redis/Celery tests run when reachable (required with CI=true)
 test: install-dev
+	$(BIN)/ruff check .
 	DJANGO_SETTINGS_MODULE=chatplatform.settings.test $(BIN)/python -m pytest -q -m "not services"
 	DJANGO_SETTINGS_MODULE=chatplatform.settings.test $(BIN)/python tests/run_services.py
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from django.http import Http404
 
-from chat.selectors import thread_get_for_user
-
 from chat.models import Membership
+from chat.selectors import thread_get_for_user
 
 from .models import LLMModel, Provider, Run, ToolCall
 

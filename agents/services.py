@@ -11,8 +11,8 @@ from chat.models import Message, Thread
 from chat.services import message_create, title_from_message
 
 from .executors import enqueue_run
-from .ratelimit import rate_limit_hit
 from .models import AuditEvent, Run, ToolCall
+from .ratelimit import rate_limit_hit
 
 MAX_MESSAGE_CHARS = 32_000
 

@@ -112,9 +112,9 @@ def token_from_scope(scope) -> str | None:
 def socket_still_allowed(*, user, thread_id: str, session_key: str | None, token: str | None) -> bool:
     """Whether a connected socket may keep receiving: the user is active, their credential
     (token, or session after a logout) still exists, and the thread is still visible."""
+    from django.conf import settings
     from django.contrib.sessions.backends.base import SessionBase
     from django.utils.module_loading import import_string
-    from django.conf import settings
     from rest_framework.authtoken.models import Token
 
     user.refresh_from_db(fields=["is_active"])

@@ -5,7 +5,6 @@ import asyncio
 
 import pytest
 from channels.layers import channel_layers, get_channel_layer
-from django.conf import settings
 
 from agents.events import run_coroutine, thread_group
 from agents.replay import RunStreamCursor

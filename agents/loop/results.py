@@ -58,8 +58,6 @@ def _cut_text(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     window = text[:limit]
-    match = None
-    for match in re.finditer(r"[.!?](\s|$)", window):
-        pass
-    cut = match.end() if match and match.end() > limit * 0.6 else limit
+    ends = [m.end() for m in re.finditer(r"[.!?](\s|$)", window)]
+    cut = ends[-1] if ends and ends[-1] > limit * 0.6 else limit
     return window[:cut].rstrip() + "…"

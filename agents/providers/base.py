@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Protocol, Union
+from typing import Protocol
 
 
 @dataclass
@@ -84,7 +84,7 @@ class Finish:
     usage: Usage | None = None
 
 
-StreamEvent = Union[TextDelta, ReasoningDelta, StreamedToolCall, Finish]
+StreamEvent = TextDelta | ReasoningDelta | StreamedToolCall | Finish
 
 
 @dataclass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from agents.models import Provider, Run, ToolCall
 from agents.loop.execute import arguments_summary
+from agents.models import Provider, Run, ToolCall
 from agents.risk import COUNTDOWN_S
 from chat.models import Message, Thread, Workspace
 from chat.rendering import render_markdown

@@ -16,7 +16,6 @@ from agents.models import AuditEvent
 from agents.selectors import run_get_for_user
 from agents.services import RunRejected, run_cancel, run_create
 from agents.ui_context import UIContextError, ui_context_validate
-from chatplatform.api import ApiError
 from chat.models import Membership
 from chat.selectors import (
     message_list_for_thread,
@@ -26,6 +25,7 @@ from chat.selectors import (
     workspace_list_for_user,
 )
 from chat.services import thread_create, thread_duplicate
+from chatplatform.api import ApiError
 
 from .serializers import (
     MessageSerializer,

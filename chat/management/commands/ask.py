@@ -88,7 +88,7 @@ class Command(BaseCommand):
         while True:
             try:
                 message = run_coroutine(asyncio.wait_for(layer.receive(channel), opts["timeout"]))
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 self.stderr.write("timed out waiting for the run")
                 return False
             event = message.get("event", {})
