@@ -25,7 +25,11 @@ class AgentsConfig(AppConfig):
 
 
 def _sync_tool_policies(sender, **kwargs) -> None:
-    """After migrate: a ToolPolicy row with safe defaults for every registered tool."""
+    """After migrate (and after a test database flush): the default roles, then a ToolPolicy
+    row with safe defaults — including default roles — for every registered tool."""
+    from agents.models import Role
     from agents.pipeline import tool_policies_sync
+    from agents.roles import ensure_default_roles
 
+    ensure_default_roles(Role)
     tool_policies_sync()

@@ -41,7 +41,7 @@ def policy_defaults(spec: ToolSpec) -> PolicyView:
     return PolicyView(
         enabled=not chat_denylisted(spec),
         risk=spec.risk,
-        allowed_roles=frozenset(),
+        allowed_roles=frozenset(spec.default_roles),
         affinity_object_types=(),
         timeout_s=30,
         approval_mode=spec.approval_default,
@@ -57,13 +57,15 @@ def tool_policies_sync() -> int:
         if spec.name in existing:
             continue
         defaults = policy_defaults(spec)
-        ToolPolicy.objects.create(
+        row = ToolPolicy.objects.create(
             tool_name=spec.name,
             enabled=defaults.enabled,
             risk=defaults.risk,
             timeout_s=defaults.timeout_s,
             approval_mode=defaults.approval_mode,
         )
+        if spec.default_roles:
+            row.allowed_roles.set(Role.objects.filter(name__in=spec.default_roles))
         created += 1
     return created
 

@@ -9,6 +9,12 @@ from django.http import Http404
 from .models import Membership, Message, Thread, Workspace
 
 
+def _is_pk(value) -> bool:
+    """ASCII digits only: ``"²".isdigit()`` is True but ``int("²")`` raises."""
+    text = str(value)
+    return text.isascii() and text.isdigit() and len(text) < 19
+
+
 def workspace_list_for_user(*, user) -> QuerySet[Workspace]:
     return Workspace.objects.filter(memberships__user=user).distinct()
 
@@ -22,7 +28,7 @@ def membership_get(*, user, workspace_id) -> Membership | None:
 def workspace_get_for_user(*, user, workspace) -> Workspace:
     """``workspace`` is a slug or a primary key. Raises Http404 unless the user is a member."""
     memberships = Membership.objects.select_related("workspace").filter(user=user)
-    if isinstance(workspace, int) or str(workspace).isdigit():
+    if isinstance(workspace, int) or _is_pk(workspace):
         m = memberships.filter(workspace_id=int(workspace)).first()
     else:
         m = memberships.filter(workspace__slug=workspace).first()
@@ -38,7 +44,7 @@ def thread_list_for_user(*, user, search: str = "", workspace=None) -> QuerySet[
     """
     qs = Thread.objects.filter(owner=user, workspace__memberships__user=user).select_related("provider", "workspace")
     if workspace:
-        key = "workspace_id" if str(workspace).isdigit() else "workspace__slug"
+        key = "workspace_id" if _is_pk(workspace) else "workspace__slug"
         qs = qs.filter(**{key: workspace})
     if search:
         qs = qs.filter(Q(title__icontains=search) | Q(messages__content__icontains=search))

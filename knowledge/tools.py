@@ -67,6 +67,7 @@ def search_knowledge(*, ctx: ToolContext, query: str, top_k: int = 8, type: str 
     # The thread's "allow model saves" switch is the user's consent; no per-call approval.
     default_approval="never",
     requires_model_save=True,
+    default_roles=("member", "admin"),
     parameters={
         "type": "object",
         "properties": {
@@ -103,3 +104,122 @@ def _user(user_id: int):
     from django.contrib.auth import get_user_model
 
     return get_user_model().objects.get(pk=user_id)
+
+
+EDITORS = ("member", "admin")  # viewers read the knowledge base; they are not offered changes
+
+
+def _item_in_run_scope(ctx: ToolContext, item_id: str):
+    """The item if the run's user may see it *in the run's workspace*; ToolError otherwise
+    (an id from another workspace is "not found", never an escape from the thread's scope)."""
+    from django.http import Http404
+
+    from .selectors import knowledge_item_get_for_user
+
+    try:
+        item = knowledge_item_get_for_user(user=_user(ctx.user_id), item_id=item_id)
+    except Http404 as exc:
+        raise ToolError(f"No knowledge item {item_id!r} in this workspace.") from exc
+    if item.workspace_id != ctx.workspace_id:
+        raise ToolError(f"No knowledge item {item_id!r} in this workspace.")
+    return item
+
+
+ITEM_ID = {"type": "string", "description": "The item's id (from search_knowledge results)."}
+
+
+@tool(
+    name="get_knowledge_item",
+    description="Read one knowledge item in full: title, type, tags, content and link.",
+    risk="read",
+    parameters={"type": "object", "properties": {"item_id": ITEM_ID}, "required": ["item_id"],
+                "additionalProperties": False},
+)
+def get_knowledge_item(*, ctx: ToolContext, item_id: str) -> dict:
+    """``{"item_id", "title", "type", "tags", "url", "content", "hidden", "private", "summary"}``."""
+    item = _item_in_run_scope(ctx, item_id)
+    return {
+        "item_id": str(item.pk), "title": item.title, "type": item.type, "tags": item.tags, "url": item.url,
+        "content": item.content, "hidden": item.is_hidden, "private": item.is_private,
+        "summary": f"read “{item.title}” ({len(item.content)} chars)",
+    }
+
+
+@tool(
+    name="list_knowledge_tags",
+    description="List the tags used in this workspace's knowledge base, with how many items carry each.",
+    risk="read",
+    parameters={"type": "object", "properties": {}, "additionalProperties": False},
+)
+def list_knowledge_tags(*, ctx: ToolContext) -> dict:
+    """``{"tags": [{"tag", "items"}], "summary"}``, most used first, over the items the run's
+    user may see."""
+    from collections import Counter
+
+    from .selectors import knowledge_item_list_for_user
+
+    counts: Counter[str] = Counter()
+    items = knowledge_item_list_for_user(user=_user(ctx.user_id), workspace=ctx.workspace_id, include_hidden=True)
+    for tags in items.values_list("tags", flat=True):
+        counts.update(tags or [])
+    tags = [{"tag": t, "items": n} for t, n in counts.most_common(200)]
+    return {"tags": tags, "summary": f"{len(counts)} tag(s)"}
+
+
+@tool(
+    name="update_knowledge_item",
+    description="Change a knowledge item's title, content, type or tags. Needs the user's approval.",
+    risk="write",
+    mutates_knowledge=True,
+    default_roles=EDITORS,
+    parameters={
+        "type": "object",
+        "properties": {
+            "item_id": ITEM_ID,
+            "title": {"type": "string", "maxLength": 300},
+            "content": {"type": "string", "minLength": 1},
+            "type": {"type": "string"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["item_id"],
+        "additionalProperties": False,
+    },
+)
+def update_knowledge_item(*, ctx: ToolContext, item_id: str, **changes) -> ToolOutput:
+    """Apply the given fields under the write policy (owner or workspace admin)."""
+    from .services import knowledge_item_update_for_user
+
+    item = _item_in_run_scope(ctx, item_id)
+    if not changes:
+        raise ToolError("Nothing to change: give at least one of title, content, type, tags.")
+    try:
+        item = knowledge_item_update_for_user(user=_user(ctx.user_id), item=item, **changes)
+    except KnowledgeRejected as exc:
+        raise ToolError(f"Not changed: {exc.message}") from exc
+    return ToolOutput(
+        result={"item_id": str(item.pk), "title": item.title, "changed": sorted(changes),
+                "summary": f"updated “{item.title}” ({', '.join(sorted(changes))})"},
+        changed_item_ids=[str(item.pk)],
+    )
+
+
+@tool(
+    name="delete_knowledge_item",
+    description="Delete a knowledge item for good. Dangerous: needs the user's approval after a countdown.",
+    risk="dangerous",
+    mutates_knowledge=True,
+    default_roles=EDITORS,
+    parameters={"type": "object", "properties": {"item_id": ITEM_ID}, "required": ["item_id"],
+                "additionalProperties": False},
+)
+def delete_knowledge_item(*, ctx: ToolContext, item_id: str) -> ToolOutput:
+    """Delete under the write policy (owner or workspace admin)."""
+    from .services import knowledge_item_delete_for_user
+
+    item = _item_in_run_scope(ctx, item_id)
+    title = item.title
+    try:
+        knowledge_item_delete_for_user(user=_user(ctx.user_id), item=item)
+    except KnowledgeRejected as exc:
+        raise ToolError(f"Not deleted: {exc.message}") from exc
+    return ToolOutput(result={"item_id": item_id, "summary": f"deleted “{title}”"}, changed_item_ids=[item_id])

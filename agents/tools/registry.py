@@ -64,6 +64,8 @@ class ToolSpec:
     always_offered: bool = False
     requires_model_save: bool = False
     chat_denylisted: bool = False
+    # Roles allowed by default (empty: every role); the admin's ToolPolicy row decides after.
+    default_roles: tuple[str, ...] = ()
 
     @property
     def approval_default(self) -> str:
@@ -152,6 +154,7 @@ def tool(
     always_offered: bool = False,
     requires_model_save: bool = False,
     chat_denylisted: bool = False,
+    default_roles: tuple[str, ...] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a tool. ``scope_args`` adds to the default scope arguments (workspace_id,
     thread_id, user_id), which are hidden from the model and pinned at invocation."""
@@ -170,6 +173,7 @@ def tool(
                 always_offered=always_offered,
                 requires_model_save=requires_model_save,
                 chat_denylisted=chat_denylisted,
+                default_roles=tuple(default_roles),
             )
         )
         return func

@@ -274,7 +274,8 @@ def test_show_capabilities_explains_what_is_not_available(governed, users, works
     assert result["role"] == "viewer"
     assert {"kb_lookup", "show_capabilities"} <= available and "note_write" not in available
     assert unavailable["note_write"]["required_role"] == "member"
-    assert unavailable["save_to_knowledge"]["reason"] == "model saves are off in this thread"
+    assert unavailable["save_to_knowledge"]["reason"] == "role 'viewer' not allowed"
+    assert unavailable["save_to_knowledge"]["required_role"] == "member"
 
 
 def test_tools_report_progress(users, workspaces, openai_provider, fake_openai, converse):

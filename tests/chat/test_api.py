@@ -197,3 +197,10 @@ def test_api_docs_page_serves_its_assets_locally(users):
     assert page.status_code == 200
     html = page.content.decode()
     assert "swagger-ui" in html and "cdn" not in html.lower() and "unpkg" not in html
+
+
+@pytest.mark.parametrize("workspace", ["²", "99999999999999999999999", "٣", "demo\x00"])
+def test_odd_workspace_identifiers_are_404_not_500(users, workspace):
+    client = client_for(users["alice"])
+    assert client.post("/api/v1/threads/", {"workspace": workspace}, format="json").status_code in (400, 404)
+    assert client.get("/api/v1/threads/", {"workspace": workspace}).status_code == 200
