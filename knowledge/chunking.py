@@ -40,6 +40,11 @@ def _tail(text: str, size: int) -> str:
     if len(text) <= size:
         return text
     tail = text[-size:]
+    # Start the overlap at a sentence if one begins inside it (a retrieved passage then
+    # reads whole), else at a word.
+    sentence = re.search(r"[.!?]\s+(?=\S)", tail)
+    if sentence and sentence.end() < len(tail) - 1:
+        return tail[sentence.end():]
     cut = tail.find(" ")
     return tail[cut + 1:] if 0 <= cut < len(tail) - 1 else tail
 

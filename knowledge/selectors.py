@@ -28,8 +28,8 @@ from django.http import Http404
 
 from chat.models import Membership, Workspace
 
-from .models import DEFAULT_SEARCH_LANGUAGE, KnowledgeItem, KnowledgeSettings
-from .search import MAX_QUERY_TERMS, Filters, query_terms, run_search
+from .models import DEFAULT_SEARCH_LANGUAGE, KnowledgeChunk, KnowledgeItem, KnowledgeSettings
+from .search import MAX_QUERY_TERMS, STOP_WORDS, Filters, query_terms, run_search
 
 __all__ = [
     "MAX_QUERY_TERMS", "MAX_TOP_K", "MEMBER_RANK", "Hit", "knowledge_can_create", "knowledge_item_can_edit",
@@ -96,7 +96,11 @@ def knowledge_search(
         tags=tuple(t.lower() for t in (tags or ()) if t),
     )
     fetch = top_k * 4 if per_item else top_k
+    if mode == "question":
+        fetch = max(fetch, TITLE_RERANK_POOL)
     rows = run_search(mode=mode, query=query or "", filters=filters, limit=fetch)
+    if mode == "question":
+        rows = rerank_by_title(rows, query or "")
     hits: list[Hit] = []
     per: dict[str, int] = {}
     for chunk_id, item_pk, title, content, score, type_ in rows:
@@ -109,6 +113,39 @@ def knowledge_search(
         if len(hits) >= top_k:
             break
     return hits
+
+
+TITLE_RERANK_POOL = 40  # question mode: candidates looked at for the title re-rank
+
+
+def rerank_by_title(rows: list, query: str) -> list:
+    """Question mode: items whose title the question names completely come first.
+
+    A question such as "How does the with statement work?" names the title "The with
+    statement" word for word, while "With Statement Context Managers" only shares two of its
+    words — but full-text ranking sees both titles match the phrase. Chunks whose title's
+    content words are all in the question keep their relative order and move ahead; within
+    such an item the earliest chunk (its introduction) leads. Visibility was applied in the
+    SQL; this only reorders what it returned.
+    """
+    def base(word: str) -> str:  # "lambdas" names the title "Lambdas" as "lambda" does
+        return word[:-1] if len(word) > 3 and word.endswith("s") else word
+
+    asked = {base(w) for w in query_terms(query)}
+    promoted = []
+    for row in rows:
+        title_words = [base(w) for w in query_terms(row[2]) if w not in STOP_WORDS]
+        if title_words and all(w in asked for w in title_words):
+            promoted.append(row)
+    if not promoted:
+        return rows
+    ordinals = dict(KnowledgeChunk.objects.filter(pk__in=[r[0] for r in promoted]).values_list("pk", "ordinal"))
+    first_seen: dict = {}
+    for position, row in enumerate(promoted):
+        first_seen.setdefault(row[1], position)
+    promoted.sort(key=lambda r: (first_seen[r[1]], ordinals.get(r[0], 0)))
+    chosen = {r[0] for r in promoted}
+    return promoted + [r for r in rows if r[0] not in chosen]
 
 
 def knowledge_search_for_user(

@@ -30,10 +30,17 @@ def quote(snippet: str, limit: int = QUOTE_CHARS) -> str:
     lines = [ln for ln in snippet.splitlines() if not re.fullmatch(r"\s*[*=\-~^]{3,}\s*", ln)]
     text = "\n".join(lines).strip()
     if len(text) > limit:
-        cut = text.rfind(". ", 0, limit)
-        text = text[: cut + 1] if cut > limit // 2 else text[:limit].rstrip() + "…"
+        # The last sentence end before the limit ("2. The…" is a list number, not an end).
+        ends = [m.end() for m in re.finditer(r"(?<=[^\W\d_]|[)\]\"'”])[.!?](?=\s)", text[:limit])]
+        cut = ends[-1] if ends and ends[-1] > limit // 2 else 0
+        text = text[:cut] if cut else text[:limit].rstrip() + "…"
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
-    return "\n>\n".join("> " + " ".join(p.split()) for p in paragraphs)
+    return "\n>\n".join("> " + md_escape(" ".join(p.split())) for p in paragraphs)
+
+
+def md_escape(text: str) -> str:
+    """Quoted source text is literal: ``__exit__()`` must not turn bold, ``*`` not emphasis."""
+    return re.sub(r"([\\`*_\[\]<>#|~])", r"\\\1", text)
 
 
 class OfflineAdapter:
