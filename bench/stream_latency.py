@@ -168,12 +168,12 @@ class BenchPlatform(Platform):
                                "--without-gossip", "--without-mingle"])
 
 
-def run_mode(mode: str, chat_levels: list[int], tokens: int, rate: float) -> None:
+def run_mode(mode: str, chat_levels: list[int], tokens: int, rate: float, extra: dict | None = None) -> None:
     server, url = start_upstream(tokens, rate)
     env = {
         "OPENAI_API_KEY": "sk-bench", "OPENAI_BASE_URL": url, "OPENAI_MODEL": "bench",
         "MAX_ACTIVE_RUNS_PER_USER": "1000", "RUN_RATE_LIMIT": "100000/60", "WS_FRAME_RATE_LIMIT": "100000/60",
-        "EMBEDDED_EXECUTOR_THREADS": "64", "LOG_LEVEL": "WARNING",
+        "EMBEDDED_EXECUTOR_THREADS": "64", "LOG_LEVEL": "WARNING", **(extra or {}),
     }
     with BenchPlatform(mode, extra_env=env) as platform:
         token = httpx.post(f"{platform.base_url}/api/v1/auth/token/", trust_env=False,
@@ -181,7 +181,7 @@ def run_mode(mode: str, chat_levels: list[int], tokens: int, rate: float) -> Non
         pids = [p.pid for p in platform.procs.values()]
         asyncio.run(level(platform, token, 1, min(tokens, 20), pids))  # warm-up
         for chats in chat_levels:
-            print(json.dumps({"mode": mode, "tokens_per_chat": tokens, "tok_per_s": rate,
+            print(json.dumps({"mode": mode, "tokens_per_chat": tokens, "tok_per_s": rate, **(extra or {}),
                               **asyncio.run(level(platform, token, chats, tokens, pids))}), flush=True)
     server.shutdown()
 
@@ -192,11 +192,15 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=200)
     parser.add_argument("--rate", type=float, default=50.0, help="upstream tokens per second per chat")
     parser.add_argument("--services", action="store_true", help="also run with PostgreSQL + Redis + Celery")
+    parser.add_argument("--embedded", action=argparse.BooleanOptionalAction, default=True, help="run embedded mode")
+    parser.add_argument("--env", action="append", default=[], help="extra NAME=VALUE for the platform (tuning)")
     args = parser.parse_args()
     levels = [int(x) for x in args.chats.split(",")]
-    run_mode("embedded", levels, args.tokens, args.rate)
+    extra = dict(item.split("=", 1) for item in args.env)
+    if args.embedded:
+        run_mode("embedded", levels, args.tokens, args.rate, extra)
     if args.services:
-        run_mode("services", levels, args.tokens, args.rate)
+        run_mode("services", levels, args.tokens, args.rate, extra)
 
 
 if __name__ == "__main__":
