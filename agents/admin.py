@@ -1,7 +1,7 @@
 from django import forms
 from django.contrib import admin, messages
 
-from .models import Environment, LLMModel, Provider, Role, Run, ToolCall, ToolPolicy
+from .models import AuditEvent, Environment, LLMModel, Provider, Role, Run, ToolCall, ToolPolicy
 from .providers.catalogue import models_refresh, provider_health
 from .providers.keys import encrypt_key
 
@@ -128,5 +128,16 @@ class RunAdmin(ReadOnlyAdmin):
 @admin.register(ToolCall)
 class ToolCallAdmin(ReadOnlyAdmin):
     list_display = ["tool_name", "status", "risk", "run", "attempts", "duration_ms", "created_at"]
-    list_filter = ["status", "tool_name", "risk", ("created_at", admin.DateFieldListFilter)]
+    list_filter = ["status", "tool_name", "risk", ("run__user", admin.RelatedOnlyFieldListFilter),
+                   ("created_at", admin.DateFieldListFilter)]
     search_fields = ["tool_name", "call_id", "run__user__username"]
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    """Permission denials, rejected UI context and frames, refused decisions."""
+
+    list_display = ["created_at", "kind", "user", "workspace", "tool_name", "run"]
+    list_filter = ["kind", ("user", admin.RelatedOnlyFieldListFilter), "tool_name",
+                   ("created_at", admin.DateFieldListFilter)]
+    search_fields = ["tool_name", "user__username"]

@@ -105,8 +105,12 @@ def test_chat_in_the_browser(browser, embedded_platform):
         assert answer.locator("blockquote").count() >= 1  # the quoted passage, rendered Markdown
         assert "with" in answer.locator("blockquote").first.inner_text().lower()
         assert page.locator("#conn").inner_text() == "connected"
-        cites = page.locator("article.msg.assistant ol.citations li").all_inner_texts()
+        cites = page.locator("article.msg.assistant .citations li a").all_inner_texts()
         assert WITH_TOPIC_TITLE in cites, cites
+        assert len(cites) == len(set(cites)), f"one line per source item: {cites}"
+        # The auto-title appears without a reload.
+        page.wait_for_function("document.getElementById('thread-title').textContent !== 'New chat'")
+        assert page.locator("#thread-title").inner_text() == QUESTION
         # A complete message carries no status label (only truncated/error/cancelled do).
         assert page.locator("article.msg.assistant .meta").last.inner_text().strip() == ""
         assert not page_errors, page_errors
@@ -122,7 +126,7 @@ def test_chat_in_the_browser(browser, embedded_platform):
         reloaded = page.locator("article.msg.assistant details.tool.succeeded .tool-name")
         assert reloaded.all_inner_texts() == ["search_knowledge"]
         assert WITH_TOPIC_TITLE in page.locator("article.msg.assistant .body").last.inner_text()
-        assert page.locator("article.msg.assistant ol.citations li").all_inner_texts() == cites
+        assert page.locator("article.msg.assistant .citations li a").all_inner_texts() == cites
         assert not page_errors, page_errors
     except BaseException:
         ARTIFACTS.mkdir(exist_ok=True)

@@ -176,12 +176,17 @@
         turn.appendChild(saveAction(m.id));
       }
       if (m.citations && m.citations.length) {
-        var cites = el("ol", "citations");
+        // One line per source item, with every number that cites one of its passages.
+        var cites = el("ul", "citations"), byItem = {}, order = [];
         m.citations.forEach(function (c) {
+          if (!byItem[c.item_id]) { byItem[c.item_id] = {title: c.title, ns: []}; order.push(c.item_id); }
+          byItem[c.item_id].ns.push(c.n);
+        });
+        order.forEach(function (id) {
           var li = el("li");
-          li.value = c.n || 0;
-          var link = el("a", null, c.title);  // numbered source → the item's page
-          link.href = "/knowledge/" + encodeURIComponent(c.item_id) + "/";
+          li.appendChild(el("span", "cite-n", byItem[id].ns.map(function (n) { return "[" + n + "]"; }).join("")));
+          var link = el("a", null, byItem[id].title);  // the source → the item's page
+          link.href = "/knowledge/" + encodeURIComponent(id) + "/";
           li.appendChild(link);
           cites.appendChild(li);
         });
@@ -191,6 +196,19 @@
     });
     box.scrollTop = box.scrollHeight;
     return {turn: turn, runId: lastRun};
+  }
+
+  function refreshTitle() {  // the first message names the thread: show it without a reload
+    fetch("/api/v1/threads/" + threadId + "/", {credentials: "same-origin"})
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (t) {
+        if (!t || !t.title) return;
+        var head = document.getElementById("thread-title");
+        if (head) head.textContent = t.title;
+        var item = document.querySelector('.thread-item[data-thread-id="' + threadId + '"] .t-title');
+        if (item) item.textContent = t.title;
+        document.title = t.title + " · chatplatform";
+      });
   }
 
   function loadMessages() {
@@ -314,6 +332,7 @@
       case "run.cancelled":
         busy(false);
         live = null;
+        refreshTitle();
         loadMessages().then(function () {
           if (ev.type === "run.failed" && ev.error) showConn(ev.error.message, "bad");
         });
@@ -359,7 +378,12 @@
   function send() {
     var text = input.value;
     if (!text.trim() || !ws || ws.readyState !== 1) return;
-    ws.send(JSON.stringify({type: "message.send", content: text}));
+    var frame = {type: "message.send", content: text};
+    var grounded = document.getElementById("send-grounded");
+    var priv = document.getElementById("send-private");
+    if (grounded) frame.grounded = grounded.checked;     // per-send overrides of the thread's settings
+    if (priv) frame.include_private = priv.checked;
+    ws.send(JSON.stringify(frame));
     input.value = "";
     busy(true);
   }

@@ -1,23 +1,7 @@
 // Left rail: rename / duplicate / delete a chat (REST API with the session cookie + CSRF).
 (function () {
   "use strict";
-  function csrf() {
-    var m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
-    return m ? decodeURIComponent(m[1]) : "";
-  }
-  function api(method, url, body) {
-    return fetch(url, {
-      method: method, credentials: "same-origin",
-      headers: {"Content-Type": "application/json", "X-CSRFToken": csrf()},
-      body: body ? JSON.stringify(body) : undefined
-    }).then(function (r) {
-      if (r.status === 204) return null;
-      return r.json().then(function (data) {
-        if (!r.ok) throw new Error((data.error && data.error.message) || ("HTTP " + r.status));
-        return data;
-      });
-    });
-  }
+  var api = window.chatApi;
   document.querySelectorAll(".thread-item").forEach(function (item) {
     var id = item.dataset.threadId;
     var menu = item.querySelector(".thread-menu");
