@@ -284,3 +284,39 @@ def test_a_live_lease_is_not_taken_and_retries_are_bounded(users, alice_thread, 
     assert events[-1]["type"] == "run.failed" and events[-1]["error"]["code"] == "interrupted"
     msg = Message.objects.get(run=dead)
     assert msg.status == "truncated" and msg.content == "half an ans"
+
+
+def test_new_message_supersedes_a_pending_approval_on_anthropic(box, users, workspaces, sink_for, converse):
+    """The same path on the Anthropic wire: the next request passes the fake's validator
+    (every tool_use answered by a tool_result in the very next user turn)."""
+    from agents.models import Provider
+    from tests.fakes.anthropic_server import FakeAnthropic, text_events, tool_use_events
+
+    fake = FakeAnthropic(api_key="sk-ant-sup").start()
+    try:
+        import os
+
+        os.environ["TEST_SUP_ANTHROPIC_KEY"] = "sk-ant-sup"
+        provider = Provider.objects.create(slug="sup-anthropic", name="Anthropic", kind="anthropic",
+                                           base_url=fake.base_url, api_key_env="TEST_SUP_ANTHROPIC_KEY",
+                                           default_model="claude-fake-1")
+        thread = make_thread(users["alice"], workspaces["demo"], provider)
+        fake.script(tool_use_events("toolu_1", "note_write", '{"text": "x"}'))
+        sink = sink_for(thread.pk)
+        created = run_create(thread=thread, user=users["alice"], content="please write")
+        while sink.until_any(created.run.pk)["type"] != "approval.requested":
+            pass
+        deadline = time.monotonic() + 10
+        while Run.objects.get(pk=created.run.pk).status != "awaiting_approval":
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        fake.script(text_events("Sure, something else."))
+        new_run, _ = converse(thread, users["alice"], "never mind")
+        assert new_run.status == "completed"
+        last = fake.message_requests[-1]["messages"]
+        assert [m["role"] for m in last] == ["user", "assistant", "user"]
+        results = [b for b in last[2]["content"] if b["type"] == "tool_result"]
+        assert results[0]["tool_use_id"] == "toolu_1" and results[0]["is_error"] is True
+        assert box.calls == []
+    finally:
+        fake.stop()
