@@ -15,9 +15,9 @@ def run_get_for_user(*, user, run_id) -> Run:
     """The run if ``user`` may see its thread; Http404 otherwise (also for bad ids)."""
     try:
         run = Run.objects.select_related("thread").get(pk=run_id)
-    except Exception as exc:
+        thread_get_for_user(user=user, thread_id=run.thread_id)
+    except Exception as exc:  # unknown, malformed or not visible: one answer for all
         raise Http404("No such run.") from exc
-    thread_get_for_user(user=user, thread_id=run.thread_id)
     return run
 
 
@@ -56,7 +56,7 @@ def tool_call_get_for_user(*, user, tool_call_id) -> ToolCall:
     """Http404 unless the call's thread is visible to the user (also for malformed ids)."""
     try:
         tool_call = ToolCall.objects.select_related("run__thread", "decided_by").get(pk=tool_call_id)
-    except Exception as exc:
+        thread_get_for_user(user=user, thread_id=tool_call.run.thread_id)
+    except Exception as exc:  # unknown, malformed or not visible: one answer for all
         raise Http404("No such tool call.") from exc
-    thread_get_for_user(user=user, thread_id=tool_call.run.thread_id)
     return tool_call

@@ -58,9 +58,6 @@ def run_create(
         raise RunRejected("empty_message", "The message is empty.")
     if len(content) > MAX_MESSAGE_CHARS:
         raise RunRejected("message_too_long", f"The message is longer than {MAX_MESSAGE_CHARS} characters.", 413)
-    wait = rate_limit_hit(key=f"runs:{user.pk}", spec=settings.RUN_RATE_LIMIT)
-    if wait:
-        raise RunRejected("rate_limited", f"Too many messages; try again in {wait:.0f} s.", 429, retry_after=wait)
     with transaction.atomic():
         if Run.objects.filter(thread=thread, status__in=ACTIVE).exists():
             raise RunRejected("run_in_progress", "A reply is still being written in this thread.", 409)
@@ -70,6 +67,9 @@ def run_create(
                 "too_many_active_runs",
                 f"You already have {active} replies being written; wait for one to finish.", 429, retry_after=5,
             )
+        wait = rate_limit_hit(key=f"runs:{user.pk}", spec=settings.RUN_RATE_LIMIT)
+        if wait:
+            raise RunRejected("rate_limited", f"Too many messages; try again in {wait:.0f} s.", 429, retry_after=wait)
         for waiting in Run.objects.filter(thread=thread, status=Run.Status.AWAITING_APPROVAL):
             _end_waiting_run(waiting, reason="Not executed: the user sent a new message instead of deciding.",
                              decision="superseded")

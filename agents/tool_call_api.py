@@ -35,6 +35,11 @@ class ToolCallSerializer(serializers.ModelSerializer):
         hidden = {"workspace_id", "thread_id", "user_id"}
         return arguments_summary({k: v for k, v in (obj.arguments or {}).items() if k not in hidden})
 
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        data["env_context"] = data["env_context"] or None  # prod | staging | dev | null, as in events
+        return data
+
     def get_countdown_s(self, obj) -> int:
         from .risk import COUNTDOWN_S
 

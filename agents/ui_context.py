@@ -33,7 +33,10 @@ def ui_context_validate(raw) -> dict:
         return {}
     if not isinstance(raw, dict):
         raise UIContextError(422, "ui_context_invalid", "ui_context must be a JSON object.")
-    size = len(json.dumps(raw, ensure_ascii=False).encode("utf-8"))
+    try:
+        size = len(json.dumps(raw, ensure_ascii=False).encode("utf-8"))
+    except (UnicodeEncodeError, TypeError, ValueError) as exc:  # lone surrogates, odd values
+        raise UIContextError(422, "ui_context_invalid", "ui_context must be valid JSON text (no lone surrogates).") from exc
     if size > MAX_BYTES:
         raise UIContextError(413, "ui_context_too_large", f"ui_context is {size} bytes; the limit is {MAX_BYTES}.")
     cleaned: dict = {}

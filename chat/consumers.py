@@ -33,6 +33,17 @@ CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 
 
+def _has_lone_surrogate(value) -> bool:
+    """JSON may carry "\\ud800", which no database or encoder accepts as text."""
+    if isinstance(value, str):
+        return any("\ud800" <= ch <= "\udfff" for ch in value)
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
+
+
 class ThreadConsumer(AsyncJsonWebsocketConsumer):
     group_name: str | None = None
 
@@ -91,11 +102,19 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             )
             await self.send_error("invalid_json", f"The frame is not valid JSON: {exc}")
             return
+        if _has_lone_surrogate(frame):
+            await self.send_error("invalid_text", "The frame contains a lone UTF-16 surrogate (\\ud800–\\udfff); send valid Unicode text.")
+            return
         await self.receive_json(frame)
 
     async def receive_json(self, content, **kwargs) -> None:
         if not isinstance(content, dict) or not isinstance(content.get("type"), str):
             await self.send_error("invalid_frame", 'A frame must be a JSON object with a string "type".')
+            return
+        # Every action re-checks the credential: a tab whose user signed out (or whose token
+        # was deleted, or who left the workspace) may not act on the open socket.
+        if not await self._still_allowed():
+            await self.close(code=CLOSE_FORBIDDEN)
             return
         if content["type"] == "run.resume":
             await self.resume(content)
@@ -134,6 +153,13 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error("events_missing", "This run's events are no longer available; reload the thread's messages.",
                                   run_id=run_id, from_seq=delivered + 1, to_seq=last_seq)
 
+    async def _still_allowed(self) -> bool:
+        return await database_sync_to_async(ws_actions.socket_still_allowed)(
+            user=self.scope["user"], thread_id=self.thread_id,
+            session_key=getattr(self.scope.get("session"), "session_key", None),
+            token=ws_actions.token_from_scope(self.scope),
+        )
+
     async def send_error(self, code: str, message: str, **extra) -> None:
         await self.send_json({"type": "error", "code": code, "message": message, **extra})
 
@@ -142,12 +168,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         may outlive a logout or a membership), then deliver through the cursor."""
         event = message["event"]
         if str(event["run_id"]) not in self.cursor.delivered:
-            allowed = await database_sync_to_async(ws_actions.socket_still_allowed)(
-                user=self.scope["user"], thread_id=self.thread_id,
-                session_key=getattr(self.scope.get("session"), "session_key", None),
-                token=ws_actions.token_from_scope(self.scope),
-            )
-            if not allowed:
+            if not await self._still_allowed():
                 await self.close(code=CLOSE_FORBIDDEN)
                 await self.disconnect(CLOSE_FORBIDDEN)
                 return

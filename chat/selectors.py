@@ -75,10 +75,12 @@ def message_list_for_thread(*, thread: Thread) -> QuerySet[Message]:
     return Message.objects.filter(thread=thread).order_by("position")
 
 
-def message_get_for_user(*, user, message_id) -> Message:
+def message_get_for_user(*, user, message_id, write: bool = False) -> Message:
+    """The message if its thread is visible to ``user`` (``write``: only its owner).
+    Http404 "No such message." otherwise — the same answer as for an unknown id."""
     try:
         message = Message.objects.select_related("thread").get(pk=message_id)
+        thread_get_for_user(user=user, thread_id=message.thread_id, write=write)
     except Exception as exc:
         raise Http404("No such message.") from exc
-    thread_get_for_user(user=user, thread_id=message.thread_id)
     return message

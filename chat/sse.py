@@ -77,6 +77,9 @@ async def _stream(run_id: str, thread_id, after: int):
             yield format_sse(event)
             if event["type"] in TERMINAL_TYPES:
                 return
+        status, last_seq = await sync_to_async(_run_state)(run_id)
+        if status in Run.TERMINAL and cursor.delivered.get(run_id, after) >= last_seq:
+            return  # finished and the client already has everything
         while True:
             try:
                 message = await asyncio.wait_for(layer.receive(channel), settings.SSE_KEEPALIVE_S)

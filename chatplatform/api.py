@@ -51,3 +51,17 @@ def exception_handler(exc, context):
 
 def error_response(code: str, message: str, status_code: int) -> Response:
     return Response({"error": {"code": code, "message": message}}, status=status_code)
+
+
+def bad_request(request, exception=None):
+    """``handler400``: API paths answer the JSON error shape (413 for a body over
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE``); pages keep Django's default."""
+    from django.core.exceptions import RequestDataTooBig
+    from django.http import JsonResponse
+    from django.views.defaults import bad_request as page_bad_request
+
+    if request.path.startswith("/api/"):
+        if isinstance(exception, RequestDataTooBig):
+            return JsonResponse({"error": {"code": "too_large", "message": "The request body is too large."}}, status=413)
+        return JsonResponse({"error": {"code": "bad_request", "message": "Bad request."}}, status=400)
+    return page_bad_request(request, exception)

@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.authtoken.views import obtain_auth_token
+from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.throttling import AnonRateThrottle
 
 from agents.api import ProviderListApi, ProviderModelsApi
 from agents.tool_call_api import ToolCallDecisionApi, ToolCallListApi
@@ -10,8 +11,15 @@ from chat.api import views as chat_api
 from chat.sse import run_events
 from knowledge import api as knowledge_api
 
+
+class LoginThrottle(AnonRateThrottle):
+    """At most ``LOGIN_RATE_LIMIT`` token requests per client address (429 + Retry-After)."""
+
+    scope = "login"
+
+
 api_v1 = [
-    path("auth/token/", obtain_auth_token, name="auth-token"),
+    path("auth/token/", ObtainAuthToken.as_view(throttle_classes=[LoginThrottle]), name="auth-token"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
     path("threads/", chat_api.ThreadListCreateApi.as_view(), name="threads"),
     path("threads/<str:thread_id>/", chat_api.ThreadDetailApi.as_view(), name="thread-detail"),
@@ -42,3 +50,5 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]
+
+handler400 = "chatplatform.api.bad_request"

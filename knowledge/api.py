@@ -260,7 +260,9 @@ class MessageSaveToKnowledgeApi(APIView):
 
     @extend_schema(request=SaveToKnowledgeSerializer, responses={201: KnowledgeItemDetailSerializer})
     def post(self, request, message_id):
-        message = message_get_for_user(user=request.user, message_id=message_id)
+        # Saving copies the conversation into shared knowledge: the thread's owner only (a
+        # workspace admin may read a member's thread, not publish it).
+        message = message_get_for_user(user=request.user, message_id=message_id, write=True)
         data = SaveToKnowledgeSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:

@@ -86,7 +86,7 @@ def parse_arguments(raw: str | None) -> tuple[dict | None, str]:
     except ValueError as exc:
         quoted = raw[:RAW_ARGS_IN_ERROR] + ("…" if len(raw) > RAW_ARGS_IN_ERROR else "")
         return None, (
-            f"The arguments were not valid JSON ({exc.msg} at char {exc.pos}). "
+            f"The arguments were not valid JSON ({exc.msg}; char {exc.pos}). "
             f"Call the tool again with a single JSON object. You sent: {quoted}"
         )
     if not isinstance(value, dict):

@@ -348,9 +348,12 @@ class _Turn:
     def _cancel(self, assistant: Message | None) -> None:
         """End a cancelled run: partial text kept as ``cancelled``; unanswered tool calls get a
         "cancelled by the user" result so the history stays valid for every provider."""
-        if assistant is not None:
-            self._close_assistant(assistant, getattr(self, "_partial", Streamed()), Message.Status.CANCELLED)
         close_open_calls(run=self.run, reason="Not executed: the run was cancelled by the user.")
+        # The final assistant message is always persisted (DESIGN §5): the partial text, or
+        # an empty one marked cancelled when the cancel came between model responses.
+        final = assistant if assistant is not None else self._new_assistant()
+        self._close_assistant(final, getattr(self, "_partial", Streamed()) if assistant is not None else Streamed(),
+                              Message.Status.CANCELLED)
         Run.objects.filter(pk=self.run.pk).update(finished_at=timezone.now())
         self.emitter.emit("run.cancelled", status=Run.Status.CANCELLED)
 

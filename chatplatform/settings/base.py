@@ -173,6 +173,8 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "chatplatform.api.exception_handler",
+    # Password guessing on POST /api/v1/auth/token/ (per client address).
+    "DEFAULT_THROTTLE_RATES": {"login": env("LOGIN_RATE_LIMIT", default="10/min")},
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "chatplatform API",

@@ -320,3 +320,20 @@ def test_new_message_supersedes_a_pending_approval_on_anthropic(box, users, work
         assert box.calls == []
     finally:
         fake.stop()
+
+
+def test_cancel_between_model_responses_still_leaves_a_final_cancelled_message(box, users, alice_thread, fake_openai, sink_for, settings):
+    settings.RUN_HEARTBEAT_S = 0.05
+    settings.STREAM_PERSIST_INTERVAL_S = 0.05
+    box.behaviour["kb_lookup"] = Behaviour(sleep_s=1.0)
+    fake_openai.script(tool_call_chunks([call("c1", "kb_lookup", {"query": "q"})]), text_chunks("never"))
+    sink = sink_for(alice_thread.pk)
+    created = run_create(thread=alice_thread, user=users["alice"], content="look")
+    while sink.until_any(created.run.pk)["type"] != "tool.started":
+        pass
+    run_cancel(run=created.run, user=users["alice"])
+    rest = sink.until_terminal(created.run.pk)
+    assert rest[-1]["type"] == "run.cancelled"
+    final = Message.objects.filter(thread=alice_thread, role="assistant").order_by("-position").first()
+    assert final.status == "cancelled" and final.content == "" and not final.tool_calls
+    assert any(e["type"] == "message.completed" and e["message_id"] == str(final.pk) for e in rest)

@@ -230,14 +230,15 @@
   var pendingRun = null; // a run still streaming when the page loaded: resume it from seq 0
 
   function onEvent(ev) {
+    // While the page re-reads the thread after run.started, later events wait in order
+    // (they are counted as seen when they are replayed, not when queued).
+    if (live && !live.ready && ev.type !== "run.started") { live.queue.push(ev); return; }
     if (ev.run_id && ev.seq) {
       if (ev.type === "run.started") seen[ev.run_id] = 0;
       if ((seen[ev.run_id] || 0) >= ev.seq) return;
       seen[ev.run_id] = ev.seq;
     }
     if (ev.type === "error" && ev.code === "events_missing") { live = null; loadMessages(); return; }
-    // While the page re-reads the thread after run.started, later events wait in order.
-    if (live && !live.ready && ev.type !== "run.started") { live.queue.push(ev); return; }
     switch (ev.type) {
       case "run.started":
         var started = {runId: ev.run_id, turn: null, tools: {}, ready: false, queue: []};
@@ -299,6 +300,7 @@
         if (!live.turn) live.turn = newTurn();
         if (live.tools[ev.tool_call_id]) setToolStatus(live.tools[ev.tool_call_id], "awaiting approval");
         live.turn.querySelector(".tools").appendChild(approvalCard(ev));
+        live.turn.querySelector(".body").classList.remove("streaming");  // waiting for a person, not writing
         if (ev.env_context === "prod") showProdBanner();
         busy(false); // a new message may be sent instead of deciding
         if (stopBtn) stopBtn.hidden = false;
@@ -333,6 +335,7 @@
         busy(false);
         live = null;
         refreshTitle();
+        if (conn && conn.classList.contains("bad")) showConn("connected", "ok");
         loadMessages().then(function () {
           if (ev.type === "run.failed" && ev.error) showConn(ev.error.message, "bad");
         });
@@ -377,7 +380,8 @@
 
   function send() {
     var text = input.value;
-    if (!text.trim() || !ws || ws.readyState !== 1) return;
+    // While a reply is being written the text stays in the box (nothing is lost).
+    if (!text.trim() || !ws || ws.readyState !== 1 || (sendBtn && sendBtn.disabled)) return;
     var frame = {type: "message.send", content: text};
     var grounded = document.getElementById("send-grounded");
     var priv = document.getElementById("send-private");
