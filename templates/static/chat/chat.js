@@ -198,6 +198,19 @@
     return {turn: turn, runId: lastRun};
   }
 
+  function offerRetry() {  // a retryable failure (rate limit, network, 5xx): send the question again
+    var users = box.querySelectorAll("article.msg.user .body");
+    var turns = box.querySelectorAll("article.msg.assistant");
+    if (!users.length || !turns.length) return;
+    var question = users[users.length - 1].textContent;
+    var again = el("button", "retry secondary", "Retry");
+    again.addEventListener("click", function () {
+      if (ws && ws.readyState === 1) { ws.send(JSON.stringify({type: "message.send", content: question})); busy(true); }
+      again.remove();
+    });
+    turns[turns.length - 1].appendChild(again);
+  }
+
   function refreshTitle() {  // the first message names the thread: show it without a reload
     fetch("/api/v1/threads/" + threadId + "/", {credentials: "same-origin"})
       .then(function (r) { return r.ok ? r.json() : null; })
@@ -337,7 +350,10 @@
         refreshTitle();
         if (conn && conn.classList.contains("bad")) showConn("connected", "ok");
         loadMessages().then(function () {
-          if (ev.type === "run.failed" && ev.error) showConn(ev.error.message, "bad");
+          if (ev.type === "run.failed" && ev.error) {
+            showConn(ev.error.message, "bad");
+            if (ev.retryable) offerRetry();
+          }
         });
         break;
       case "error":
