@@ -224,14 +224,17 @@ def test_cancel_during_a_slow_tool_discards_the_late_result(box, users, alice_th
     created = run_create(thread=alice_thread, user=users["alice"], content="look it up")
     while sink.until_any(created.run.pk)["type"] != "tool.started":
         pass
-    started = time.monotonic()
     run_cancel(run=created.run, user=users["alice"])
     rest = sink.until_terminal(created.run.pk)
-    assert time.monotonic() - started < 1.5  # not after the tool's 2 s
+    assert box.finished == []  # the run ended while the tool was still running
     assert rest[-1]["type"] == "run.cancelled"
     ledger = ToolCall.objects.get(call_id="c1")
     assert ledger.status == "failed" and ledger.result == {"error": ledger.summary}
-    time.sleep(2.2)  # the tool finishes late: nothing changes
+    deadline = time.monotonic() + 10
+    while box.finished != ["kb_lookup"]:  # the tool finishes late: nothing changes
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.1)
     ledger.refresh_from_db()
     assert ledger.status == "failed"
     assert len(fake_openai.requests) == 1  # the model was never asked again

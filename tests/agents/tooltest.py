@@ -28,6 +28,7 @@ class Behaviour:
 @dataclass
 class Toolbox:
     calls: list[tuple[str, dict]] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)  # tools whose body returned
     behaviour: dict[str, Behaviour] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -45,6 +46,7 @@ class Toolbox:
                 raise b.raises
             if b.sleep_s:
                 time.sleep(b.sleep_s)
+            self.finished.append(name)
             return b.result if b.result is not None else {"ok": True, "tool": name, "args": args, "summary": f"{name} done"}
 
         return run
