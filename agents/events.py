@@ -18,6 +18,7 @@ import concurrent.futures
 import logging
 import threading
 import time
+import weakref
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -63,14 +64,28 @@ def thread_group(thread_id: Any) -> str:
     return f"thread.{thread_id}"
 
 
+_streaming: weakref.WeakSet = weakref.WeakSet()  # emitters not yet closed in this process
+
+
+def coalesce_window_s() -> float:
+    """The adaptive coalescing window (seconds): ``EVENTS_COALESCE_WINDOW_S`` (15 ms) while
+    few runs stream in this process, growing with every ``EVENTS_COALESCE_STREAMS_PER_STEP``
+    (8) concurrent streams up to ``EVENTS_COALESCE_MAX_WINDOW_S`` (100 ms). Measured with
+    bench/stream_latency.py: at 50 chats × 50 tok/s one process cannot publish one event per
+    token, and fewer, larger deltas keep every stream moving instead of all falling behind."""
+    base = settings.EVENTS_COALESCE_WINDOW_S
+    steps = len(_streaming) / max(1, settings.EVENTS_COALESCE_STREAMS_PER_STEP)
+    return min(max(base, base * steps), max(base, settings.EVENTS_COALESCE_MAX_WINDOW_S))
+
+
 class RunEmitter:
     """Publishes one run's events in order.
 
     ``text(delta)`` coalesces: a delta is sent at once when nothing was sent for this run
-    within ``window_s`` (default ``EVENTS_COALESCE_WINDOW_S`` = 15 ms); otherwise it waits
-    for the window's end, merged with whatever arrives meanwhile, or goes out early once the
-    buffer holds ``max_chars``. Any other event flushes buffered text first. Events carry
-    deltas, never the accumulated text.
+    within the window (``coalesce_window_s()``: 15 ms, wider under load; a fixed
+    ``window_s`` may be given); otherwise it waits for the window's end, merged with whatever
+    arrives meanwhile, or goes out early once the buffer holds ``max_chars``. Any other event
+    flushes buffered text first. Events carry deltas, never the accumulated text.
 
     Thread-safe: the loop's worker thread calls ``text``/``emit``; the coalescing timer fires
     on the publisher loop.
@@ -87,7 +102,7 @@ class RunEmitter:
     ) -> None:
         self.run_id = str(run_id)
         self.group = thread_group(thread_id)
-        self.window_s = settings.EVENTS_COALESCE_WINDOW_S if window_s is None else window_s
+        self.window_s = window_s  # None: adaptive (coalesce_window_s())
         self.max_chars = settings.EVENTS_COALESCE_MAX_CHARS if max_chars is None else max_chars
         self._seq = start_seq
         self._lock = threading.Lock()
@@ -98,20 +113,23 @@ class RunEmitter:
         self._timer_armed = False
         self._loop = publisher_loop()
         self._outbox: collections.deque[dict] = collections.deque()
+        _streaming.add(self)
         self._drain_task: asyncio.Task | None = None
         self._layer = get_channel_layer()
         self.sent_count = 0
 
     @classmethod
     def for_run(cls, run, **kwargs) -> RunEmitter:
-        """An emitter continuing ``run``'s numbering: after the larger of the run's saved
-        ``last_event_seq`` and the event log's last seq (a crashed worker may have published
-        past the saved value)."""
-        try:
-            logged = run_coroutine(event_log().last_seq(str(run.pk)), timeout=5)
-        except Exception:
-            logger.exception("run %s: could not read the event log's last seq", run.pk)
-            logged = 0
+        """An emitter continuing ``run``'s numbering after its saved ``last_event_seq``; for a
+        run recovered from a dead worker (``attempts`` > 0), after the event log's last seq if
+        that is larger (the worker may have published past the saved value). Reading the log
+        only then keeps a run's start off the publisher loop."""
+        logged = 0
+        if run.attempts:  # recovered after a worker died: the log may be ahead of the row
+            try:
+                logged = run_coroutine(event_log().last_seq(str(run.pk)), timeout=5)
+            except Exception:
+                logger.exception("run %s: could not read the event log's last seq", run.pk)
         return cls(run_id=run.pk, thread_id=run.thread_id, start_seq=max(run.last_event_seq, logged), **kwargs)
 
     @property
@@ -129,7 +147,8 @@ class RunEmitter:
                 if self._buffered >= self.max_chars:
                     self._flush_locked()
                 return
-            wait = self._last_sent + self.window_s - time.monotonic()
+            window = self.window_s if self.window_s is not None else coalesce_window_s()
+            wait = self._last_sent + window - time.monotonic()
             if wait <= 0 or self._buffered >= self.max_chars:
                 self._flush_locked()
                 return
@@ -151,6 +170,7 @@ class RunEmitter:
 
     def close(self, timeout: float = 10.0) -> None:
         """Flush and wait until every event has been handed to the channel layer."""
+        _streaming.discard(self)
         self.flush()
         try:
             asyncio.run_coroutine_threadsafe(self._wait_drained(), self._live_loop()).result(timeout)

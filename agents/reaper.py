@@ -13,6 +13,7 @@ import time
 
 from django.conf import settings
 from django.db import close_old_connections
+from django.db.models import F
 from django.utils import timezone
 
 from agents.models import Run
@@ -38,7 +39,7 @@ def reap_expired_runs() -> list[str]:
                 acted.append(str(run.pk))
             continue
         taken = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, lease_expires_at=run.lease_expires_at).update(
-            status=Run.Status.QUEUED, lease_owner="", lease_expires_at=None
+            status=Run.Status.QUEUED, lease_owner="", lease_expires_at=None, attempts=F("attempts") + 1
         )
         if taken:
             logger.warning("run %s: worker lost (lease expired); re-queued (attempt %s)", run.pk, run.attempts + 1)

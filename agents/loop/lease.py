@@ -3,7 +3,8 @@
 A worker claims a run with one conditional UPDATE (queued, or running with an expired lease)
 and renews the lease every ``RUN_HEARTBEAT_S`` while it works. A worker that dies stops
 renewing; the reaper (``agents.reaper``) sees the expired lease within ``RUN_LEASE_S`` +
-``RUN_REAPER_PERIOD_S`` seconds and re-queues the run, at most ``RUN_MAX_ATTEMPTS`` times.
+``RUN_REAPER_PERIOD_S`` seconds and re-queues the run, at most ``RUN_MAX_ATTEMPTS`` times
+(``Run.attempts`` counts these recoveries).
 The heartbeat also reads the cancel flag, so a cancelled run stops within a second.
 """
 
@@ -33,7 +34,8 @@ def worker_identity() -> str:
 
 def run_claim(*, run_id, owner: str) -> bool:
     """Take run ``run_id`` for ``owner``: queued, or running with an expired (or no) lease.
-    Counts the attempt. Returns False when another worker holds it or it is not runnable."""
+    Returns False when another worker holds it or it is not runnable. (Recoveries are
+    counted by the reaper in ``Run.attempts``; a re-queue after an approval is not one.)"""
     now = timezone.now()
     return bool(
         Run.objects.filter(pk=run_id)
@@ -46,7 +48,6 @@ def run_claim(*, run_id, owner: str) -> bool:
             status=Run.Status.RUNNING,
             lease_owner=owner,
             lease_expires_at=now + timedelta(seconds=settings.RUN_LEASE_S),
-            attempts=F("attempts") + 1,
             started_at=Coalesce(F("started_at"), now),
         )
     )

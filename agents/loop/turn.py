@@ -70,10 +70,7 @@ def run_turn(*, run_id) -> None:
     emitter = RunEmitter.for_run(run)
     lease = RunLease(run_id=run.pk, owner=owner, seq_source=lambda: emitter.seq)
     try:
-        if run.attempts > settings.RUN_MAX_ATTEMPTS:
-            _fail_run(run, emitter, "interrupted", "The run was interrupted too many times (its worker kept stopping).")
-        else:
-            _Turn(run, emitter, lease).execute()
+        _Turn(run, emitter, lease).execute()
     except LeaseLost:
         logger.warning("run %s: lease lost to another worker; stopping here", run.pk)
         emitter.close()

@@ -151,6 +151,10 @@ EMBEDDED_EXECUTOR_THREADS = env.int("EMBEDDED_EXECUTOR_THREADS", default=32)
 # Adaptive coalescing of text deltas (DESIGN §8): window in seconds, early flush in chars.
 EVENTS_COALESCE_WINDOW_S = env.float("EVENTS_COALESCE_WINDOW_S", default=0.015)
 EVENTS_COALESCE_MAX_CHARS = env.int("EVENTS_COALESCE_MAX_CHARS", default=512)
+# Under load the window widens: ×1 per EVENTS_COALESCE_STREAMS_PER_STEP concurrent streams in
+# the process, up to EVENTS_COALESCE_MAX_WINDOW_S (agents.events.coalesce_window_s).
+EVENTS_COALESCE_STREAMS_PER_STEP = env.int("EVENTS_COALESCE_STREAMS_PER_STEP", default=8)
+EVENTS_COALESCE_MAX_WINDOW_S = env.float("EVENTS_COALESCE_MAX_WINDOW_S", default=0.1)
 # How often a streaming assistant message's partial text is written to the database.
 STREAM_PERSIST_INTERVAL_S = env.float("STREAM_PERSIST_INTERVAL_S", default=1.0)
 PROVIDER_MAX_RETRIES = env.int("PROVIDER_MAX_RETRIES", default=2)

@@ -340,3 +340,27 @@ def test_cancel_between_model_responses_still_leaves_a_final_cancelled_message(b
     final = Message.objects.filter(thread=alice_thread, role="assistant").order_by("-position").first()
     assert final.status == "cancelled" and final.content == "" and not final.tool_calls
     assert any(e["type"] == "message.completed" and e["message_id"] == str(final.pk) for e in rest)
+
+
+def test_many_approvals_in_one_run_are_not_mistaken_for_crashes(box, users, alice_thread, fake_openai, sink_for, settings):
+    """Re-queues after decisions are not recoveries: RUN_MAX_ATTEMPTS never ends such a run."""
+    settings.RUN_MAX_ATTEMPTS = 1
+    fake_openai.script(*[tool_call_chunks([call(f"c{n}", "note_write", {"text": str(n)})]) for n in range(4)],
+                       text_chunks("All four written."))
+    sink = sink_for(alice_thread.pk)
+    created = run_create(thread=alice_thread, user=users["alice"], content="write four notes")
+    client = api(users["alice"])
+    for _ in range(4):
+        event = sink.until_any(created.run.pk)
+        while event["type"] != "approval.requested":
+            event = sink.until_any(created.run.pk)
+        deadline = time.monotonic() + 10
+        while Run.objects.get(pk=created.run.pk).status != "awaiting_approval":
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert client.post(f"/api/v1/tool-calls/{event['tool_call_id']}/decision/", {"decision": "approve"},
+                           format="json").status_code == 200
+    rest = sink.until_terminal(created.run.pk)
+    assert rest[-1]["type"] == "run.completed"
+    assert [args["text"] for _, args in box.calls] == ["0", "1", "2", "3"]
+    assert Run.objects.get(pk=created.run.pk).attempts == 0

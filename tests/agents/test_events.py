@@ -65,3 +65,20 @@ def test_size_threshold_flushes_early_and_text_is_never_lost():
     assert "".join(e["delta"] for e in deltas) == "".join(pieces)
     assert 1 < len(deltas) < len(pieces)  # merged, but flushed early past 8 chars
     assert [e["seq"] for e in events] == list(range(42, 42 + n))
+
+
+def test_window_widens_with_concurrent_streams(settings):
+    from agents import events
+
+    settings.EVENTS_COALESCE_WINDOW_S = 0.015
+    settings.EVENTS_COALESCE_STREAMS_PER_STEP = 8
+    settings.EVENTS_COALESCE_MAX_WINDOW_S = 0.1
+    emitters = [RunEmitter(run_id=f"w{n}", thread_id="t-adapt") for n in range(4)]
+    assert events.coalesce_window_s() == 0.015  # few streams: the base window
+    emitters += [RunEmitter(run_id=f"w{n}", thread_id="t-adapt") for n in range(4, 24)]
+    assert events.coalesce_window_s() == pytest.approx(0.015 * len(events._streaming) / 8)
+    emitters += [RunEmitter(run_id=f"w{n}", thread_id="t-adapt") for n in range(24, 80)]
+    assert events.coalesce_window_s() == 0.1  # capped
+    for emitter in emitters:
+        emitter.close()
+    assert events.coalesce_window_s() == 0.015
