@@ -20,6 +20,26 @@ REMEMBER_RE = re.compile(r"^\s*remember\s*:\s*(?P<body>.+)$", re.IGNORECASE | re
 QUOTE_CHARS = 700
 
 
+_SOURCE_RE = re.compile(r"^\[(?P<n>\d+)\] (?P<title>.+?)(?: \([^()]*item [0-9a-f-]{36}\))?$")
+
+
+def grounding_sources(system: str) -> list[dict]:
+    """The numbered sources of the grounding block in a system prompt (knowledge/grounding.py
+    format), ``[{"n", "title", "snippet"}]`` in order; ``[]`` when there is none."""
+    from knowledge.grounding import BEGIN_MARK, END_MARK
+
+    start, end = system.find(BEGIN_MARK), system.find(END_MARK)
+    if start < 0 or end < start:
+        return []
+    sources = []
+    for entry in re.split(r"\n\n(?=\[\d+\] )", system[start + len(BEGIN_MARK):end].strip()):
+        head, _, body = entry.partition("\n")
+        match = _SOURCE_RE.match(head.strip())
+        if match:
+            sources.append({"n": int(match["n"]), "title": match["title"], "snippet": body.strip()})
+    return sources
+
+
 def split_deltas(text: str) -> list[str]:
     """Small streaming pieces: a word and the whitespace after it."""
     return re.findall(r"\S+\s*|\s+", text)
@@ -75,6 +95,10 @@ class OfflineAdapter:
             yield StreamedToolCall(f"offline_call_{call_no}", "search_knowledge", json.dumps(args))
             yield Finish("tool_calls", Usage(len(question.split()), 0))
             return
+        sources = grounding_sources(request.system)
+        if question and sources:  # no search tool here, but the run was grounded: quote that
+            yield from self._say(self._answer_from_sources(sources, "From the reference material"))
+            return
         yield from self._say(
             f"{LABEL}\n\nI answer from the team's knowledge base, but knowledge search is not "
             "available to you here. Ask an admin to enable the *search_knowledge* tool, or "
@@ -88,6 +112,20 @@ class OfflineAdapter:
                 time.sleep(self.delta_delay_s)
             yield TextDelta(piece)
         yield Finish("stop", Usage(0, len(pieces)))
+
+    @staticmethod
+    def _answer_from_sources(sources: list[dict], lead: str) -> str:
+        best = sources[0]
+        lines = [LABEL, f"{lead}, **{best['title']}** [{best['n']}]:", quote(best.get("snippet", ""))]
+        seen = {best["title"]}
+        others = []
+        for source in sources[1:]:
+            if source["title"] not in seen:
+                seen.add(source["title"])
+                others.append(f"**{source['title']}** [{source['n']}]")
+        if others:
+            lines.append("See also " + ", ".join(others[:3]) + ".")
+        return "\n\n".join(lines)
 
     def _answer_from_tool_results(self, messages: list[ChatMessage]) -> str:
         results: list[ChatMessage] = []

@@ -38,3 +38,24 @@ def test_quotes_are_literal_markdown():
     text = quote("1. The context expression is evaluated.\n\n2. The manager's __enter__() is loaded. " + "x" * 800)
     assert text.startswith("> 1. The context expression is evaluated.")
     assert not text.rstrip().endswith("2.")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_offline_quotes_the_grounding_block_when_search_is_disabled(users, workspaces, offline, converse):
+    from agents.models import ToolPolicy
+    from agents.pipeline import tool_policies_sync
+    from tests.conftest import joined_text, make_thread, types
+
+    import_python_reference(workspace=workspaces["demo"], owner=users["admin"])
+    tool_policies_sync()
+    ToolPolicy.objects.filter(tool_name="search_knowledge").update(enabled=False)
+    thread = make_thread(users["alice"], workspaces["demo"], offline)
+    run, events = converse(thread, users["alice"], "How does the with statement work?")
+    assert "tool.started" not in types(events)
+    text = joined_text(events)
+    assert "From the reference material, **The with statement** [1]" in text
+    assert 'The "with" statement is used to wrap the execution of a block' in text
+    from chat.models import Message
+
+    final = Message.objects.filter(thread=thread, role="assistant").order_by("-position").first()
+    assert final.citations[0]["title"] == "The with statement" and final.citations[0]["n"] == 1
