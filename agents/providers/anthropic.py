@@ -46,7 +46,7 @@ from .base import (
     TextDelta,
     Usage,
 )
-from .errors import scrub, unreachable
+from .errors import scrub, sdk_error_detail, status_error, unreachable
 from .tls import ssl_context
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -288,7 +288,7 @@ class AnthropicAdapter:
                 return ProviderError("stream_interrupted", "the provider's stream broke off", retryable=True)
             return unreachable(self.base_url, exc)
         if isinstance(exc, anthropic.APIStatusError):
-            detail = scrub(_error_detail(exc), self._api_key)
+            detail = scrub(sdk_error_detail(exc), self._api_key)
             err_type = _error_type(exc)
             status = exc.status_code
             if status < 400:  # an "error" event inside a 200 stream
@@ -301,24 +301,6 @@ class AnthropicAdapter:
         return ProviderError("upstream_error", scrub(str(exc), self._api_key) or type(exc).__name__)
 
 
-def status_error(status: int, detail: str, *, model: str, retry_after: str | None = None) -> ProviderError:
-    """An HTTP error status → :class:`ProviderError` whose message names the cause."""
-    if status == 401:
-        return ProviderError("auth_failed", f"invalid API key (HTTP 401): {detail}")
-    if status == 403:
-        return ProviderError("auth_failed", f"access denied (HTTP 403): {detail}")
-    if status == 404:
-        return ProviderError("model_not_found", f"model {model!r} not found (HTTP 404): {detail}")
-    if status == 429:
-        wait = f"; retry after {retry_after} s" if retry_after else ""
-        return ProviderError("rate_limited", f"rate limited (HTTP 429){wait}: {detail}", retryable=True)
-    if status == 529:
-        return ProviderError("upstream_error", f"provider overloaded (HTTP 529): {detail}", retryable=True)
-    if status >= 500:
-        return ProviderError("upstream_error", f"provider error (HTTP {status}): {detail}", retryable=True)
-    return ProviderError("bad_request", f"request rejected (HTTP {status}): {detail}")
-
-
 def _error_type(exc: anthropic.APIStatusError) -> str:
     body = exc.body
     if isinstance(body, dict):
@@ -328,12 +310,3 @@ def _error_type(exc: anthropic.APIStatusError) -> str:
     return ""
 
 
-def _error_detail(exc: anthropic.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])[:300]
-        if isinstance(err, str):
-            return err[:300]
-    return (exc.message or "")[:300]

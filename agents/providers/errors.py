@@ -72,3 +72,35 @@ def unreachable(url: str, exc: BaseException) -> ProviderError:
     cause = network_root_cause(exc)
     code = "timeout" if cause == "timed out" else "unreachable"
     return ProviderError(code, f"provider unreachable: {cause} to {host_port(url)}", retryable=True)
+
+
+def sdk_error_detail(exc) -> str:
+    """The provider's own error message from an SDK ``APIStatusError`` (openai or anthropic:
+    ``body = {"error": {"message": …}}`` or a plain string), at most 300 chars."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:300]
+        if isinstance(err, str):
+            return err[:300]
+    return (getattr(exc, "message", "") or "")[:300]
+
+
+def status_error(status: int, detail: str, *, model: str, retry_after: str | None = None) -> ProviderError:
+    """An HTTP error status → :class:`ProviderError` whose message names the cause (every
+    adapter: 401/403 auth, 404 model, 429 with retry-after, 529 overloaded, 5xx, other 4xx)."""
+    if status == 401:
+        return ProviderError("auth_failed", f"invalid API key (HTTP 401): {detail}")
+    if status == 403:
+        return ProviderError("auth_failed", f"access denied (HTTP 403): {detail}")
+    if status == 404:
+        return ProviderError("model_not_found", f"model {model!r} not found (HTTP 404): {detail}")
+    if status == 429:
+        wait = f"; retry after {retry_after} s" if retry_after else ""
+        return ProviderError("rate_limited", f"rate limited (HTTP 429){wait}: {detail}", retryable=True)
+    if status == 529:
+        return ProviderError("upstream_error", f"provider overloaded (HTTP 529): {detail}", retryable=True)
+    if status >= 500:
+        return ProviderError("upstream_error", f"provider error (HTTP {status}): {detail}", retryable=True)
+    return ProviderError("bad_request", f"request rejected (HTTP {status}): {detail}")

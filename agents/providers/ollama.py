@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import ollama
 
-from .anthropic import arguments_object, status_error
+from .anthropic import arguments_object
 from .base import (
     ChatMessage,
     ChatRequest,
@@ -40,7 +40,7 @@ from .base import (
     TextDelta,
     Usage,
 )
-from .errors import scrub, unreachable
+from .errors import scrub, status_error, unreachable
 from .thinking import ThinkFilter
 from .tls import ssl_context
 

@@ -30,7 +30,7 @@ from .base import (
     TextDelta,
     Usage,
 )
-from .errors import scrub, unreachable
+from .errors import scrub, sdk_error_detail, status_error, unreachable
 from .thinking import ThinkFilter
 from .tls import ssl_context
 
@@ -246,31 +246,7 @@ class OpenAICompatAdapter:
                 return ProviderError("stream_interrupted", "the provider's stream broke off", retryable=True)
             return unreachable(self.base_url, exc)
         if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            detail = scrub(_error_detail(exc), self._api_key)
-            if status == 401:
-                return ProviderError("auth_failed", f"invalid API key (HTTP 401): {detail}")
-            if status == 403:
-                return ProviderError("auth_failed", f"access denied (HTTP 403): {detail}")
-            if status == 404:
-                model = request.model if request else ""
-                return ProviderError("model_not_found", f"model {model!r} not found (HTTP 404): {detail}")
-            if status == 429:
-                retry_after = exc.response.headers.get("retry-after")
-                wait = f"; retry after {retry_after} s" if retry_after else ""
-                return ProviderError("rate_limited", f"rate limited (HTTP 429){wait}: {detail}", retryable=True)
-            if status >= 500:
-                return ProviderError("upstream_error", f"provider error (HTTP {status}): {detail}", retryable=True)
-            return ProviderError("bad_request", f"request rejected (HTTP {status}): {detail}")
+            detail = scrub(sdk_error_detail(exc), self._api_key)
+            return status_error(exc.status_code, detail, model=request.model if request else "",
+                                retry_after=exc.response.headers.get("retry-after"))
         return ProviderError("upstream_error", scrub(str(exc), self._api_key) or type(exc).__name__)
-
-
-def _error_detail(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])[:300]
-        if isinstance(err, str):
-            return err[:300]
-    return (exc.message or "")[:300]
