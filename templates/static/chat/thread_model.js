@@ -14,22 +14,8 @@
   var saved = {provider: form.dataset.provider, model: form.dataset.model, tier: form.dataset.tier};
   var autoTiers = {};
 
-  function csrf() {
-    var m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
-    return m ? decodeURIComponent(m[1]) : "";
-  }
-
-  function api(method, url, body) {
-    return fetch(url, {
-      method: method, credentials: "same-origin",
-      headers: {"Content-Type": "application/json", "X-CSRFToken": csrf()},
-      body: body ? JSON.stringify(body) : undefined
-    }).then(function (r) {
-      return r.json().then(function (data) {
-        if (!r.ok) throw new Error((data.error && data.error.message) || ("HTTP " + r.status));
-        return data;
-      });
-    });
+  function api(method, url, body) {  // chat/api.js, loaded first by base.html
+    return window.chatApi(method, url, body);
   }
 
   function say(text, kind) {
