@@ -126,6 +126,22 @@ class EventSink:
             if str(msg["event"]["run_id"]) == str(run_id):
                 return msg["event"]
 
+    def until_parked(self, run_id, timeout: float = 30.0) -> list[dict]:
+        """Events of ``run_id`` up to its ``approval.requested``, returned once the run has
+        also been handed to a person (status ``awaiting_approval``, no worker holding it)."""
+        import time
+
+        from agents.models import Run
+
+        events = [self.until_any(run_id, timeout)]
+        while events[-1]["type"] != "approval.requested":
+            events.append(self.until_any(run_id, timeout))
+        deadline = time.monotonic() + timeout
+        while Run.objects.get(pk=run_id).status != Run.Status.AWAITING_APPROVAL:
+            assert time.monotonic() < deadline, "the run never parked for approval"
+            time.sleep(0.02)
+        return events
+
     def until_terminal(self, run_id, timeout: float = 30.0) -> list[dict]:
         events = []
         while True:

@@ -43,17 +43,7 @@ def start_until_awaiting(fake, sink_for, thread, user, calls, answer="All done."
     fake.script(tool_call_chunks(calls), text_chunks(answer))
     sink = sink_for(thread.pk)
     created = run_create(thread=thread, user=user, content="please do it")
-    events = []
-    while True:
-        event = sink.until_any(created.run.pk)
-        events.append(event)
-        if event["type"] == "approval.requested":
-            break
-    deadline = time.monotonic() + 10
-    while Run.objects.get(pk=created.run.pk).status != "awaiting_approval":
-        assert time.monotonic() < deadline, "run never parked"
-        time.sleep(0.02)
-    return created.run, events, sink
+    return created.run, sink.until_parked(created.run.pk), sink
 
 
 @pytest.fixture
@@ -307,12 +297,7 @@ def test_new_message_supersedes_a_pending_approval_on_anthropic(box, users, work
         fake.script(tool_use_events("toolu_1", "note_write", '{"text": "x"}'))
         sink = sink_for(thread.pk)
         created = run_create(thread=thread, user=users["alice"], content="please write")
-        while sink.until_any(created.run.pk)["type"] != "approval.requested":
-            pass
-        deadline = time.monotonic() + 10
-        while Run.objects.get(pk=created.run.pk).status != "awaiting_approval":
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        sink.until_parked(created.run.pk)
         fake.script(text_events("Sure, something else."))
         new_run, _ = converse(thread, users["alice"], "never mind")
         assert new_run.status == "completed"
@@ -351,13 +336,7 @@ def test_many_approvals_in_one_run_are_not_mistaken_for_crashes(box, users, alic
     created = run_create(thread=alice_thread, user=users["alice"], content="write four notes")
     client = api(users["alice"])
     for _ in range(4):
-        event = sink.until_any(created.run.pk)
-        while event["type"] != "approval.requested":
-            event = sink.until_any(created.run.pk)
-        deadline = time.monotonic() + 10
-        while Run.objects.get(pk=created.run.pk).status != "awaiting_approval":
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        event = sink.until_parked(created.run.pk)[-1]
         assert client.post(f"/api/v1/tool-calls/{event['tool_call_id']}/decision/", {"decision": "approve"},
                            format="json").status_code == 200
     rest = sink.until_terminal(created.run.pk)

@@ -16,9 +16,9 @@ import logging
 import pytest
 
 from agents.models import Run, ToolCall
-from agents.tools import make_spec, registry
 from chat.models import Message
 from chat.services import message_create, title_from_message
+from tests.agents.wire_helpers import *  # noqa: F403  (fixtures: tool_log, no_coalescing, …)
 from tests.conftest import CASES, joined_text, load_case, make_thread, types
 from tests.fakes.openai_server import text_chunks
 
@@ -31,48 +31,11 @@ COVERED_CASES = {"openai-01", "openai-02", "openai-03", "openai-04", "openai-05"
 # Fixtures and helpers
 # --------------------------------------------------------------------------------------- #
 @pytest.fixture
-def tool_log():
-    """Register the test tools of tests/cases/tools.json; yields the list of (name, args)
-    of every execution, in order."""
-    calls: list[tuple[str, dict]] = []
-
-    def make_func(name):
-        def func(*, ctx, **args):
-            calls.append((name, args))
-            return {"tool": name, "args": args, "summary": f"{name} ok"}
-
-        return func
-
-    specs = []
-    for name, decl in load_case("tools.json").items():
-        flags = {"default_approval": "never"} if decl["risk"] != "read" else {}
-        specs.append(
-            make_spec(
-                name=name,
-                description=f"test tool {name}",
-                parameters=decl["parameters"],
-                risk=decl["risk"],
-                func=make_func(name),
-                **flags,
-            )
-        )
-    with registry.scoped(*specs):
-        yield calls
-
-
-@pytest.fixture
 def alice_thread(users, workspaces, openai_provider):
     def make(**fields):
         return make_thread(users["alice"], workspaces["demo"], openai_provider, **fields)
 
     return make
-
-
-@pytest.fixture
-def no_coalescing(settings):
-    """Every provider delta becomes its own text.delta event (so 'not even briefly' is
-    checked per delta, not on merged text)."""
-    settings.EVENTS_COALESCE_WINDOW_S = 0.0
 
 
 def case_iterations(case_id_prefix: str) -> list:

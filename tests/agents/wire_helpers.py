@@ -40,6 +40,8 @@ __all__ = [
 
 @pytest.fixture
 def tool_log():
+    """Registers the test tools of tests/cases/tools.json; yields the (name, args) of every
+    execution, in order."""
     calls: list[tuple[str, dict]] = []
 
     def make_func(name):
@@ -91,6 +93,8 @@ def ollama_provider(db, fake_ollama):
 
 @pytest.fixture
 def no_coalescing(settings):
+    """Every provider delta becomes its own text.delta event (so "not even briefly" is
+    checked per delta, not on merged text)."""
     settings.EVENTS_COALESCE_WINDOW_S = 0.0
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import pytest
 from channels.testing import WebsocketCommunicator
@@ -44,12 +43,7 @@ def scene(users, workspaces, roles, openai_provider, fake_openai, sink_for, djan
         fake_openai.script(tool_call_chunks([call("c1", "note_write", {"text": "x"})]), text_chunks("ok"))
         sink = sink_for(thread.pk)
         created = run_create(thread=thread, user=users["alice"], content="write it")
-        while sink.until_any(created.run.pk)["type"] != "approval.requested":
-            pass
-        deadline = time.monotonic() + 10
-        while Run.objects.get(pk=created.run.pk).status != "awaiting_approval":
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        sink.until_parked(created.run.pk)
         Membership.objects.filter(user=erin).delete()  # erin is removed from the workspace
         yield {"thread": thread, "run": created.run, "item": item, "box": box,
                "tool_call": ToolCall.objects.get(call_id="c1"), "intruders": [users["bob"], users["dave"], erin]}

@@ -75,19 +75,12 @@ def test_update_waits_for_approval_then_changes_the_item(policies, users, worksp
                        text_chunks("Updated."))
     sink = sink_for(thread.pk)
     created = run_create(thread=thread, user=users["alice"], content="retag it")
-    request = None
-    while request is None:
-        event = sink.until_any(created.run.pk)
-        request = event if event["type"] == "approval.requested" else None
+    request = sink.until_parked(created.run.pk)[-1]
     assert request["risk_level"] == "guarded"
     note.refresh_from_db()
     assert note.tags == ["vpn", "it"]
     client = APIClient()
     client.force_authenticate(users["alice"])
-    import time
-
-    while created.run.__class__.objects.get(pk=created.run.pk).status != "awaiting_approval":
-        time.sleep(0.02)
     assert client.post(f"/api/v1/tool-calls/{request['tool_call_id']}/decision/", {"decision": "approve"},
                        format="json").status_code == 200
     rest = sink.until_terminal(created.run.pk)
@@ -113,15 +106,8 @@ def test_delete_is_dangerous_with_a_server_countdown(policies, users, workspaces
                        text_chunks("Deleted."))
     sink = sink_for(thread.pk)
     created = run_create(thread=thread, user=users["alice"], content="delete it")
-    request = None
-    while request is None:
-        event = sink.until_any(created.run.pk)
-        request = event if event["type"] == "approval.requested" else None
+    request = sink.until_parked(created.run.pk)[-1]
     assert request["dangerous"] is True and request["countdown_s"] == 10
-    import time
-
-    while created.run.__class__.objects.get(pk=created.run.pk).status != "awaiting_approval":
-        time.sleep(0.02)
     client = APIClient()
     client.force_authenticate(users["alice"])
     url = f"/api/v1/tool-calls/{request['tool_call_id']}/decision/"
