@@ -17,11 +17,18 @@ class AgentsConfig(AppConfig):
         from agents.tools import registry
 
         autodiscover_modules("tools")
-        importlib.import_module("agents.tools.builtin")
+        importlib.import_module("agents.builtin_tools")
         for module in settings.EXTRA_TOOL_MODULES:
             importlib.import_module(module)
         registry.freeze()
         post_migrate.connect(_sync_tool_policies, sender=self)
+
+        # Each Celery worker watches for runs whose worker died (expired lease).
+        from celery.signals import worker_ready
+
+        from agents.runs.reaper import start_reaper
+
+        worker_ready.connect(start_reaper, weak=False)
 
 
 def _sync_tool_policies(sender, **kwargs) -> None:

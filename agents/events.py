@@ -25,6 +25,8 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from .event_log import event_log
+from .event_types import check_event
+from .runs.lifecycle import run_seq_save
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +119,7 @@ class RunEmitter:
         self._drain_task: asyncio.Task | None = None
         self._layer = get_channel_layer()
         self.sent_count = 0
+        self._saves_seq = False  # for_run(): close() saves last_event_seq on the run
 
     @classmethod
     def for_run(cls, run, **kwargs) -> RunEmitter:
@@ -130,7 +133,9 @@ class RunEmitter:
                 logged = run_coroutine(event_log().last_seq(str(run.pk)), timeout=5)
             except Exception:
                 logger.exception("run %s: could not read the event log's last seq", run.pk)
-        return cls(run_id=run.pk, thread_id=run.thread_id, start_seq=max(run.last_event_seq, logged), **kwargs)
+        emitter = cls(run_id=run.pk, thread_id=run.thread_id, start_seq=max(run.last_event_seq, logged), **kwargs)
+        emitter._saves_seq = True
+        return emitter
 
     @property
     def seq(self) -> int:
@@ -159,7 +164,9 @@ class RunEmitter:
             loop.call_soon_threadsafe(loop.call_later, wait, self._timer_fired, gen)
 
     def emit(self, type_: str, **fields: Any) -> dict:
-        """Flush buffered text, then send one event; returns the event as sent."""
+        """Flush buffered text, then send one event; returns the event as sent. Raises
+        ValueError for a type or field not declared in ``agents.event_types``."""
+        check_event(type_, fields)
         with self._lock:
             self._flush_locked()
             return self._send_locked({"type": type_, **fields})
@@ -168,14 +175,18 @@ class RunEmitter:
         with self._lock:
             self._flush_locked()
 
-    def close(self, timeout: float = 10.0) -> None:
-        """Flush and wait until every event has been handed to the channel layer."""
+    def close(self, timeout: float = 10.0, *, save_seq: bool = True) -> None:
+        """Flush, wait until every event has been handed to the channel layer, and — for an
+        emitter made by :meth:`for_run` — save the last seq on the run (``last_event_seq``).
+        ``save_seq=False``: a worker that lost its lease writes nothing more."""
         _streaming.discard(self)
         self.flush()
         try:
             asyncio.run_coroutine_threadsafe(self._wait_drained(), self._live_loop()).result(timeout)
         except (concurrent.futures.TimeoutError, RuntimeError):
             logger.warning("run %s: events not drained within %.1f s", self.run_id, timeout)
+        if save_seq and self._saves_seq and self._seq:
+            run_seq_save(run_id=self.run_id, seq=self._seq)
 
     # -- internals -----------------------------------------------------------------------
     def _timer_fired(self, gen: int) -> None:

@@ -145,7 +145,8 @@ class ToolPolicy(models.Model):
 
 
 class Run(models.Model):
-    """One agent turn: from a user message to the final assistant message."""
+    """One agent turn: from a user message to the final assistant message. Its status
+    changes only through ``agents.runs.lifecycle`` (the transition table is there)."""
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -177,6 +178,9 @@ class Run(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # A backend's own state (agents.backends), e.g. a remote agent's run id and the last event
+    # read from it, so a recovered run re-attaches instead of starting the remote run twice.
+    backend_state = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -197,7 +201,8 @@ class ToolCall(models.Model):
     """The ledger and audit record of one tool call the model made.
 
     A call that ``succeeded`` or whose status is unknown is never executed again — not on
-    resume and not on task redelivery after a worker crash (DESIGN §4).
+    resume and not on task redelivery after a worker crash (DESIGN §4). Its status changes
+    only through ``agents.runs.lifecycle``.
     """
 
     class Status(models.TextChoices):

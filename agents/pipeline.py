@@ -1,7 +1,7 @@
 """Tool policy as plain functions: what is offered (prompt side) and what may run
 (invocation side). DESIGN §5 step 1 and step 4; rules from the ss-tools and cks rows of §1.
 
-* ``tool_pipeline`` — registry → enabled policies → RBAC → context affinity →
+* ``tool_pipeline`` — tool sources → enabled policies → RBAC → context affinity →
   ``save_to_knowledge`` only when the thread allows model saves.
 * ``tool_guard`` — checked for *every* call the model makes, offered or not: unknown or
   disabled → an error result; the role lacks it → ``permission.denied`` (never an approval).
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from agents.models import Role, ToolPolicy
-from agents.tools import ToolSpec, registry
+from agents.tools import ToolSpec, tool_sources
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def tool_policies_sync() -> int:
     Returns how many rows were created. Existing rows (the admin's word) are left alone."""
     existing = set(ToolPolicy.objects.values_list("tool_name", flat=True))
     created = 0
-    for spec in registry.all():
+    for spec in tool_sources.all():
         if spec.name in existing:
             continue
         defaults = policy_defaults(spec)
@@ -72,9 +72,10 @@ def tool_policies_sync() -> int:
 
 def policy_views() -> dict[str, PolicyView]:
     """Tool name → effective policy, one query (+ one for the role sets)."""
-    views = {spec.name: policy_defaults(spec) for spec in registry.all()}
+    specs = {spec.name: spec for spec in tool_sources.all()}
+    views = {name: policy_defaults(spec) for name, spec in specs.items()}
     for row in ToolPolicy.objects.prefetch_related("allowed_roles"):
-        spec = registry.get(row.tool_name)
+        spec = specs.get(row.tool_name)
         views[row.tool_name] = PolicyView(
             enabled=row.enabled and not (spec is not None and chat_denylisted(spec)),
             risk=row.risk,
@@ -115,7 +116,7 @@ def tool_pipeline(
     """
     offer = Offer()
     allowed: list[ToolSpec] = []
-    for spec in registry.all():
+    for spec in tool_sources.all():
         policy = policies.get(spec.name) or policy_defaults(spec)
         if not policy.enabled:
             offer.excluded[spec.name] = "on the chat denylist" if chat_denylisted(spec) else "disabled by policy"
@@ -169,7 +170,7 @@ def tool_guard(*, name: str, role_name: str, policies: dict[str, PolicyView], of
     A hallucinated or replayed call for a tool the role lacks is ``permission_denied`` — it
     never becomes an approval request (DESIGN §1, ss-tools row).
     """
-    spec = registry.get(name)
+    spec = tool_sources.get(name)
     if spec is None:
         return Guard("unknown", f"Unknown tool {name!r}. Available tools: {', '.join(offered) or 'none'}.")
     policy = policies.get(name) or policy_defaults(spec)

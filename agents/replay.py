@@ -17,8 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from .event_log import event_log
-
-TERMINAL_TYPES = frozenset({"run.completed", "run.failed", "run.cancelled"})
+from .event_types import TERMINAL_TYPES
 
 
 class RunStreamCursor:

@@ -10,9 +10,12 @@ from django.db import transaction
 from chat.models import Message, Thread
 from chat.services import message_create, title_from_message
 
-from .executors import enqueue_run
+from .events import RunEmitter
 from .models import AuditEvent, Run, ToolCall
 from .ratelimit import rate_limit_hit
+from .runs import lifecycle
+from .runs.calls import close_open_calls
+from .runs.executors import enqueue_run
 
 MAX_MESSAGE_CHARS = 32_000
 
@@ -100,15 +103,7 @@ def _end_waiting_run(run: Run, *, reason: str, decision: str) -> bool:
     """Cancel a run that waits for approval: its open calls get ``reason`` as an error result
     (history stays valid for every provider), ``approval.resolved`` and ``run.cancelled`` are
     published. Returns False if the run was no longer waiting."""
-    from django.utils import timezone
-
-    from .events import RunEmitter
-    from .loop.turn import close_open_calls
-
-    if not Run.objects.filter(pk=run.pk, status__in=[Run.Status.QUEUED, Run.Status.AWAITING_APPROVAL]).update(
-        status=Run.Status.CANCELLED, finished_at=timezone.now(),
-        error={"code": decision, "message": reason},
-    ):
+    if not lifecycle.run_cancel_waiting(run_id=run.pk, code=decision, reason=reason):
         return False
     run.refresh_from_db()
     closed = close_open_calls(run=run, reason=reason)
@@ -117,7 +112,6 @@ def _end_waiting_run(run: Run, *, reason: str, decision: str) -> bool:
         emitter.emit("approval.resolved", tool_call_id=ledger_id, decision=decision, decided_by=None)
     emitter.emit("run.cancelled", status=Run.Status.CANCELLED)
     emitter.close()
-    Run.objects.filter(pk=run.pk).update(last_event_seq=emitter.seq)
     return True
 
 
@@ -145,7 +139,7 @@ def run_cancel(*, run: Run, user) -> Run:
         raise RunRejected("not_allowed", "Only the person who started this run can cancel it.", 403)
     if _end_waiting_run(run, reason="Not executed: the run was cancelled by the user.", decision="cancelled"):
         return run
-    if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(status=Run.Status.CANCELLED):
+    if not lifecycle.run_cancel_running(run_id=run.pk):
         raise RunRejected("run_finished", "This run has already finished.", 409)
     run.status = Run.Status.CANCELLED
     return run
@@ -164,7 +158,6 @@ def tool_call_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:
 
     from django.utils import timezone
 
-    from .events import RunEmitter
     from .risk import COUNTDOWN_S
 
     if decision not in ("approve", "deny"):
@@ -182,13 +175,10 @@ def tool_call_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:
         if now < ready_at:
             wait = (ready_at - now).total_seconds()
             raise RunRejected("countdown", f"Dangerous call: approve is possible in {wait:.1f} s.", 409)
-    status = ToolCall.Status.APPROVED if decision == "approve" else ToolCall.Status.DENIED
     with transaction.atomic():
-        if not ToolCall.objects.filter(pk=tool_call.pk, status=ToolCall.Status.AWAITING_APPROVAL).update(
-            status=status, decision=decision, decided_by=user, decided_at=now
-        ):
+        if not lifecycle.tool_call_decide(ledger=tool_call, decision=decision, user=user):
             raise RunRejected("not_pending", "This call was decided a moment ago.", 409)
-        if not Run.objects.filter(pk=run.pk, status=Run.Status.AWAITING_APPROVAL).update(status=Run.Status.QUEUED):
+        if not lifecycle.run_requeue_decided(run_id=run.pk):
             raise RunRejected("not_pending", "This run is no longer waiting.", 409)
 
         def publish_and_resume() -> None:
@@ -197,7 +187,6 @@ def tool_call_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:
             emitter.emit("approval.resolved", tool_call_id=str(tool_call.pk), decision=decision,
                          decided_by=user.get_username())
             emitter.close()
-            Run.objects.filter(pk=run.pk).update(last_event_seq=emitter.seq)
             enqueue_run(run.pk)
 
         transaction.on_commit(publish_and_resume)

@@ -19,6 +19,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.http import Http404
 
+from agents.event_types import check_event
 from agents.events import GROUP_MESSAGE_TYPE
 from agents.ratelimit import rate_limit_hit
 from agents.replay import RunStreamCursor
@@ -161,7 +162,9 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         )
 
     async def send_error(self, code: str, message: str, **extra) -> None:
-        await self.send_json({"type": "error", "code": code, "message": message, **extra})
+        event = {"code": code, "message": message, **extra}
+        check_event("error", event)
+        await self.send_json({"type": "error", **event})
 
     async def run_event(self, message: dict) -> None:
         """Group handler for ``run.event``: re-check access on a run's first event (a socket

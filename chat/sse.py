@@ -17,9 +17,10 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.http import Http404, JsonResponse, StreamingHttpResponse
 
+from agents.event_types import TERMINAL_TYPES
 from agents.events import thread_group
 from agents.models import Run
-from agents.replay import TERMINAL_TYPES, RunStreamCursor
+from agents.replay import RunStreamCursor
 from agents.selectors import run_get_for_user
 
 

@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from agents.api import provider_health
+from agents.event_types import vocabulary
 from agents.risk import env_tier
 from agents.selectors import provider_list
 from chat.models import Membership
@@ -54,5 +55,6 @@ def thread_page(request, thread_id):
         "thread": thread,
         "can_write": thread.owner_id == request.user.pk,
         "is_prod": env_tier((thread.ui_context or {}).get("envId")) == "prod",
+        "event_vocabulary": vocabulary(),
     })
     return render(request, "chat/app.html", context)

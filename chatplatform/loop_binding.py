@@ -3,7 +3,7 @@
 import asyncio
 
 from agents.events import bind_server_loop
-from agents.reaper import start_reaper
+from agents.runs.reaper import start_reaper
 
 
 class BindServerLoop:

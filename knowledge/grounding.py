@@ -22,11 +22,12 @@ the run goes on.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+
+from agents.grounding import Grounding
 
 from .models import RunSources
 from .selectors import Hit, knowledge_search
@@ -46,18 +47,19 @@ HEADER = (
 )
 
 
-@dataclass
-class Grounding:
-    """What a run adds to its prompt. ``block``: "" when nothing; ``citations``: the sources
-    given, ``[{"n", "item_id", "chunk_id", "title"}]``; ``note``: why it is empty, if it is."""
-
-    block: str = ""
-    citations: list[dict] = field(default_factory=list)
-    note: str = ""
-
-
 def _citation(source: dict) -> dict:
     return {k: source[k] for k in ("n", "item_id", "chunk_id", "title")}
+
+
+def _given(record: RunSources) -> Grounding:
+    """The stored grounding of a run: block, citations and the sources' text."""
+    grounded = [s for s in record.sources if s.get("via") == "grounding"]
+    return Grounding(
+        block=record.block,
+        citations=[_citation(s) for s in grounded],
+        sources=[{"n": s["n"], "title": s["title"], "snippet": s.get("snippet", "")} for s in grounded],
+        note=record.grounding_note,
+    )
 
 
 def _clip(text: str, limit: int) -> str:
@@ -92,8 +94,7 @@ def grounding_for_run(*, run, tier: str = "full") -> Grounding:
         return Grounding(note="grounding is off for this run")
     stored = RunSources.objects.filter(run_id=run.pk, grounded_at__isnull=False).first()
     if stored is not None:
-        given = [_citation(s) for s in stored.sources if s.get("via") == "grounding"]
-        return Grounding(block=stored.block, citations=given, note=stored.grounding_note)
+        return _given(stored)
     message = getattr(run, "user_message", None)
     query = (message.content if message is not None else "").strip()
     if not query:
@@ -113,15 +114,18 @@ def grounding_for_run(*, run, tier: str = "full") -> Grounding:
     with transaction.atomic():
         record, _ = RunSources.objects.select_for_update().get_or_create(run_id=run.pk)
         if record.grounded_at is not None:  # another attempt got here first
-            given = [_citation(s) for s in record.sources if s.get("via") == "grounding"]
-            return Grounding(block=record.block, citations=given, note=record.grounding_note)
+            return _given(record)
         numbers = _assign(record, hits, via="grounding")
+        limit = SNIPPET_CHARS.get(tier, SNIPPET_CHARS["full"])
+        for source in record.sources:  # the text given, as data for adapters (agents.grounding)
+            if source.get("via") == "grounding" and "snippet" not in source:
+                hit = next(h for h in hits if (h.item_id, h.chunk_id) == (source["item_id"], source["chunk_id"]))
+                source["snippet"] = _clip(hit.snippet, limit)
         record.block = grounding_block(hits, numbers, tier=tier)
         record.grounded_at = timezone.now()
         record.grounding_note = "" if hits else "nothing matched"
         record.save()
-    given = [_citation(s) for s in record.sources if s.get("via") == "grounding"]
-    return Grounding(block=record.block, citations=given, note=record.grounding_note)
+    return _given(record)
 
 
 def _assign(record: RunSources, hits: list[Hit], *, via: str) -> list[int]:

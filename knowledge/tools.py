@@ -9,8 +9,7 @@ pipeline) and refuses for roles that may not change the knowledge base.
 
 from __future__ import annotations
 
-from agents.loop.execute import ToolError
-from agents.tools import ToolContext, ToolOutput, tool
+from agents.tools import ToolContext, ToolError, ToolOutput, tool
 from chat.models import Workspace
 
 from .grounding import run_sources_number

@@ -8,6 +8,7 @@ import concurrent.futures
 import dataclasses
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,14 +17,15 @@ from typing import Any
 import jsonschema
 from django.conf import settings
 from django.db import close_old_connections
-from django.utils import timezone
 
 from agents.events import RunEmitter
 from agents.models import AuditEvent, ToolCall
 from agents.pipeline import PolicyView, policy_defaults, tool_guard
 from agents.risk import resolve_env, risk_classify
-from agents.tools import ToolContext, ToolOutput, ToolSpec, registry
+from agents.runs import lifecycle
+from agents.tools import ToolContext, ToolError, ToolOutput, ToolSpec, tool_sources
 from chat.models import Message
+from chat.services import message_create
 
 from .results import to_text, truncate_for_model
 
@@ -42,15 +44,6 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
             max_workers=settings.EMBEDDED_EXECUTOR_THREADS, thread_name_prefix="tool"
         )
     return _tool_pool
-
-
-class ToolError(Exception):
-    """Raised by a tool for an expected failure. ``retryable``: a 5xx or connection error
-    of a read tool (retried once after 1 s); never honoured for write tools."""
-
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.retryable = retryable
 
 
 @dataclass
@@ -133,17 +126,15 @@ def execute_tool_call(
     denied, expired) is never executed again: its stored outcome is replayed.
     """
     name = call["name"]
-    ledger, created = ToolCall.objects.get_or_create(
-        message=assistant,
-        call_id=call["id"],
-        defaults={"run": run, "tool_name": name, "raw_arguments": call.get("arguments") or ""},
+    ledger, created = lifecycle.tool_call_open(
+        run=run, message=assistant, call_id=call["id"], tool_name=name, raw_arguments=call.get("arguments") or "",
     )
     if not created:
         replay = _replay(run, assistant, call, ledger, emitter)
         if replay is not None:
             return replay
 
-    spec = registry.get(name)
+    spec = tool_sources.get(name)
     args, error = parse_arguments(call.get("arguments"))
     if ledger.status == ToolCall.Status.PENDING:
         shown_args = {k: v for k, v in (args or {}).items() if spec is None or k not in spec.scope_args}
@@ -195,12 +186,9 @@ def execute_tool_call(
 
     if assessment.needs_approval and ledger.status != ToolCall.Status.APPROVED:
         return _request_approval(ledger, emitter, model_args, assessment)
-    if not ToolCall.objects.filter(
-        pk=ledger.pk, status__in=[ToolCall.Status.PENDING, ToolCall.Status.APPROVED]
-    ).update(status=ToolCall.Status.RUNNING):
+    if not lifecycle.tool_call_claim(ledger=ledger):
         ledger.refresh_from_db()  # claimed elsewhere meanwhile: never run twice
         return _replay(run, assistant, call, ledger, emitter) or CallOutcome(None, [], pending=True)
-    ledger.status = ToolCall.Status.RUNNING
     return _run(run, assistant, call, ledger, emitter, spec=spec, policy=policy, ctx=ctx, args=model_args, tick=tick)
 
 
@@ -213,10 +201,10 @@ def _replay(run, assistant, call, ledger, emitter) -> CallOutcome | None:
         return CallOutcome(None, [], pending=True)
     if status == ToolCall.Status.RUNNING:
         # The worker died while the tool ran: we cannot know whether it took effect.
-        ledger.status = ToolCall.Status.STATUS_UNKNOWN
-        ledger.is_error = True
-        ledger.summary = "Outcome unknown: the worker stopped while this call was running. Check before retrying."
-        ledger.save(update_fields=["status", "is_error", "summary", "updated_at"])
+        lifecycle.tool_call_mark_unknown(
+            ledger=ledger,
+            summary="Outcome unknown: the worker stopped while this call was running. Check before retrying.",
+        )
         emitter.emit("tool.completed", tool_call_id=str(ledger.pk), name=ledger.tool_name, status="failed",
                      summary=ledger.summary, is_error=True)
     if status == ToolCall.Status.DENIED:
@@ -228,9 +216,8 @@ def _replay(run, assistant, call, ledger, emitter) -> CallOutcome | None:
 
 
 def _request_approval(ledger, emitter, model_args: dict, assessment) -> CallOutcome:
-    ledger.status = ToolCall.Status.AWAITING_APPROVAL
-    ledger.requested_at = timezone.now()
-    ledger.save(update_fields=["status", "requested_at", "updated_at"])
+    if not lifecycle.tool_call_park(ledger=ledger):
+        return CallOutcome(None, [], pending=True)  # parked (or decided) by another attempt
     emitter.emit(
         "approval.requested",
         tool_call_id=str(ledger.pk),
@@ -254,7 +241,7 @@ def _run(run, assistant, call, ledger, emitter, *, spec, policy, ctx, args, tick
     def progress(label: str, status: str = "running") -> None:
         emitter.emit("tool.progress", tool_call_id=str(ledger.pk), label=str(label)[:200], status=status)
 
-    ctx = dataclasses.replace(ctx, progress=progress)
+    ctx = dataclasses.replace(ctx, progress=progress, cancelled=threading.Event())
     attempts = 0
     while True:
         attempts += 1
@@ -270,7 +257,9 @@ def _run(run, assistant, call, ledger, emitter, *, spec, policy, ctx, args, tick
                 break
             except concurrent.futures.TimeoutError:
                 if tick():
-                    # Cancelled: the late result, if any, is discarded.
+                    # Cancelled: the tool is told (ctx.cancelled); a late result is discarded.
+                    ctx.cancelled.set()
+                    future.cancel()  # still queued for a tool thread: it never starts
                     status = ToolCall.Status.FAILED if spec.risk == "read" else ToolCall.Status.STATUS_UNKNOWN
                     return _finish(run, assistant, call, ledger, emitter, status=status, started=started,
                                    error=f"{spec.name} was cancelled by the user" +
@@ -281,6 +270,8 @@ def _run(run, assistant, call, ledger, emitter, *, spec, policy, ctx, args, tick
                 failure = exc
                 break
         if output is _NOTHING and failure is None:
+            ctx.cancelled.set()
+            future.cancel()  # still queued for a tool thread: it never starts
             retryable = spec.risk == "read"
             emitter.emit("tool.timeout", tool_call_id=str(ledger.pk), retryable=retryable, status_unknown=not retryable)
             status = ToolCall.Status.TIMEOUT if retryable else ToolCall.Status.STATUS_UNKNOWN
@@ -320,6 +311,8 @@ _NOTHING = object()
 
 
 def _call_in_thread(spec: ToolSpec, ctx: ToolContext, args: dict) -> Any:
+    if ctx.cancelled.is_set():  # the run gave up on this call before a thread was free
+        return _NOTHING
     close_old_connections()
     try:
         return spec.func(ctx=ctx, **args)
@@ -330,13 +323,11 @@ def _call_in_thread(spec: ToolSpec, ctx: ToolContext, args: dict) -> Any:
 def _finish(run, assistant, call, ledger, emitter, *, status, error: str = "", result: Any = None,
             started: float | None = None) -> CallOutcome:
     is_error = bool(error)
-    ledger.status = status
-    ledger.is_error = is_error
-    ledger.result = result if not is_error else {"error": error}
-    ledger.summary = error if is_error else _summary(result)
-    if started is not None:
-        ledger.duration_ms = int((time.monotonic() - started) * 1000)
-    ledger.save()
+    lifecycle.tool_call_finish(
+        ledger=ledger, status=status, result=result if not is_error else {"error": error},
+        summary=error if is_error else _summary(result), is_error=is_error,
+        duration_ms=int((time.monotonic() - started) * 1000) if started is not None else None,
+    )
     content = error if is_error else truncate_for_model(result)
     emitter.emit(
         "tool.completed",
@@ -357,8 +348,6 @@ def _summary(result: Any) -> str:
 
 
 def _tool_message(run, assistant: Message, call: dict, content: str, is_error: bool) -> Message:
-    from chat.services import message_create
-
     return message_create(
         thread_id=assistant.thread_id,
         run=run,

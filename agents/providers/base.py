@@ -44,6 +44,9 @@ class ChatRequest:
     # Send stored reasoning back on assistant tool-call turns (DeepSeek thinking mode);
     # None: the adapter's provider-level default (cases/openai/07).
     echo_reasoning: bool | None = None
+    # The run's grounding sources as data, ``[{"n", "title", "snippet"}]`` (agents.grounding);
+    # their text is also in ``system``. Adapters that answer without a model read it here.
+    grounding: list[dict] = field(default_factory=list)
 
 
 @dataclass

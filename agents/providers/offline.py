@@ -20,26 +20,6 @@ REMEMBER_RE = re.compile(r"^\s*remember\s*:\s*(?P<body>.+)$", re.IGNORECASE | re
 QUOTE_CHARS = 700
 
 
-_SOURCE_RE = re.compile(r"^\[(?P<n>\d+)\] (?P<title>.+?)(?: \([^()]*item [0-9a-f-]{36}\))?$")
-
-
-def grounding_sources(system: str) -> list[dict]:
-    """The numbered sources of the grounding block in a system prompt (knowledge/grounding.py
-    format), ``[{"n", "title", "snippet"}]`` in order; ``[]`` when there is none."""
-    from knowledge.grounding import BEGIN_MARK, END_MARK
-
-    start, end = system.find(BEGIN_MARK), system.find(END_MARK)
-    if start < 0 or end < start:
-        return []
-    sources = []
-    for entry in re.split(r"\n\n(?=\[\d+\] )", system[start + len(BEGIN_MARK):end].strip()):
-        head, _, body = entry.partition("\n")
-        match = _SOURCE_RE.match(head.strip())
-        if match:
-            sources.append({"n": int(match["n"]), "title": match["title"], "snippet": body.strip()})
-    return sources
-
-
 def split_deltas(text: str) -> list[str]:
     """Small streaming pieces: a word and the whitespace after it."""
     return re.findall(r"\S+\s*|\s+", text)
@@ -95,7 +75,7 @@ class OfflineAdapter:
             yield StreamedToolCall(f"offline_call_{call_no}", "search_knowledge", json.dumps(args))
             yield Finish("tool_calls", Usage(len(question.split()), 0))
             return
-        sources = grounding_sources(request.system)
+        sources = request.grounding
         if question and sources:  # no search tool here, but the run was grounded: quote that
             yield from self._say(self._answer_from_sources(sources, "From the reference material"))
             return

@@ -20,7 +20,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / f"test-{os.getpid()}.sqlite3")}  # noqa: F405
 # Worker and tool threads close their connections after each turn, so test databases can be dropped.
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
-# Tests call agents.reaper.reap_expired_runs() themselves; no background thread.
+# Tests call agents.runs.reaper.reap_expired_runs() themselves; no background thread.
 RUN_REAPER_ENABLED = False
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
     # Per process too: two test runs on one PostgreSQL never drop each other's database.

@@ -9,10 +9,10 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from agents.loop import run_turn
 from agents.models import Environment, Run, ToolCall, ToolPolicy
-from agents.reaper import reap_expired_runs
 from agents.risk import risk_classify
+from agents.runs.driver import run_turn
+from agents.runs.reaper import reap_expired_runs
 from agents.services import run_cancel, run_create
 from chat.models import Message
 from tests.agents.tooltest import Behaviour, call, scoped_toolbox

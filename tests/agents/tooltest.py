@@ -11,8 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from agents.loop.execute import ToolError
-from agents.tools import make_spec, registry
+from agents.tools import ToolError, make_spec, registry
 
 OBJ = {"type": "object"}
 

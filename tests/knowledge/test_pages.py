@@ -10,8 +10,7 @@ from django.db import connections
 from django.test import AsyncClient, Client
 
 from agents.events import run_coroutine
-from agents.loop.execute import ToolError
-from agents.tools import ToolContext
+from agents.tools import ToolContext, ToolError
 from chat.models import Thread
 from knowledge.events import knowledge_group
 from knowledge.models import KnowledgeItem

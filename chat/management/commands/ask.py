@@ -18,14 +18,13 @@ from django.core.management.base import BaseCommand, CommandError
 from django.http import Http404
 
 from agents.api import provider_health
+from agents.event_types import TERMINAL_TYPES
 from agents.events import run_coroutine, thread_group
 from agents.selectors import provider_list
 from agents.services import RunRejected, run_create
 from chat.models import Membership
 from chat.selectors import thread_get_for_user, workspace_get_for_user
 from chat.services import thread_create
-
-TERMINAL = {"run.completed", "run.failed", "run.cancelled"}
 
 
 class Command(BaseCommand):
@@ -112,5 +111,5 @@ class Command(BaseCommand):
                 out.write(f"\n[failed] {event['error']['message']}")
             elif kind in ("run.completed", "run.cancelled"):
                 out.write(f"\n[{kind.split('.')[1]}]")
-            if kind in TERMINAL:
+            if kind in TERMINAL_TYPES:
                 return kind == "run.completed"

@@ -12,6 +12,10 @@
   var stopBtn = document.getElementById("stop");
   var conn = document.getElementById("conn");
   var ws = null, retry = 0, closedForGood = false;
+  // The server's event vocabulary (agents/event_types.py), embedded by the page as JSON.
+  var vocabNode = document.getElementById("event-vocabulary");
+  var VOCAB = vocabNode ? JSON.parse(vocabNode.textContent) : {types: {}, terminal: []};
+  var TERMINAL = new Set(VOCAB.terminal);
   var live = null; // {runId, turn, text, tools: {tool_call_id: row}}
 
   function el(tag, cls, text) {
@@ -252,7 +256,7 @@
       seen[ev.run_id] = ev.seq;
     }
     if (ev.type === "error" && ev.code === "events_missing") { live = null; loadMessages(); return; }
-    switch (ev.type) {
+    switch (TERMINAL.has(ev.type) ? "terminal" : ev.type) {
       case "run.started":
         var started = {runId: ev.run_id, turn: null, tools: {}, ready: false, queue: []};
         live = started;
@@ -342,9 +346,7 @@
         var kbLink = document.getElementById("rail-knowledge");
         if (kbLink) kbLink.classList.add("changed");
         break;
-      case "run.completed":
-      case "run.failed":
-      case "run.cancelled":
+      case "terminal": // run.completed, run.failed, run.cancelled
         busy(false);
         live = null;
         refreshTitle();

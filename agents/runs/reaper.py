@@ -2,7 +2,8 @@
 
 Runs every ``RUN_REAPER_PERIOD_S`` seconds in a daemon thread of each Celery worker and of
 the embedded web process. Safe with many reapers: each run is taken by one conditional
-UPDATE. A run re-queued ``RUN_MAX_ATTEMPTS`` times is failed with a notice instead.
+UPDATE (``lifecycle.run_requeue_expired``). A run re-queued ``RUN_MAX_ATTEMPTS`` times is
+failed with a notice instead.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ import time
 
 from django.conf import settings
 from django.db import close_old_connections
-from django.db.models import F
 from django.utils import timezone
 
 from agents.models import Run
+
+from . import lifecycle
+from .driver import run_fail_interrupted
+from .executors import enqueue_run
 
 logger = logging.getLogger(__name__)
 
@@ -26,22 +30,16 @@ _lock = threading.Lock()
 
 def reap_expired_runs() -> list[str]:
     """Re-queue (or fail) every running run whose lease expired. Returns the run ids acted on."""
-    from agents.executors import enqueue_run
-    from agents.loop.turn import fail_interrupted_run
-
     acted = []
     now = timezone.now()
     for run in Run.objects.filter(status=Run.Status.RUNNING, lease_expires_at__lt=now).only(
         "pk", "attempts", "lease_expires_at"
     ):
         if run.attempts >= settings.RUN_MAX_ATTEMPTS:
-            if fail_interrupted_run(run_id=run.pk, expected_lease=run.lease_expires_at):
+            if run_fail_interrupted(run_id=run.pk, expected_lease=run.lease_expires_at):
                 acted.append(str(run.pk))
             continue
-        taken = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, lease_expires_at=run.lease_expires_at).update(
-            status=Run.Status.QUEUED, lease_owner="", lease_expires_at=None, attempts=F("attempts") + 1
-        )
-        if taken:
+        if lifecycle.run_requeue_expired(run_id=run.pk, expected_lease=run.lease_expires_at):
             logger.warning("run %s: worker lost (lease expired); re-queued (attempt %s)", run.pk, run.attempts + 1)
             enqueue_run(run.pk)
             acted.append(str(run.pk))
@@ -60,8 +58,9 @@ def _loop() -> None:
             close_old_connections()
 
 
-def start_reaper() -> None:
-    """Start the process's reaper thread once (idempotent)."""
+def start_reaper(**_signal_kwargs) -> None:
+    """Start the process's reaper thread once (idempotent). Also a Celery ``worker_ready``
+    receiver (connected in ``AgentsConfig.ready``)."""
     global _started
     if not settings.RUN_REAPER_ENABLED:
         return

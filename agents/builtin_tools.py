@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agents.pipeline import policy_defaults, policy_views, required_role_for, tool_pipeline
-from agents.tools import ToolContext, registry, tool
+from agents.tools import ToolContext, tool, tool_sources
 
 
 @tool(
@@ -38,7 +38,7 @@ def show_capabilities(*, ctx: ToolContext) -> dict:
     unavailable = []
     for name, reason in sorted(offer.excluded.items()):
         entry = {"name": name, "reason": reason}
-        spec = registry.get(name)
+        spec = tool_sources.get(name)
         policy = policies.get(name) or (policy_defaults(spec) if spec else None)
         if policy is not None and reason.startswith("role"):
             entry["required_role"] = required_role_for(policy)

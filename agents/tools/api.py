@@ -1,10 +1,11 @@
-"""The tool registry: declarations, the ``@tool`` decorator and the per-call context."""
+"""The tool API: what a tool is (``ToolSpec``), what it receives (``ToolContext``), what it
+returns (``ToolOutput``) or raises (``ToolError``), and the ``@tool`` declaration."""
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,9 +30,22 @@ class ToolContext:
     ui_context: dict = field(default_factory=dict)
     # ``progress(label, status="running")`` publishes ``tool.progress`` for this call.
     progress: Callable[..., None] = field(default=lambda label, status="running": None, compare=False, repr=False)
+    # Set when the run gave up on this call (cancelled, timed out): a long tool should check
+    # ``ctx.cancelled.is_set()`` between steps and stop; its late result is discarded anyway.
+    cancelled: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
 
     def scope_values(self) -> dict[str, Any]:
         return {"workspace_id": self.workspace_id, "thread_id": self.thread_id, "user_id": self.user_id}
+
+
+class ToolError(Exception):
+    """Raised by a tool for an expected failure; the model gets ``str(exc)`` as an error
+    result. ``retryable``: a 5xx or connection error of a read tool (retried once after 1 s);
+    never honoured for write tools, which may not be idempotent."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 @dataclass
@@ -66,56 +80,14 @@ class ToolSpec:
     chat_denylisted: bool = False
     # Roles allowed by default (empty: every role); the admin's ToolPolicy row decides after.
     default_roles: tuple[str, ...] = ()
+    # The tool source that offers it ("builtin" for @tool declarations; see agents.tools.sources).
+    source: str = "builtin"
 
     @property
     def approval_default(self) -> str:
         if self.default_approval:
             return self.default_approval
         return "never" if self.risk == "read" else "always"
-
-
-class ToolRegistry:
-    """Name → ToolSpec. Written only while apps load; read-only after ``freeze()``."""
-
-    def __init__(self) -> None:
-        self._tools: dict[str, ToolSpec] = {}
-        self._frozen = False
-
-    def register(self, spec: ToolSpec) -> None:
-        if self._frozen:
-            raise RuntimeError(f"tool registry is frozen; cannot add {spec.name!r}")
-        if not TOOL_NAME_RE.match(spec.name):
-            raise ValueError(f"tool name {spec.name!r} must match {TOOL_NAME_RE.pattern}")
-        if spec.name in self._tools and self._tools[spec.name].func is not spec.func:
-            raise ValueError(f"tool {spec.name!r} is declared twice")
-        self._tools[spec.name] = spec
-
-    def freeze(self) -> None:
-        self._frozen = True
-
-    @contextlib.contextmanager
-    def scoped(self, *specs: ToolSpec) -> Iterator[None]:
-        """Tests only: make ``specs`` available inside the ``with`` block, then remove them."""
-        added = [s for s in specs if s.name not in self._tools]
-        for spec in added:
-            self._tools[spec.name] = spec
-        try:
-            yield
-        finally:
-            for spec in added:
-                self._tools.pop(spec.name, None)
-
-    def get(self, name: str) -> ToolSpec | None:
-        return self._tools.get(name)
-
-    def all(self) -> list[ToolSpec]:
-        return sorted(self._tools.values(), key=lambda s: s.name)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._tools
-
-
-registry = ToolRegistry()
 
 
 def make_spec(
@@ -140,42 +112,3 @@ def make_spec(
         scope_args=tuple(dict.fromkeys(DEFAULT_SCOPE_ARGS + tuple(scope_args))),
         **flags,
     )
-
-
-def tool(
-    *,
-    name: str,
-    description: str,
-    parameters: dict,
-    risk: str = "read",
-    scope_args: tuple[str, ...] = (),
-    mutates_knowledge: bool = False,
-    default_approval: str | None = None,
-    always_offered: bool = False,
-    requires_model_save: bool = False,
-    chat_denylisted: bool = False,
-    default_roles: tuple[str, ...] = (),
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Declare a tool. ``scope_args`` adds to the default scope arguments (workspace_id,
-    thread_id, user_id), which are hidden from the model and pinned at invocation."""
-
-    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        registry.register(
-            make_spec(
-                name=name,
-                description=description,
-                parameters=parameters,
-                risk=risk,
-                func=func,
-                scope_args=scope_args,
-                mutates_knowledge=mutates_knowledge,
-                default_approval=default_approval,
-                always_offered=always_offered,
-                requires_model_save=requires_model_save,
-                chat_denylisted=chat_denylisted,
-                default_roles=tuple(default_roles),
-            )
-        )
-        return func
-
-    return decorate

@@ -1,9 +1,11 @@
 """Where ``run_turn`` executes: one code path, two executors.
 
 * ``embedded`` — a bounded thread pool inside the web process (no Redis, no worker).
-* ``celery`` — ``agents.tasks.run_turn_task`` on a Celery worker (production).
+* ``celery`` — the ``agents.run_turn`` task on a Celery worker (production), sent by name so
+  this module does not import the task module.
 
-Chosen by ``settings.RUN_EXECUTOR`` (``embedded`` unless ``REDIS_URL`` is set).
+Chosen by ``settings.RUN_EXECUTOR`` (``embedded`` unless ``REDIS_URL`` is set; ``none`` in
+tests of the HTTP layer only).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from django.conf import settings
 from django.db import close_old_connections
 
 logger = logging.getLogger(__name__)
+
+RUN_TURN_TASK = "agents.run_turn"
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -32,7 +36,7 @@ def _embedded_pool() -> concurrent.futures.ThreadPoolExecutor:
 
 
 def _run_embedded(run_id: str) -> None:
-    from agents.loop import run_turn
+    from .driver import run_turn
 
     close_old_connections()
     try:
@@ -49,8 +53,8 @@ def enqueue_run(run_id) -> concurrent.futures.Future | None:
     if settings.RUN_EXECUTOR == "none":  # tests of the HTTP layer only; nothing executes
         return None
     if settings.RUN_EXECUTOR == "celery":
-        from agents.tasks import run_turn_task
+        from chatplatform.celery import app
 
-        run_turn_task.delay(str(run_id))
+        app.send_task(RUN_TURN_TASK, args=[str(run_id)])
         return None
     return _embedded_pool().submit(_run_embedded, str(run_id))

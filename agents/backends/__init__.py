@@ -1,0 +1,35 @@
+"""Agent backends: what does the work of a run (see :mod:`agents.backends.base`).
+
+* :class:`~agents.backends.model.ModelBackend` — the platform's own tool loop: stream from an
+  LLM provider (OpenAI-compatible, Anthropic, Ollama, offline), run the tools it calls under
+  the platform's governance, repeat. The default for every provider kind.
+* Other backends register for a provider kind (``register_backend("agent_runs", factory)``),
+  e.g. a remote agent with its own runs API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .base import AgentBackend, Outcome, Turn
+
+_backends: dict[str, Callable[[], AgentBackend]] = {}
+
+
+def register_backend(kind: str, factory: Callable[[], AgentBackend]) -> None:
+    """Serve runs whose provider has ``kind`` with ``factory()`` (called once per turn)."""
+    _backends[kind] = factory
+
+
+def backend_for(provider) -> AgentBackend:
+    """The backend for a run's provider row (None → the model backend, which fails the run
+    with a clear message)."""
+    factory = _backends.get(getattr(provider, "kind", ""))
+    if factory is not None:
+        return factory()
+    from .model import ModelBackend
+
+    return ModelBackend()
+
+
+__all__ = ["AgentBackend", "Outcome", "Turn", "backend_for", "register_backend"]

@@ -1,0 +1,94 @@
+"""The agent-backend seam: what the run driver hands a backend, and what it gets back.
+
+A backend does the work of one turn — call a model and run tools, or drive a remote agent —
+and persists what it produces (assistant messages, tool messages, ledger rows through
+:mod:`agents.runs.lifecycle`). It never changes the run's status: it returns an
+:class:`Outcome`, and the driver (``agents.runs.driver.run_turn``) applies it — finish,
+park for approval, or close a cancel — and publishes the terminal event.
+
+A new backend implements::
+
+    class MyBackend:
+        def advance(self, turn: Turn) -> Outcome: ...   # start, continue or recover the turn
+        def cancel(self, turn: Turn) -> None: ...       # the run was cancelled: stop remote
+                                                        # work, keep partial output "cancelled"
+
+and is registered for a provider kind with ``agents.backends.register_backend(kind, factory)``.
+``advance`` must be re-entrant: it is called again after a crash (the lease expired) and after
+each approval decision, and rebuilds its state from the database (messages, the ToolCall
+ledger, ``run.backend_state`` saved with ``lifecycle.run_backend_state_save``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from agents.events import RunEmitter
+from agents.models import Run
+from agents.runs.lease import RunLease
+from agents.tools import ToolContext
+
+
+@dataclass
+class Turn:
+    """One claimed run as a backend sees it. ``run`` has its thread (with workspace),
+    provider, user and user message loaded; ``role`` is the user's role name in the thread's
+    workspace; ``tools`` is the scope every tool call runs in (never built from model output)."""
+
+    run: Run
+    emitter: RunEmitter
+    lease: RunLease
+    role: str
+    tools: ToolContext
+
+    def started(self, *, assistant_message_id) -> None:
+        """Publish ``run.started`` once per run (not again on a resumed attempt)."""
+        if self.emitter.seq == 0:
+            run = self.run
+            self.emitter.emit(
+                "run.started",
+                thread_id=str(run.thread_id),
+                user_message_id=str(run.user_message_id) if run.user_message_id else None,
+                assistant_message_id=str(assistant_message_id),
+            )
+
+    def cancelled(self) -> bool:
+        """Renew the lease when due; True once the run was cancelled. Raises
+        ``LeaseLost`` when another worker took the run over: stop without writing."""
+        return self.lease.tick()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a backend's ``advance`` ended. ``kind``: ``completed``, ``awaiting_approval``
+    (a tool call waits for a person; no worker keeps waiting), ``cancelled`` (the backend
+    already closed its messages as cancelled) or ``failed`` (``code``/``message`` name the
+    root cause; ``retryable`` tells the UI whether a retry may help)."""
+
+    kind: str
+    code: str = ""
+    message: str = ""
+    retryable: bool = False
+
+    @classmethod
+    def completed(cls) -> Outcome:
+        return cls("completed")
+
+    @classmethod
+    def awaiting_approval(cls) -> Outcome:
+        return cls("awaiting_approval")
+
+    @classmethod
+    def cancelled(cls) -> Outcome:
+        return cls("cancelled")
+
+    @classmethod
+    def failed(cls, code: str, message: str, *, retryable: bool = False) -> Outcome:
+        return cls("failed", code, message, retryable)
+
+
+class AgentBackend(Protocol):
+    def advance(self, turn: Turn) -> Outcome: ...
+
+    def cancel(self, turn: Turn) -> None: ...

@@ -1,0 +1,293 @@
+"""The model backend: the platform's own tool loop over an LLM provider (DESIGN §5).
+
+One ``advance`` streams from the provider, runs the tools it calls (``agents.loop.execute``:
+guard, pinning, validation, risk, approval, timeout/retry, ledger), and repeats until the
+model answers without tool calls, the iteration cap is hit, a call waits for a person, the
+run is cancelled or the provider fails.
+
+Re-entrant: state is rebuilt from the database (messages + the ToolCall ledger) every time,
+so the same code starts a turn, continues it after a crash or an approval decision, and never
+executes a finished tool call twice. The final assistant message is always persisted:
+``complete``, ``truncated`` (cap, length, broken stream), ``error`` or ``cancelled``, with
+whatever text arrived.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from agents.grounding import grounding_for
+from agents.loop.execute import execute_tool_call
+from agents.loop.prompt import system_prompt, thread_history
+from agents.loop.tiers import history_window, run_plan
+from agents.models import Run
+from agents.pipeline import policy_views, tool_pipeline
+from agents.providers import (
+    ChatRequest,
+    Finish,
+    ProviderError,
+    ReasoningDelta,
+    StreamedToolCall,
+    TextDelta,
+    ToolDefinition,
+    provider_for,
+)
+from agents.runs.calls import all_answered, answered_ids, close_open_calls
+from chat.models import Message
+from chat.services import message_create
+
+from .base import Outcome, Turn
+
+logger = logging.getLogger(__name__)
+
+
+class RunCancelled(Exception):
+    """Raised inside the stream loop when the run was cancelled from outside."""
+
+
+@dataclass
+class Streamed:
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    tool_calls: list[StreamedToolCall] = field(default_factory=list)
+    finish: Finish | None = None
+
+    @property
+    def content(self) -> str:
+        return "".join(self.text)
+
+
+class ModelBackend:
+    """``advance(turn)`` runs the loop; ``cancel(turn)`` closes a run cancelled while it
+    asked for a decision."""
+
+    def advance(self, turn: Turn) -> Outcome:
+        return _Loop(turn).advance()
+
+    def cancel(self, turn: Turn) -> None:
+        _Loop(turn).close_cancelled(None)
+
+
+class _Loop:
+    """One ``advance`` of the model loop over a claimed run (state lives in the database)."""
+
+    def __init__(self, turn: Turn) -> None:
+        self.turn = turn
+        self.run = turn.run
+        self.thread = turn.run.thread
+        self.emitter = turn.emitter
+        self.role_name = turn.role
+        self.ctx = turn.tools
+        self.cap = settings.AGENT_MAX_ITERATIONS
+        self.pending_citations: list[dict] = []
+
+    def advance(self) -> Outcome:
+        run = self.run
+        assistant = self._resume_point()
+        self.turn.started(assistant_message_id=assistant.pk)
+        while True:
+            if assistant.tool_calls:  # a resumed message whose calls still need results
+                state = self._execute_calls(assistant)
+                if state == "cancelled" or self.turn.cancelled():
+                    return self.close_cancelled(None)
+                if state == "awaiting_approval":
+                    return Outcome.awaiting_approval()
+                if run.iterations >= self.cap:
+                    return self._hit_cap()
+                assistant = self._new_assistant()
+                continue
+            try:
+                streamed = self._stream(assistant)
+            except RunCancelled:
+                return self.close_cancelled(assistant)
+            except ProviderError as exc:
+                return self._provider_failed(assistant, exc)
+            run.iterations += 1
+            Run.objects.filter(pk=run.pk).update(iterations=run.iterations)
+            finish = streamed.finish or Finish("stop")
+            if finish.reason == "length":
+                # A half-built tool call is never executed (shared/cases, issue: providers).
+                self._close_assistant(assistant, streamed, Message.Status.TRUNCATED)
+                return Outcome.completed()
+            assistant.tool_calls = [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in streamed.tool_calls
+            ]
+            self._close_assistant(assistant, streamed, Message.Status.COMPLETE)
+            if not assistant.tool_calls:
+                return Outcome.completed()
+
+    def _resume_point(self) -> Message:
+        """The assistant message to continue with: a fresh one, or the unfinished one left by
+        an earlier attempt (a streaming message is closed as truncated first)."""
+        last = Message.objects.filter(run=self.run).order_by("-position").first()
+        if last is not None and last.role == Message.Role.ASSISTANT:
+            if last.status == Message.Status.STREAMING:
+                last.status = Message.Status.TRUNCATED
+                last.save(update_fields=["status", "updated_at"])
+                if last.tool_calls:
+                    return last
+                return self._new_assistant()
+            if last.tool_calls and not all_answered(last):
+                return last
+        if last is not None and last.role == Message.Role.TOOL:
+            parent = Message.objects.filter(run=self.run, role=Message.Role.ASSISTANT).order_by("-position").first()
+            if parent is not None and not all_answered(parent):
+                return parent
+        return self._new_assistant()
+
+    def _new_assistant(self) -> Message:
+        return message_create(
+            thread_id=self.thread.pk,
+            run=self.run,
+            role=Message.Role.ASSISTANT,
+            status=Message.Status.STREAMING,
+            provider=self.run.provider.slug if self.run.provider else "",
+            model=self.run.model,
+        )
+
+    def _grounding(self, tier: str):
+        """The run's retrieved context (``agents.grounding``: the knowledge app's), once per turn; the
+        sources it gave lead the final answer's citations."""
+        if getattr(self, "grounding", None) is None:
+            self.grounding = grounding_for(run=self.run, tier=tier)
+            self.pending_citations[:0] = self.grounding.citations
+        return self.grounding
+
+    def _offer(self):
+        """The tools offered now (policies are read afresh for every model request)."""
+        self.policies = policy_views()
+        offer = tool_pipeline(
+            role_name=self.role_name,
+            object_type=(self.run.ui_context or {}).get("objectType"),
+            allow_model_save=self.thread.allow_model_save,
+            policies=self.policies,
+        )
+        self.offered = offer.names
+        return offer
+
+    def _stream(self, assistant: Message) -> Streamed:
+        adapter = provider_for(self.run.provider)
+        offer = self._offer()
+        if getattr(self, "plan", None) is None:  # prompt tier and request options, once per turn
+            self.plan = run_plan(thread=self.thread, provider=self.run.provider, model_name=self.run.model)
+        plan = self.plan
+        grounding = self._grounding(plan.tier.name)
+        request = ChatRequest(
+            model=self.run.model,
+            system=system_prompt(
+                workspace_name=self.thread.workspace.name,
+                tier=plan.tier.name,
+                ui_context=self.run.ui_context,
+                extra_blocks=[grounding.block],
+            ),
+            messages=history_window(
+                thread_history(thread_id=self.thread.pk, exclude_ids={assistant.pk}), plan.history_limit
+            ),
+            tools=[ToolDefinition(t.name, t.description, t.parameters) for t in offer.tools],
+            max_output_tokens=plan.max_output_tokens,
+            options=plan.options,
+            echo_reasoning=plan.echo_reasoning,
+            grounding=grounding.sources,
+        )
+        streamed = Streamed()
+        last_persist = time.monotonic()
+        stream = adapter.stream(request)
+        try:
+            for event in stream:
+                if isinstance(event, TextDelta):
+                    streamed.text.append(event.text)
+                    self.emitter.text(event.text)
+                elif isinstance(event, ReasoningDelta):
+                    streamed.reasoning.append(event.text)
+                elif isinstance(event, StreamedToolCall):
+                    streamed.tool_calls.append(event)
+                elif isinstance(event, Finish):
+                    streamed.finish = event
+                now = time.monotonic()
+                if now - last_persist >= settings.STREAM_PERSIST_INTERVAL_S:
+                    # A crash loses at most the last second of text.
+                    last_persist = now
+                    assistant.content = streamed.content
+                    assistant.save(update_fields=["content", "updated_at"])
+                if self.turn.cancelled():
+                    self._partial = streamed
+                    raise RunCancelled
+        except ProviderError as exc:
+            exc.partial = streamed  # type: ignore[attr-defined]
+            raise
+        finally:
+            close = getattr(stream, "close", None)
+            if close:
+                close()
+        return streamed
+
+    def _execute_calls(self, assistant: Message) -> str:
+        if not hasattr(self, "offered"):
+            self._offer()
+        answered = answered_ids(assistant)
+        for call in assistant.tool_calls:
+            if call["id"] in answered:
+                continue
+            if self.turn.cancelled():
+                return "cancelled"
+            outcome = execute_tool_call(
+                run=self.run, assistant=assistant, call=call, ctx=self.ctx,
+                offered=self.offered, policies=self.policies, emitter=self.emitter, tick=self.turn.cancelled,
+            )
+            if outcome.pending:
+                return "awaiting_approval"  # later calls wait until this one is decided
+            self.pending_citations.extend(outcome.citations)
+        return "done"
+
+    # -- endings -------------------------------------------------------------------------
+    def _close_assistant(self, assistant: Message, streamed: Streamed, status: str) -> None:
+        assistant.content = streamed.content
+        assistant.reasoning = "".join(streamed.reasoning)
+        assistant.status = status
+        if streamed.finish and streamed.finish.usage:
+            assistant.usage = streamed.finish.usage.as_dict()
+        if self.pending_citations and not assistant.tool_calls:
+            assistant.citations = _dedupe(self.pending_citations)
+        assistant.save()
+        self.emitter.emit("message.completed", message_id=str(assistant.pk), status=status)
+
+    def _hit_cap(self) -> Outcome:
+        note = (
+            f"I stopped after {self.cap} rounds of tool calls without reaching an answer "
+            "(the iteration cap). Ask again, or narrow the question."
+        )
+        assistant = self._new_assistant()
+        self._close_assistant(assistant, Streamed(text=[note]), Message.Status.TRUNCATED)
+        return Outcome.completed()
+
+    def _provider_failed(self, assistant: Message, exc: ProviderError) -> Outcome:
+        partial: Streamed = getattr(exc, "partial", None) or Streamed()
+        status = Message.Status.TRUNCATED if partial.content else Message.Status.ERROR
+        assistant.error = {"code": exc.code, "message": exc.message}
+        self._close_assistant(assistant, partial, status)
+        return Outcome.failed(exc.code, exc.message, retryable=exc.retryable)
+
+    def close_cancelled(self, assistant: Message | None) -> Outcome:
+        """End a cancelled run's work: partial text kept as ``cancelled``; unanswered tool
+        calls get a "cancelled by the user" result so the history stays valid for every
+        provider. The final assistant message is always persisted (DESIGN §5): the partial
+        text, or an empty one marked cancelled when the cancel came between model responses."""
+        close_open_calls(run=self.run, reason="Not executed: the run was cancelled by the user.")
+        final = assistant if assistant is not None else self._new_assistant()
+        partial = getattr(self, "_partial", Streamed()) if assistant is not None else Streamed()
+        self._close_assistant(final, partial, Message.Status.CANCELLED)
+        return Outcome.cancelled()
+
+
+def _dedupe(citations: list[dict]) -> list[dict]:
+    seen, out = set(), []
+    for c in citations:
+        key = (c.get("item_id"), c.get("chunk_id"))
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out

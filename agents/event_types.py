@@ -1,0 +1,78 @@
+"""The streaming vocabulary, declared once (docs/design.md "Events"; DESIGN §7).
+
+Every event a run publishes, and the websocket's ``error`` event, is declared here with its
+fields. The emitter refuses an undeclared type or field (a bug, not a client error); the
+websocket consumer, the SSE view, ``manage.py ask``, the replay cursor and the browser (the
+chat page embeds :func:`vocabulary` as JSON) read the terminal set and the names from here,
+and a test holds this table against docs/design.md and against every ``emit`` call in the code.
+
+Every run event also carries ``type``, ``run_id`` and ``seq`` (1, 2, 3… per run, no gaps).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EventType:
+    """``fields``: always present; ``optional``: present when they apply."""
+
+    name: str
+    fields: tuple[str, ...]
+    optional: tuple[str, ...] = ()
+    terminal: bool = False
+    run_event: bool = True  # carries run_id and seq (all but ``error``)
+
+
+_ALL = (
+    EventType("run.started", ("thread_id", "user_message_id", "assistant_message_id")),
+    EventType("text.delta", ("delta",)),
+    EventType("tool.started", ("tool_call_id", "name", "arguments_summary")),
+    EventType("tool.progress", ("tool_call_id", "label", "status")),
+    EventType("tool.retry", ("tool_call_id", "attempt")),
+    EventType("tool.completed", ("tool_call_id", "name", "status", "summary", "is_error")),
+    EventType("tool.timeout", ("tool_call_id", "retryable", "status_unknown")),
+    EventType("permission.denied", ("tool", "required_role", "alternatives")),
+    EventType("approval.requested", ("tool_call_id", "tool", "arguments_summary", "risk", "risk_level",
+                                     "env_context", "dangerous", "countdown_s")),
+    EventType("approval.resolved", ("tool_call_id", "decision", "decided_by")),
+    EventType("knowledge.saved", ("item_id", "title")),
+    EventType("knowledge.changed", ("item_ids",)),
+    EventType("message.completed", ("message_id", "status")),
+    EventType("run.completed", ("status",), terminal=True),
+    EventType("run.failed", ("status", "error", "retryable"), terminal=True),
+    EventType("run.cancelled", ("status",), terminal=True),
+    # Sent to one socket: a bad frame, a refused action, missing events. Extra fields by
+    # code: events_missing → run_id, from_seq, to_seq; rate_limited → retry_after; a refused
+    # decision → status, tool_call_id.
+    EventType("error", ("code", "message"),
+              optional=("run_id", "from_seq", "to_seq", "retry_after", "status", "tool_call_id"),
+              run_event=False),
+)
+
+EVENT_TYPES: dict[str, EventType] = {e.name: e for e in _ALL}
+TERMINAL_TYPES: frozenset[str] = frozenset(e.name for e in _ALL if e.terminal)
+
+
+def check_event(name: str, fields) -> None:
+    """Raise ValueError when ``name`` is not declared or ``fields`` (the names given besides
+    ``type``/``run_id``/``seq``) do not match its declaration."""
+    spec = EVENT_TYPES.get(name)
+    if spec is None:
+        raise ValueError(f"undeclared event type {name!r} (agents/event_types.py)")
+    given = set(fields)
+    missing = set(spec.fields) - given
+    extra = given - set(spec.fields) - set(spec.optional)
+    if missing or extra:
+        raise ValueError(f"event {name!r}: missing {sorted(missing)}, undeclared {sorted(extra)}")
+
+
+def vocabulary() -> dict:
+    """The vocabulary as JSON-safe data for clients:
+    ``{"types": {name: {"fields": [...], "optional": [...], "terminal": bool}}, "terminal": [...]}``."""
+    return {
+        "types": {e.name: {"fields": list(e.fields), "optional": list(e.optional), "terminal": e.terminal}
+                  for e in _ALL},
+        "terminal": sorted(TERMINAL_TYPES),
+    }

@@ -1,0 +1,43 @@
+"""A run's tool calls as its messages record them: which are answered, and closing the open
+ones so the history stays valid for every provider (a tool result follows every call)."""
+
+from __future__ import annotations
+
+from agents.models import Run, ToolCall
+from chat.models import Message
+from chat.services import message_create
+
+from . import lifecycle
+
+
+def answered_ids(assistant: Message) -> set[str]:
+    """Call ids of ``assistant``'s tool calls that have a tool message after it."""
+    ids = {c["id"] for c in assistant.tool_calls}
+    return set(
+        Message.objects.filter(
+            thread_id=assistant.thread_id, role=Message.Role.TOOL, tool_call_id__in=ids,
+            position__gt=assistant.position,
+        ).values_list("tool_call_id", flat=True)
+    )
+
+
+def all_answered(assistant: Message) -> bool:
+    return answered_ids(assistant) >= {c["id"] for c in assistant.tool_calls}
+
+
+def close_open_calls(*, run: Run, reason: str) -> list[str]:
+    """Give every unanswered tool call of ``run`` an error result ``reason`` and expire its
+    ledger row if it was still pending, waiting or approved (``lifecycle.tool_call_expire``).
+    Returns the ledger ids expired (for ``approval.resolved`` events)."""
+    closed = []
+    for assistant in Message.objects.filter(run=run, role=Message.Role.ASSISTANT).exclude(tool_calls=[]):
+        answered = answered_ids(assistant)
+        for call in assistant.tool_calls:
+            if call["id"] in answered:
+                continue
+            ledger = ToolCall.objects.filter(message=assistant, call_id=call["id"]).first()
+            if ledger is not None and lifecycle.tool_call_expire(ledger=ledger, reason=reason):
+                closed.append(str(ledger.pk))
+            message_create(thread_id=run.thread_id, run=run, role=Message.Role.TOOL, content=reason,
+                           tool_call_id=call["id"], is_error=True)
+    return closed

@@ -1,0 +1,135 @@
+"""``run_turn(run_id)``: claim → ``backend.advance(turn)`` → the lifecycle's end (DESIGN §5).
+
+The driver is the same for every backend. It claims the run's lease (a run another live
+worker holds is left alone), checks the user still belongs to the workspace, builds the
+:class:`~agents.backends.Turn` (emitter, lease, tool scope), lets the provider's backend do
+the work, and applies the :class:`~agents.backends.Outcome`:
+
+=====================  ==========================================  ==========================
+outcome                lifecycle                                   event
+=====================  ==========================================  ==========================
+completed              ``run_finish(completed)``                   ``run.completed``
+failed                 ``run_finish(failed, error)``               ``run.failed``
+awaiting_approval      ``run_park`` (the lease is released)        — (``approval.requested``
+                                                                   was published by the
+                                                                   backend)
+cancelled              ``run_cancel_finished``                     ``run.cancelled``
+=====================  ==========================================  ==========================
+
+A cancel that lands between the backend's last check and the driver's transition wins: the
+transition fails, the backend's ``cancel`` closes its work, and ``run.cancelled`` is
+published. Never raises for provider or tool failures; a bug still ends the run ``failed``
+with ``internal_error``. A worker that lost its lease stops without writing anything.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from agents.backends import Outcome, Turn, backend_for
+from agents.events import RunEmitter
+from agents.models import Run
+from agents.tools import ToolContext
+from chat.models import Membership, Message
+
+from . import lifecycle
+from .lease import LeaseLost, RunLease, worker_identity
+
+logger = logging.getLogger(__name__)
+
+
+def run_turn(*, run_id) -> None:
+    """Start, continue or recover run ``run_id``. Returns when the run is terminal or waits
+    for a person's decision."""
+    owner = worker_identity()
+    if not lifecycle.run_claim(run_id=run_id, owner=owner):
+        return
+    run = Run.objects.select_related("thread__workspace", "provider", "user", "user_message").get(pk=run_id)
+    emitter = RunEmitter.for_run(run)
+    lease = RunLease(run_id=run.pk, owner=owner, seq_source=lambda: emitter.seq)
+    turn = _turn(run, emitter, lease)
+    backend = backend_for(run.provider)
+    try:
+        if not turn.role:
+            outcome = Outcome.failed("forbidden", "you are no longer a member of this workspace")
+        else:
+            outcome = backend.advance(turn)
+        _end(turn, backend, outcome, owner)
+    except LeaseLost:
+        logger.warning("run %s: lease lost to another worker; stopping here", run.pk)
+        emitter.close(save_seq=False)
+        return
+    except Exception as exc:  # last line of defence: a bug still ends the run cleanly
+        logger.exception("run %s crashed", run.pk)
+        _fail(run, emitter, "internal_error", f"internal error: {type(exc).__name__}")
+    emitter.close()
+    lease.release()
+
+
+def _turn(run: Run, emitter: RunEmitter, lease: RunLease) -> Turn:
+    thread = run.thread
+    membership = Membership.objects.select_related("role").filter(
+        user_id=run.user_id, workspace_id=thread.workspace_id
+    ).first()
+    role = membership.role.name if membership else ""
+    tools = ToolContext(
+        workspace_id=thread.workspace_id,
+        thread_id=str(thread.pk),
+        user_id=run.user_id,
+        run_id=str(run.pk),
+        role=role,
+        include_private=run.include_private,
+        allow_model_save=thread.allow_model_save,
+        env_id=run.env_id,
+        ui_context=dict(run.ui_context or {}),
+    )
+    return Turn(run=run, emitter=emitter, lease=lease, role=role, tools=tools)
+
+
+def _end(turn: Turn, backend, outcome: Outcome, owner: str) -> None:
+    run, emitter = turn.run, turn.emitter
+    if outcome.kind == "awaiting_approval":
+        if lifecycle.run_park(run_id=run.pk, owner=owner):
+            return
+        backend.cancel(turn)  # cancelled while the backend asked for a decision
+        outcome = Outcome.cancelled()
+    if outcome.kind == "completed":
+        if lifecycle.run_finish(run=run, status=Run.Status.COMPLETED):
+            emitter.emit("run.completed", status=Run.Status.COMPLETED)
+            return
+        outcome = Outcome.cancelled()  # cancelled after the last check: the cancel wins
+    if outcome.kind == "failed":
+        _fail(run, emitter, outcome.code, outcome.message, retryable=outcome.retryable)
+        return
+    lifecycle.run_cancel_finished(run_id=run.pk)
+    emitter.emit("run.cancelled", status=Run.Status.CANCELLED)
+
+
+def _fail(run: Run, emitter: RunEmitter, code: str, message: str, *, retryable: bool = False) -> None:
+    error = {"code": code, "message": message}
+    if lifecycle.run_finish(run=run, status=Run.Status.FAILED, error=error) or not lifecycle.run_is_cancelled(
+        run_id=run.pk
+    ):
+        emitter.emit("run.failed", status=Run.Status.FAILED, error=error, retryable=retryable)
+    else:  # a cancel came first and wins
+        lifecycle.run_cancel_finished(run_id=run.pk)
+        emitter.emit("run.cancelled", status=Run.Status.CANCELLED)
+
+
+def run_fail_interrupted(*, run_id, expected_lease) -> bool:
+    """The reaper's end for a run whose workers kept dying: its streaming messages are kept
+    as ``truncated`` and the run fails with code ``interrupted``. False when another reaper
+    (or a revived worker) got there first."""
+    if not lifecycle.run_take_for_failure(run_id=run_id, expected_lease=expected_lease):
+        return False
+    run = Run.objects.get(pk=run_id)
+    emitter = RunEmitter.for_run(run)
+    for msg in Message.objects.filter(run=run, status=Message.Status.STREAMING):
+        msg.status = Message.Status.TRUNCATED
+        msg.error = {"code": "interrupted", "message": "the worker stopped while writing this"}
+        msg.save(update_fields=["status", "error", "updated_at"])
+        emitter.emit("message.completed", message_id=str(msg.pk), status=msg.status)
+    _fail(run, emitter, "interrupted", "The run was interrupted: its worker stopped repeatedly.")
+    emitter.close()
+    lifecycle.run_release(run_id=run.pk, owner="reaper")
+    return True

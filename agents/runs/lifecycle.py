@@ -1,0 +1,235 @@
+"""The run lifecycle: every change of ``Run.status`` and ``ToolCall.status``, and nothing else.
+
+Each transition is one named function and one conditional ``UPDATE … WHERE status IN (from)``:
+it returns whether it happened, so two processes racing for the same change cannot both win
+(the loser sees ``False`` and backs off). No other module writes either status field; other
+fields (a message's text, a ledger row's arguments) are written where they are produced.
+
+Run transitions (``Run.Status``)::
+
+    function                from                                    to                   by
+    run_claim               queued | running (lease expired/none)   running              a worker (driver)
+    run_lease_renew         running (own lease)                     running              the heartbeat
+    run_park                running (own lease)                     awaiting_approval    the backend waits for a person
+    run_requeue_decided     awaiting_approval                       queued               an approval decision
+    run_requeue_expired     running (this expired lease)            queued               the reaper (attempts + 1)
+    run_take_for_failure    running (this expired lease)            running, reaper's    the reaper, before failing it
+    run_finish              queued | running | awaiting_approval    completed | failed   the driver
+    run_cancel_waiting      queued | awaiting_approval              cancelled            cancel, or a new message
+    run_cancel_running      running                                 cancelled            cancel (its worker stops)
+
+Besides the status: ``run_release`` clears a lease, ``run_seq_save`` keeps ``last_event_seq``
+(the emitter calls it when it closes), ``run_backend_state_save`` keeps a backend's own state.
+``interrupted`` is never set by this code: a run whose workers keep dying ends ``failed``
+with error code ``interrupted``.
+
+ToolCall transitions (``ToolCall.Status``)::
+
+    function                from                                    to
+    tool_call_open          (no row)                                pending
+    tool_call_park          pending                                 awaiting_approval
+    tool_call_decide        awaiting_approval                       approved | denied
+    tool_call_claim         pending | approved                      running
+    tool_call_finish        pending | approved | running | denied   succeeded | failed | timeout |
+                                                                    status_unknown | permission_denied | denied
+    tool_call_mark_unknown  running                                 status_unknown   (its worker died)
+    tool_call_expire        pending | awaiting_approval | approved  expired          (cancel, supersede)
+
+A call that reached ``succeeded`` or ``status_unknown`` is never executed again (DESIGN §4).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce, Greatest
+from django.utils import timezone
+
+from agents.models import Run, ToolCall
+
+S = Run.Status
+T = ToolCall.Status
+
+ACTIVE = (S.QUEUED, S.RUNNING, S.AWAITING_APPROVAL)
+"""A run in one of these states still owes its thread a terminal event."""
+
+
+def _lease_deadline():
+    return timezone.now() + timedelta(seconds=settings.RUN_LEASE_S)
+
+
+# -- Run -------------------------------------------------------------------------------------
+def run_claim(*, run_id, owner: str) -> bool:
+    """queued, or running with an expired (or no) lease → running, leased to ``owner`` for
+    ``RUN_LEASE_S`` seconds. False when another live worker holds it or it is not runnable.
+    (Crash recoveries are counted by the reaper in ``Run.attempts``, not here.)"""
+    now = timezone.now()
+    return bool(
+        Run.objects.filter(pk=run_id)
+        .filter(Q(status=S.QUEUED) | Q(status=S.RUNNING, lease_expires_at__lt=now)
+                | Q(status=S.RUNNING, lease_expires_at__isnull=True))
+        .update(status=S.RUNNING, lease_owner=owner, lease_expires_at=_lease_deadline(),
+                started_at=Coalesce(F("started_at"), now))
+    )
+
+
+def run_lease_renew(*, run_id, owner: str, seq: int | None = None) -> bool:
+    """Extend ``owner``'s lease by ``RUN_LEASE_S`` seconds (and save the emitter's ``seq``).
+    False when the run is no longer running under this owner (cancelled, or taken over)."""
+    fields = {"lease_expires_at": _lease_deadline()}
+    if seq is not None:
+        fields["last_event_seq"] = Greatest(F("last_event_seq"), seq)
+    return bool(Run.objects.filter(pk=run_id, status=S.RUNNING, lease_owner=owner).update(**fields))
+
+
+def run_park(*, run_id, owner: str) -> bool:
+    """running → awaiting_approval: no worker waits for a person; the lease is released.
+    False when the run was cancelled (or taken over) meanwhile."""
+    return bool(Run.objects.filter(pk=run_id, status=S.RUNNING, lease_owner=owner).update(
+        status=S.AWAITING_APPROVAL, lease_owner="", lease_expires_at=None))
+
+
+def run_requeue_decided(*, run_id) -> bool:
+    """awaiting_approval → queued, after a decision (the caller enqueues the run)."""
+    return bool(Run.objects.filter(pk=run_id, status=S.AWAITING_APPROVAL).update(status=S.QUEUED))
+
+
+def run_requeue_expired(*, run_id, expected_lease) -> bool:
+    """running with exactly ``expected_lease`` (expired) → queued, ``attempts`` + 1. Many
+    reapers may race; the lease timestamp lets exactly one win."""
+    return bool(Run.objects.filter(pk=run_id, status=S.RUNNING, lease_expires_at=expected_lease).update(
+        status=S.QUEUED, lease_owner="", lease_expires_at=None, attempts=F("attempts") + 1))
+
+
+def run_take_for_failure(*, run_id, expected_lease) -> bool:
+    """The reaper takes a run whose workers kept dying (lease ``expected_lease``) so that it
+    alone writes the failure; the status stays running until :func:`run_finish`."""
+    return bool(Run.objects.filter(pk=run_id, status=S.RUNNING, lease_expires_at=expected_lease).update(
+        lease_owner="reaper"))
+
+
+def run_finish(*, run: Run, status: str, error: dict | None = None) -> bool:
+    """queued | running | awaiting_approval → ``status`` (completed or failed), with
+    ``error`` ``{code, message}`` for failures. False when the run already ended — a cancel
+    that came first wins. Updates ``run.status`` in place when it happened."""
+    if status not in (S.COMPLETED, S.FAILED):
+        raise ValueError(f"run_finish ends a run completed or failed, not {status!r}")
+    updated = Run.objects.filter(pk=run.pk, status__in=ACTIVE).update(
+        status=status, error=error or {}, finished_at=timezone.now())
+    if updated:
+        run.status = status
+    return bool(updated)
+
+
+def run_cancel_waiting(*, run_id, code: str, reason: str) -> bool:
+    """queued | awaiting_approval → cancelled (no worker holds it, so the caller ends it)."""
+    return bool(Run.objects.filter(pk=run_id, status__in=[S.QUEUED, S.AWAITING_APPROVAL]).update(
+        status=S.CANCELLED, finished_at=timezone.now(), error={"code": code, "message": reason}))
+
+
+def run_cancel_running(*, run_id) -> bool:
+    """running → cancelled. The worker sees it at its next heartbeat (within a second), keeps
+    the partial text as ``cancelled`` and publishes ``run.cancelled``."""
+    return bool(Run.objects.filter(pk=run_id, status=S.RUNNING).update(status=S.CANCELLED))
+
+
+def run_cancel_finished(*, run_id) -> None:
+    """Stamp ``finished_at`` on a cancelled run whose worker has just closed it."""
+    Run.objects.filter(pk=run_id, status=S.CANCELLED).update(finished_at=timezone.now())
+
+
+def run_is_cancelled(*, run_id) -> bool:
+    return Run.objects.filter(pk=run_id, status=S.CANCELLED).exists()
+
+
+def run_release(*, run_id, owner: str) -> None:
+    """Clear ``owner``'s lease (the run ended, or was handed to a person)."""
+    Run.objects.filter(pk=run_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
+
+
+def run_seq_save(*, run_id, seq: int) -> None:
+    """Remember the last event seq published for the run (it never moves back)."""
+    Run.objects.filter(pk=run_id).update(last_event_seq=Greatest(F("last_event_seq"), seq))
+
+
+def run_backend_state_save(*, run_id, state: dict) -> None:
+    """Persist a backend's own state, e.g. ``{"remote_run_id", "last_event_id"}``."""
+    Run.objects.filter(pk=run_id).update(backend_state=state)
+
+
+# -- ToolCall --------------------------------------------------------------------------------
+def tool_call_open(*, run: Run, message, call_id: str, tool_name: str, raw_arguments: str) -> tuple[ToolCall, bool]:
+    """The ledger row of call ``call_id`` of assistant ``message``: created ``pending``, or
+    the existing one (``created`` False) — a redelivered turn finds what already happened."""
+    return ToolCall.objects.get_or_create(
+        message=message, call_id=call_id,
+        defaults={"run": run, "tool_name": tool_name, "raw_arguments": raw_arguments or ""},
+    )
+
+
+def tool_call_park(*, ledger: ToolCall) -> bool:
+    """pending → awaiting_approval, stamping ``requested_at`` (the countdown's start)."""
+    now = timezone.now()
+    if ToolCall.objects.filter(pk=ledger.pk, status=T.PENDING).update(
+        status=T.AWAITING_APPROVAL, requested_at=now, updated_at=now
+    ):
+        ledger.status, ledger.requested_at = T.AWAITING_APPROVAL, now
+        return True
+    return False
+
+
+def tool_call_decide(*, ledger: ToolCall, decision: str, user) -> bool:
+    """awaiting_approval → approved (``decision`` "approve") or denied ("deny"). Exactly one
+    decision wins."""
+    status = T.APPROVED if decision == "approve" else T.DENIED
+    now = timezone.now()
+    return bool(ToolCall.objects.filter(pk=ledger.pk, status=T.AWAITING_APPROVAL).update(
+        status=status, decision=decision, decided_by=user, decided_at=now, updated_at=now))
+
+
+def tool_call_claim(*, ledger: ToolCall) -> bool:
+    """pending | approved → running, just before the tool executes: a call runs at most once."""
+    if ToolCall.objects.filter(pk=ledger.pk, status__in=[T.PENDING, T.APPROVED]).update(
+        status=T.RUNNING, updated_at=timezone.now()
+    ):
+        ledger.status = T.RUNNING
+        return True
+    return False
+
+
+FINISH_FROM = (T.PENDING, T.APPROVED, T.RUNNING, T.DENIED)
+
+
+def tool_call_finish(*, ledger: ToolCall, status: str, result, summary: str, is_error: bool,
+                     duration_ms: int | None = None) -> bool:
+    """pending | approved | running | denied → ``status``, storing the result in the ledger.
+    Updates ``ledger`` in place when it happened."""
+    fields = {"status": status, "result": result, "summary": summary, "is_error": is_error,
+              "updated_at": timezone.now()}
+    if duration_ms is not None:
+        fields["duration_ms"] = duration_ms
+    if not ToolCall.objects.filter(pk=ledger.pk, status__in=FINISH_FROM).update(**fields):
+        return False
+    for key, value in fields.items():
+        setattr(ledger, key, value)
+    return True
+
+
+def tool_call_mark_unknown(*, ledger: ToolCall, summary: str) -> bool:
+    """running → status_unknown: the worker died while the tool ran; never re-executed."""
+    if ToolCall.objects.filter(pk=ledger.pk, status=T.RUNNING).update(
+        status=T.STATUS_UNKNOWN, is_error=True, summary=summary, updated_at=timezone.now()
+    ):
+        ledger.status, ledger.is_error, ledger.summary = T.STATUS_UNKNOWN, True, summary
+        return True
+    return False
+
+
+def tool_call_expire(*, ledger: ToolCall, reason: str) -> bool:
+    """pending | awaiting_approval | approved → expired: the run was cancelled, or a new
+    message superseded a call waiting for approval."""
+    return bool(ToolCall.objects.filter(
+        pk=ledger.pk, status__in=[T.PENDING, T.AWAITING_APPROVAL, T.APPROVED]
+    ).update(status=T.EXPIRED, is_error=True, summary=reason, updated_at=timezone.now()))
