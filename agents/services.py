@@ -9,6 +9,7 @@ from django.db import transaction
 
 from chat.models import Message, Thread
 from chat.services import message_create, title_from_message
+from chatplatform.errors import ServiceError
 
 from .events import RunEmitter
 from .models import AuditEvent, Run, ToolCall
@@ -16,20 +17,13 @@ from .ratelimit import rate_limit_hit
 from .runs import lifecycle
 from .runs.calls import close_open_calls
 from .runs.executors import enqueue_run
+from .ui_context import ui_context_accept
 
 MAX_MESSAGE_CHARS = 32_000
 
 
-class RunRejected(Exception):
-    """A send the server refuses. ``code`` and ``status`` map to the API error shape;
-    ``retry_after`` (seconds) becomes a ``Retry-After`` header on 429s."""
-
-    def __init__(self, code: str, message: str, status: int = 400, *, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.status = status
-        self.retry_after = retry_after
+class RunRejected(ServiceError):
+    """A send, cancel or decision the server refuses (``chatplatform.errors.ServiceError``)."""
 
 
 @dataclass
@@ -53,10 +47,16 @@ def run_create(
 ) -> RunCreated:
     """Persist the user's message and a queued run, and enqueue ``run_turn`` after commit.
 
-    ``thread`` must come from ``thread_get_for_user(..., write=True)``. Raises
-    :class:`RunRejected`: ``empty_message`` (400), ``message_too_long`` (413, over 32 000
-    chars), ``run_in_progress`` (409, the thread already has a queued or running run).
+    ``thread`` must come from ``thread_get_for_user(..., write=True)``; ``ui_context`` is the
+    client's raw UI context (None: the thread's). Raises :class:`RunRejected`:
+    ``empty_message`` (400), ``message_too_long`` (413, over 32 000 chars),
+    ``run_in_progress`` (409, the thread already has a queued or running run),
+    ``too_many_active_runs`` / ``rate_limited`` (429 + ``retry_after``); and
+    ``UIContextError`` (413/422, audited) for a context it cannot accept.
     """
+    if ui_context is not None:
+        ui_context = ui_context_accept(raw=ui_context, user=user, workspace_id=thread.workspace_id,
+                                       thread_id=thread.pk)
     if not isinstance(content, str) or not content.strip():
         raise RunRejected("empty_message", "The message is empty.")
     if len(content) > MAX_MESSAGE_CHARS:

@@ -7,11 +7,10 @@ from rest_framework import generics, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chatplatform.api import ApiError
-
 from .models import ToolCall
+from .presentation import tool_call_presentation
 from .selectors import tool_call_get_for_user, tool_call_list_for_user
-from .services import RunRejected, tool_call_decide
+from .services import tool_call_decide
 
 
 class ToolCallSerializer(serializers.ModelSerializer):
@@ -30,20 +29,15 @@ class ToolCallSerializer(serializers.ModelSerializer):
         ]
 
     def get_arguments_summary(self, obj) -> str:
-        from .loop.execute import arguments_summary
+        return tool_call_presentation(obj)["arguments_summary"]
 
-        hidden = {"workspace_id", "thread_id", "user_id"}
-        return arguments_summary({k: v for k, v in (obj.arguments or {}).items() if k not in hidden})
+    def get_countdown_s(self, obj) -> int:
+        return tool_call_presentation(obj)["countdown_s"]
 
     def to_representation(self, instance):
         data = super().to_representation(instance)
         data["env_context"] = data["env_context"] or None  # prod | staging | dev | null, as in events
         return data
-
-    def get_countdown_s(self, obj) -> int:
-        from .risk import COUNTDOWN_S
-
-        return COUNTDOWN_S if obj.risk_level == "dangerous" else 0
 
 
 class ToolCallListApi(generics.ListAPIView):
@@ -71,8 +65,5 @@ class ToolCallDecisionApi(APIView):
         tool_call = tool_call_get_for_user(user=request.user, tool_call_id=tool_call_id)
         data = DecisionSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            decided = tool_call_decide(tool_call=tool_call, user=request.user, decision=data.validated_data["decision"])
-        except RunRejected as exc:
-            raise ApiError(exc.code, exc.message, exc.status) from exc
+        decided = tool_call_decide(tool_call=tool_call, user=request.user, decision=data.validated_data["decision"])
         return Response(ToolCallSerializer(decided).data)

@@ -18,11 +18,14 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.http import Http404
+from rest_framework.exceptions import ValidationError
 
 from agents.event_types import check_event
 from agents.events import GROUP_MESSAGE_TYPE
 from agents.ratelimit import rate_limit_hit
 from agents.replay import RunStreamCursor
+from chatplatform.api import flatten_detail
+from chatplatform.errors import ServiceError
 
 from . import ws_actions
 from .selectors import thread_get_for_user
@@ -127,8 +130,10 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             return
         try:
             await database_sync_to_async(action)(user=self.scope["user"], thread_id=self.thread_id, frame=content)
-        except ws_actions.FrameError as exc:
-            await self.send_error(exc.code, exc.message, **exc.extra)
+        except ServiceError as exc:
+            await self.send_service_error(exc)
+        except ValidationError as exc:
+            await self.send_error("invalid_frame", f"Invalid {content['type']} frame: {flatten_detail(exc.detail)}")
         except Http404:
             await self.close(code=CLOSE_NOT_FOUND)
 
@@ -142,8 +147,8 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             last_seq = await database_sync_to_async(ws_actions.run_for_resume)(
                 user=self.scope["user"], thread_id=self.thread_id, run_id=frame.get("run_id")
             )
-        except ws_actions.FrameError as exc:
-            await self.send_error(exc.code, exc.message)
+        except ServiceError as exc:
+            await self.send_service_error(exc)
             return
         run_id = str(frame["run_id"])
         events = await self.cursor.resume(run_id, after)
@@ -160,6 +165,14 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             session_key=getattr(self.scope.get("session"), "session_key", None),
             token=ws_actions.token_from_scope(self.scope),
         )
+
+    async def send_service_error(self, exc: ServiceError) -> None:
+        """A service's refusal as an ``error`` event (the REST side maps it in
+        ``chatplatform.api.exception_handler``)."""
+        extra = dict(exc.extra)
+        if exc.retry_after:
+            extra["retry_after"] = round(exc.retry_after, 1)
+        await self.send_error(exc.code, exc.message, status=exc.status, **extra)
 
     async def send_error(self, code: str, message: str, **extra) -> None:
         event = {"code": code, "message": message, **extra}

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import Max
 
+from agents.ui_context import ui_context_accept
+
 from .models import Message, Thread, Workspace
 
 TITLE_MAX_CHARS = 60
@@ -66,3 +68,28 @@ def thread_duplicate(*, thread: Thread, owner) -> Thread:
         for m in Message.objects.filter(thread=thread).order_by("position")
     )
     return copy
+
+
+THREAD_FIELDS = ("title", "provider", "model", "grounded", "allow_model_save", "include_private_in_ai",
+                 "prompt_tier", "ui_context")
+
+
+def thread_update(*, thread: Thread, user, **changes) -> Thread:
+    """Change ``thread``'s settings (``THREAD_FIELDS`` only). ``thread`` must come from
+    ``thread_get_for_user(..., write=True)``. A ``ui_context`` is validated and a rejected one
+    audited (``UIContextError``, 413/422)."""
+    unknown = set(changes) - set(THREAD_FIELDS)
+    if unknown:
+        raise ValueError(f"not thread settings: {sorted(unknown)}")
+    if "ui_context" in changes:
+        changes["ui_context"] = ui_context_accept(raw=changes["ui_context"], user=user,
+                                                  workspace_id=thread.workspace_id, thread_id=thread.pk)
+    for key, value in changes.items():
+        setattr(thread, key, value)
+    thread.save(update_fields=[*changes, "updated_at"])
+    return thread
+
+
+def thread_delete(*, thread: Thread) -> None:
+    """Delete ``thread`` with its messages, runs and ledger (``thread_get_for_user(..., write=True)``)."""
+    thread.delete()

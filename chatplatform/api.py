@@ -7,6 +7,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from .errors import ServiceError
+
 
 class ApiError(exceptions.APIException):
     """Raise from a view to answer ``{"error": {"code", "message"}}`` with ``status_code``."""
@@ -18,16 +20,22 @@ class ApiError(exceptions.APIException):
         self.extra_headers = headers or {}
 
 
-def _flatten(detail) -> str:
+def flatten_detail(detail) -> str:
+    """A DRF error detail (dict, list or string) as one readable line."""
     if isinstance(detail, dict):
-        return "; ".join(f"{k}: {_flatten(v)}" for k, v in detail.items())
+        return "; ".join(f"{k}: {flatten_detail(v)}" for k, v in detail.items())
     if isinstance(detail, list):
-        return " ".join(_flatten(v) for v in detail)
+        return " ".join(flatten_detail(v) for v in detail)
     return str(detail)
 
 
 def exception_handler(exc, context):
-    """Every error as ``{"error": {"code": str, "message": str}}`` with a fitting status."""
+    """Every error as ``{"error": {"code": str, "message": str}}`` with a fitting status; a
+    service's :class:`~chatplatform.errors.ServiceError` keeps its code and status (and
+    ``Retry-After`` for 429s)."""
+    if isinstance(exc, ServiceError):
+        headers = {"Retry-After": str(max(1, round(exc.retry_after)))} if exc.retry_after else None
+        exc = ApiError(exc.code, exc.message, exc.status, headers=headers)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "Not found.")
     response = drf_exception_handler(exc, context)
@@ -44,7 +52,7 @@ def exception_handler(exc, context):
         code = codes if isinstance(codes, str) else "error"
     if response.status_code == status.HTTP_404_NOT_FOUND:
         code = "not_found"
-    message = _flatten(exc.detail) if isinstance(exc, exceptions.APIException) else str(exc)
+    message = flatten_detail(exc.detail) if isinstance(exc, exceptions.APIException) else str(exc)
     response.data = {"error": {"code": code, "message": message}}
     return response
 

@@ -29,7 +29,6 @@ from .selectors import (
     knowledge_search_for_user,
 )
 from .services import (
-    KnowledgeRejected,
     knowledge_item_create_for_user,
     knowledge_item_delete_for_user,
     knowledge_item_save_from_message,
@@ -52,10 +51,6 @@ def _flag(params, name: str, default: bool) -> bool:
     if value is None or value == "":
         return default
     return value.lower() in ("1", "true", "yes", "on")
-
-
-def _rejected(exc: KnowledgeRejected) -> ApiError:
-    return ApiError(exc.code, exc.message, exc.status)
 
 
 class KnowledgeItemSerializer(serializers.ModelSerializer):
@@ -175,10 +170,7 @@ class KnowledgeItemListCreateApi(generics.ListAPIView):
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
         workspace = default_workspace(request.user, values.pop("workspace", None))
-        try:
-            item = knowledge_item_create_for_user(user=request.user, workspace=workspace, **values)
-        except KnowledgeRejected as exc:
-            raise _rejected(exc) from exc
+        item = knowledge_item_create_for_user(user=request.user, workspace=workspace, **values)
         body = KnowledgeItemDetailSerializer(item, context={"request": request}).data
         return Response(body, status=status.HTTP_201_CREATED)
 
@@ -194,19 +186,13 @@ class KnowledgeItemDetailApi(APIView):
         item = knowledge_item_get_for_user(user=request.user, item_id=item_id)
         data = KnowledgeItemUpdateSerializer(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
-        try:
-            item = knowledge_item_update_for_user(user=request.user, item=item, **data.validated_data)
-        except KnowledgeRejected as exc:
-            raise _rejected(exc) from exc
+        item = knowledge_item_update_for_user(user=request.user, item=item, **data.validated_data)
         return Response(KnowledgeItemDetailSerializer(item, context={"request": request}).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request, item_id):
         item = knowledge_item_get_for_user(user=request.user, item_id=item_id)
-        try:
-            knowledge_item_delete_for_user(user=request.user, item=item)
-        except KnowledgeRejected as exc:
-            raise _rejected(exc) from exc
+        knowledge_item_delete_for_user(user=request.user, item=item)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -265,9 +251,6 @@ class MessageSaveToKnowledgeApi(APIView):
         message = message_get_for_user(user=request.user, message_id=message_id, write=True)
         data = SaveToKnowledgeSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            item = knowledge_item_save_from_message(user=request.user, message=message, **data.validated_data)
-        except KnowledgeRejected as exc:
-            raise _rejected(exc) from exc
+        item = knowledge_item_save_from_message(user=request.user, message=message, **data.validated_data)
         body = KnowledgeItemDetailSerializer(item, context={"request": request}).data
         return Response(body, status=status.HTTP_201_CREATED)

@@ -19,6 +19,7 @@ from django.core.validators import URLValidator
 from django.db import transaction
 
 from chat.models import Message, Workspace
+from chatplatform.errors import ServiceError
 
 from .chunking import chunk_text
 from .events import knowledge_changed_publish
@@ -33,14 +34,8 @@ EDITABLE_FIELDS = frozenset({"title", "content", "type", "tags", "url", "is_hidd
 _REINDEX_FIELDS = frozenset({"title", "content", "is_private", "is_hidden", "owner", "workspace"})
 
 
-class KnowledgeRejected(Exception):
-    """A write the server refuses. ``code`` and ``status`` map to the API error shape."""
-
-    def __init__(self, code: str, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.status = status
+class KnowledgeRejected(ServiceError):
+    """A knowledge write the server refuses (``chatplatform.errors.ServiceError``)."""
 
 
 def content_hash(title: str, content: str) -> str:

@@ -21,6 +21,7 @@ from django.db import close_old_connections
 from agents.events import RunEmitter
 from agents.models import AuditEvent, ToolCall
 from agents.pipeline import PolicyView, policy_defaults, tool_guard
+from agents.presentation import arguments_summary
 from agents.risk import resolve_env, risk_classify
 from agents.runs import lifecycle
 from agents.tools import ToolContext, ToolError, ToolOutput, ToolSpec, tool_sources
@@ -54,16 +55,6 @@ class CallOutcome:
     message: Message | None
     citations: list[dict]
     pending: bool = False
-
-
-def arguments_summary(args: dict, limit: int = 120) -> str:
-    """``query='vpn', top_k=3`` — short, for the UI and events."""
-    parts = []
-    for key, value in args.items():
-        text = repr(value) if isinstance(value, str) else json.dumps(value, default=str)
-        parts.append(f"{key}={text if len(text) <= 60 else text[:57] + '…'}")
-    out = ", ".join(parts)
-    return out if len(out) <= limit else out[: limit - 1] + "…"
 
 
 def parse_arguments(raw: str | None) -> tuple[dict | None, str]:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from agents.loop.execute import arguments_summary
 from agents.models import Provider, Run, ToolCall
-from agents.risk import COUNTDOWN_S
+from agents.presentation import tool_call_presentation
 from chat.models import Message, Thread, Workspace
 from chat.rendering import render_markdown
 
@@ -67,6 +66,11 @@ def ledger_by_call(messages) -> dict[tuple, ToolCall]:
     return {(tc.message_id, tc.call_id): tc for tc in ToolCall.objects.filter(message_id__in=ids)}
 
 
+# A call with no ledger row (a copied thread, or a call the worker never reached).
+NO_LEDGER_ROW = {"status": None, "summary": "", "is_error": False, "risk_level": "", "env_context": "",
+                 "requested_at": None, "countdown_s": 0, "arguments_summary": ""}
+
+
 class MessageSerializer(serializers.ModelSerializer):
     content_html = serializers.SerializerMethodField()
     tool_calls = serializers.SerializerMethodField()
@@ -87,33 +91,32 @@ class MessageSerializer(serializers.ModelSerializer):
         out = []
         for call in obj.tool_calls or []:
             row = ledger.get((obj.pk, call["id"]))
-            out.append(
-                {
-                    "id": call["id"],
-                    "name": call["name"],
-                    "arguments": call.get("arguments", ""),
-                    "tool_call_id": str(row.pk) if row else None,
-                    "status": row.status if row else None,
-                    "summary": row.summary if row else "",
-                    "is_error": row.is_error if row else False,
-                    "risk_level": row.risk_level if row else "",
-                    "env_context": row.env_context if row else "",
-                    "requested_at": row.requested_at.isoformat() if row and row.requested_at else None,
-                    "countdown_s": COUNTDOWN_S if row and row.risk_level == "dangerous" else 0,
-                    "arguments_summary": arguments_summary(
-                        {k: v for k, v in row.arguments.items() if k not in ("workspace_id", "thread_id", "user_id")}
-                    ) if row and row.arguments else "",
-                }
-            )
+            shown = tool_call_presentation(row) if row else NO_LEDGER_ROW
+            out.append({"id": call["id"], "name": call["name"], "arguments": call.get("arguments", ""),
+                        "tool_call_id": str(row.pk) if row else None, **shown})
         return out
 
 
+class StrictCharField(serializers.CharField):
+    """A CharField that takes only JSON strings (DRF's own turns 42 into "42")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class RunCreateSerializer(serializers.Serializer):
-    content = serializers.CharField(trim_whitespace=False, allow_blank=True)
+    """A send: ``POST /threads/{id}/runs/`` and the websocket's ``message.send`` frame."""
+
+    content = StrictCharField(trim_whitespace=False, allow_blank=True)
     grounded = serializers.BooleanField(required=False, allow_null=True, default=None)
     include_private = serializers.BooleanField(required=False, allow_null=True, default=None)
     ui_context = serializers.JSONField(required=False, allow_null=True, default=None)
-    env_id = serializers.CharField(required=False, allow_blank=True, max_length=100, default="")
+    env_id = StrictCharField(required=False, allow_blank=True, allow_null=True, max_length=100, default="")
+
+    def validate_env_id(self, value) -> str:
+        return value or ""
 
 
 class RunCreatedSerializer(serializers.Serializer):

@@ -1,21 +1,19 @@
 """REST endpoints for workspaces, threads, messages and runs (DESIGN §6).
 
 Every queryset comes from a selector for ``request.user``; an object of another workspace or
-another user's thread is a 404.
+another user's thread is a 404. Views validate input with their serializers and call one
+service; a service's ``ServiceError`` becomes the JSON error shape in the exception handler.
 """
 
 from __future__ import annotations
 
-from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.models import AuditEvent
 from agents.selectors import run_get_for_user
-from agents.services import RunRejected, run_cancel, run_create
-from agents.ui_context import UIContextError, ui_context_validate
+from agents.services import run_cancel, run_create
 from chat.models import Membership
 from chat.selectors import (
     message_list_for_thread,
@@ -24,8 +22,7 @@ from chat.selectors import (
     workspace_get_for_user,
     workspace_list_for_user,
 )
-from chat.services import thread_create, thread_duplicate
-from chatplatform.api import ApiError
+from chat.services import thread_create, thread_delete, thread_duplicate, thread_update
 
 from .serializers import (
     MessageSerializer,
@@ -38,17 +35,6 @@ from .serializers import (
     WorkspaceSerializer,
     ledger_by_call,
 )
-
-
-def _valid_ui_context(request, raw, thread) -> dict:
-    """Validated UI context or an ApiError (413/422); rejections are audited."""
-    try:
-        return ui_context_validate(raw)
-    except UIContextError as exc:
-        AuditEvent.objects.create(kind=AuditEvent.Kind.UI_CONTEXT_REJECTED, user=request.user,
-                                  workspace_id=thread.workspace_id, thread_id=thread.pk,
-                                  detail={"code": exc.code, "message": exc.message})
-        raise ApiError(exc.code, exc.message, exc.status) from exc
 
 
 class WorkspaceListApi(generics.ListAPIView):
@@ -100,18 +86,12 @@ class ThreadDetailApi(APIView):
         thread = thread_get_for_user(user=request.user, thread_id=thread_id, write=True)
         data = ThreadUpdateSerializer(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
-        changes = dict(data.validated_data)
-        if "ui_context" in changes:
-            changes["ui_context"] = _valid_ui_context(request, changes["ui_context"], thread)
-        for key, value in changes.items():
-            setattr(thread, key, value)
-        thread.save(update_fields=[*changes, "updated_at"])
+        thread = thread_update(thread=thread, user=request.user, **data.validated_data)
         return Response(ThreadSerializer(thread).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request, thread_id):
-        thread = thread_get_for_user(user=request.user, thread_id=thread_id, write=True)
-        thread.delete()
+        thread_delete(thread=thread_get_for_user(user=request.user, thread_id=thread_id, write=True))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -143,15 +123,7 @@ class RunCreateApi(APIView):
         thread = thread_get_for_user(user=request.user, thread_id=thread_id, write=True)
         data = RunCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        values = dict(data.validated_data)
-        if values["ui_context"] is not None:
-            values["ui_context"] = _valid_ui_context(request, values["ui_context"], thread)
-        try:
-            with transaction.atomic():
-                created = run_create(thread=thread, user=request.user, **values)
-        except RunRejected as exc:
-            headers = {"Retry-After": str(max(1, round(exc.retry_after)))} if exc.retry_after else None
-            raise ApiError(exc.code, exc.message, exc.status, headers=headers) from exc
+        created = run_create(thread=thread, user=request.user, **data.validated_data)
         body = {"run_id": str(created.run.pk), "user_message_id": str(created.user_message.pk)}
         return Response(body, status=status.HTTP_202_ACCEPTED)
 
@@ -165,10 +137,6 @@ class RunDetailApi(APIView):
 class RunCancelApi(APIView):
     @extend_schema(request=None, responses=RunSerializer)
     def post(self, request, run_id):
-        run = run_get_for_user(user=request.user, run_id=run_id)
-        try:
-            run = run_cancel(run=run, user=request.user)
-        except RunRejected as exc:
-            raise ApiError(exc.code, exc.message, exc.status) from exc
+        run = run_cancel(run=run_get_for_user(user=request.user, run_id=run_id), user=request.user)
         run.refresh_from_db()
         return Response(RunSerializer(run).data)
