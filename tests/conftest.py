@@ -56,6 +56,22 @@ def load_case(relpath: str) -> dict:
     return json.loads((CASES / relpath).read_text())
 
 
+# --- clients -------------------------------------------------------------------------------
+@pytest.fixture
+def api_for():
+    """``api_for(user)`` → a DRF ``APIClient`` authenticated as ``user``; ``api_for()`` is
+    anonymous."""
+    from rest_framework.test import APIClient
+
+    def make(user=None) -> APIClient:
+        client = APIClient()
+        if user is not None:
+            client.force_authenticate(user)
+        return client
+
+    return make
+
+
 # --- data ---------------------------------------------------------------------------------
 @pytest.fixture
 def roles(db):
@@ -102,6 +118,17 @@ def openai_provider(db, fake_openai, monkeypatch):
         slug="fake-openai", name="Fake OpenAI", kind="openai_compatible", base_url=fake_openai.base_url,
         api_key_env="TEST_OPENAI_KEY", default_model="fake-model",
     )
+
+
+@pytest.fixture
+def scripted_model(monkeypatch):
+    """Serve every run's model requests from an in-process :class:`tests.scripted.ScriptedModel`
+    (no HTTP): ``scripted_model.script(says("Hi"))``; ``.requests`` holds what the loop sent."""
+    from tests.scripted import ScriptedModel
+
+    model = ScriptedModel()
+    monkeypatch.setattr("agents.backends.model.provider_for", lambda provider: model)
+    return model
 
 
 def make_thread(user, workspace, provider, **fields) -> Thread:

@@ -10,12 +10,6 @@ from tests.conftest import make_thread
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def client_for(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
 @pytest.fixture
 def alice_thread(users, workspaces, offline):
     return make_thread(users["alice"], workspaces["demo"], offline, title="Alice's VPN notes")
@@ -41,13 +35,13 @@ def test_anonymous_requests_are_refused_with_the_error_shape(db):
     assert response.json()["error"]["code"] == "not_authenticated"
 
 
-def test_workspaces_list_only_the_callers_with_role(users):
-    data = client_for(users["carol"]).get("/api/v1/workspaces/").json()["results"]
+def test_workspaces_list_only_the_callers_with_role(users, api_for):
+    data = api_for(users["carol"]).get("/api/v1/workspaces/").json()["results"]
     assert [(w["slug"], w["role"]) for w in data] == [("demo", "viewer")]
 
 
-def test_thread_create_list_and_search(users, offline):
-    client = client_for(users["alice"])
+def test_thread_create_list_and_search(users, offline, api_for):
+    client = api_for(users["alice"])
     created = client.post("/api/v1/threads/", {"workspace": "demo", "provider": "offline"}, format="json")
     assert created.status_code == 201
     body = created.json()
@@ -58,14 +52,14 @@ def test_thread_create_list_and_search(users, offline):
     assert client.get("/api/v1/threads/?search=nothing-like-this").json()["results"] == []
 
 
-def test_thread_create_in_a_foreign_workspace_is_404(users, offline):
-    response = client_for(users["dave"]).post("/api/v1/threads/", {"workspace": "demo"}, format="json")
+def test_thread_create_in_a_foreign_workspace_is_404(users, offline, api_for):
+    response = api_for(users["dave"]).post("/api/v1/threads/", {"workspace": "demo"}, format="json")
     assert response.status_code == 404
 
 
 @pytest.mark.parametrize("intruder", ["bob", "dave", "carol"])
-def test_other_users_cannot_reach_alices_thread(users, alice_thread, intruder):
-    client = client_for(users[intruder])
+def test_other_users_cannot_reach_alices_thread(users, alice_thread, intruder, api_for):
+    client = api_for(users[intruder])
     base = f"/api/v1/threads/{alice_thread.pk}/"
     assert client.get(base).status_code == 404
     assert client.get(base + "messages/").status_code == 404
@@ -78,19 +72,19 @@ def test_other_users_cannot_reach_alices_thread(users, alice_thread, intruder):
     assert not Run.objects.exists()
 
 
-def test_removed_member_loses_access_to_own_thread(users, alice_thread):
+def test_removed_member_loses_access_to_own_thread(users, alice_thread, api_for):
     users["alice"].memberships.all().delete()
-    assert client_for(users["alice"]).get(f"/api/v1/threads/{alice_thread.pk}/").status_code == 404
+    assert api_for(users["alice"]).get(f"/api/v1/threads/{alice_thread.pk}/").status_code == 404
 
 
-def test_workspace_admin_reads_but_cannot_write(users, alice_thread):
-    client = client_for(users["admin"])
+def test_workspace_admin_reads_but_cannot_write(users, alice_thread, api_for):
+    client = api_for(users["admin"])
     assert client.get(f"/api/v1/threads/{alice_thread.pk}/").status_code == 200
     assert client.patch(f"/api/v1/threads/{alice_thread.pk}/", {"title": "x"}, format="json").status_code == 404
 
 
-def test_run_create_returns_202_and_the_run_completes(users, alice_thread, sink_for):
-    client = client_for(users["alice"])
+def test_run_create_returns_202_and_the_run_completes(users, alice_thread, sink_for, api_for):
+    client = api_for(users["alice"])
     sink = sink_for(alice_thread.pk)
     response = client.post(f"/api/v1/threads/{alice_thread.pk}/runs/", {"content": "with statement"}, format="json")
     assert response.status_code == 202
@@ -106,11 +100,11 @@ def test_run_create_returns_202_and_the_run_completes(users, alice_thread, sink_
     call = messages[1]["tool_calls"][0]
     assert call["name"] == "search_knowledge" and call["status"] == "succeeded"
     assert "workspace_id" not in call["arguments_summary"]
-    assert client_for(users["bob"]).get(f"/api/v1/runs/{body['run_id']}/").status_code == 404
+    assert api_for(users["bob"]).get(f"/api/v1/runs/{body['run_id']}/").status_code == 404
 
 
-def test_run_create_validation_errors(users, alice_thread):
-    client = client_for(users["alice"])
+def test_run_create_validation_errors(users, alice_thread, api_for):
+    client = api_for(users["alice"])
     url = f"/api/v1/threads/{alice_thread.pk}/runs/"
     empty = client.post(url, {"content": "  "}, format="json")
     assert empty.status_code == 400 and empty.json()["error"]["code"] == "empty_message"
@@ -121,15 +115,15 @@ def test_run_create_validation_errors(users, alice_thread):
     assert not Run.objects.exists()
 
 
-def test_assistant_html_is_sanitised(users, alice_thread):
+def test_assistant_html_is_sanitised(users, alice_thread, api_for):
     Message.objects.create(thread=alice_thread, position=1, role="assistant",
                            content="**bold** <script>alert(1)</script> [x](javascript:alert(1))")
-    html = client_for(users["alice"]).get(f"/api/v1/threads/{alice_thread.pk}/messages/").json()[0]["content_html"]
+    html = api_for(users["alice"]).get(f"/api/v1/threads/{alice_thread.pk}/messages/").json()[0]["content_html"]
     assert "<strong>bold</strong>" in html
     assert "<script>" not in html and 'href="javascript' not in html
 
 
-def test_providers_never_expose_keys(users, db, monkeypatch):
+def test_providers_never_expose_keys(users, db, monkeypatch, api_for):
     from agents.models import Provider
     from agents.providers.keys import encrypt_key
 
@@ -139,7 +133,7 @@ def test_providers_never_expose_keys(users, db, monkeypatch):
     Provider.objects.create(slug="p2", name="P2", kind="openai_compatible", base_url="http://127.0.0.1:9/v1",
                             api_key_encrypted=encrypt_key("sk-stored-secret-456"))
     Provider.objects.create(slug="p3", name="P3", kind="openai_compatible", api_key_env="UNSET_VAR_XYZ")
-    client = client_for(users["alice"])
+    client = api_for(users["alice"])
     response = client.get("/api/v1/providers/")
     text = response.content.decode()
     assert "sk-planted-secret-123" not in text and "sk-stored-secret-456" not in text
@@ -147,8 +141,8 @@ def test_providers_never_expose_keys(users, db, monkeypatch):
     assert status == {"p1": "ok", "p2": "ok", "p3": "not configured: set UNSET_VAR_XYZ"}
 
 
-def test_schema_lists_the_design_endpoints(users):
-    schema = client_for(users["alice"]).get("/api/schema/?format=json").json()
+def test_schema_lists_the_design_endpoints(users, api_for):
+    schema = api_for(users["alice"]).get("/api/schema/?format=json").json()
     for path in [
         "/api/v1/auth/token/", "/api/v1/workspaces/", "/api/v1/threads/", "/api/v1/threads/{thread_id}/",
         "/api/v1/threads/{thread_id}/messages/", "/api/v1/threads/{thread_id}/runs/", "/api/v1/runs/{run_id}/",
@@ -170,29 +164,29 @@ def test_saving_a_stale_thread_never_breaks_message_positions(users, alice_threa
     assert positions == list(range(1, len(positions) + 1))
 
 
-def test_duplicate_copies_settings_and_messages_with_a_fresh_id(users, alice_thread, converse):
+def test_duplicate_copies_settings_and_messages_with_a_fresh_id(users, alice_thread, converse, api_for):
     converse(alice_thread, users["alice"], "with statement")
     alice_thread.allow_model_save = True
     alice_thread.save(update_fields=["allow_model_save"])
-    response = client_for(users["alice"]).post(f"/api/v1/threads/{alice_thread.pk}/duplicate/")
+    response = api_for(users["alice"]).post(f"/api/v1/threads/{alice_thread.pk}/duplicate/")
     assert response.status_code == 201
     copy = Thread.objects.get(pk=response.json()["id"])
     assert copy.pk != alice_thread.pk and copy.title == "Alice's VPN notes (copy)" and copy.allow_model_save
     original = list(Message.objects.filter(thread=alice_thread).values_list("role", "content", "tool_calls", "tool_call_id"))
     copied = list(Message.objects.filter(thread=copy).values_list("role", "content", "tool_calls", "tool_call_id"))
     assert copied == original and len(copied) == 4
-    assert client_for(users["bob"]).post(f"/api/v1/threads/{alice_thread.pk}/duplicate/").status_code == 404
+    assert api_for(users["bob"]).post(f"/api/v1/threads/{alice_thread.pk}/duplicate/").status_code == 404
 
 
-def test_delete_cascades(users, alice_thread, converse):
+def test_delete_cascades(users, alice_thread, converse, api_for):
     converse(alice_thread, users["alice"], "with statement")
-    assert client_for(users["alice"]).delete(f"/api/v1/threads/{alice_thread.pk}/").status_code == 204
+    assert api_for(users["alice"]).delete(f"/api/v1/threads/{alice_thread.pk}/").status_code == 204
     assert not Message.objects.filter(thread_id=alice_thread.pk).exists()
     assert not Run.objects.filter(thread_id=alice_thread.pk).exists()
 
 
-def test_api_docs_page_serves_its_assets_locally(users):
-    client = client_for(users["alice"])
+def test_api_docs_page_serves_its_assets_locally(users, api_for):
+    client = api_for(users["alice"])
     page = client.get("/api/docs/")
     assert page.status_code == 200
     html = page.content.decode()
@@ -204,7 +198,7 @@ def test_api_docs_page_serves_its_assets_locally(users):
 
 
 @pytest.mark.parametrize("workspace", ["²", "99999999999999999999999", "٣", "demo\x00"])
-def test_odd_workspace_identifiers_are_404_not_500(users, workspace):
-    client = client_for(users["alice"])
+def test_odd_workspace_identifiers_are_404_not_500(users, workspace, api_for):
+    client = api_for(users["alice"])
     assert client.post("/api/v1/threads/", {"workspace": workspace}, format="json").status_code in (400, 404)
     assert client.get("/api/v1/threads/", {"workspace": workspace}).status_code == 200

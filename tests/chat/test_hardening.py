@@ -31,12 +31,6 @@ def alice_key(users):
     return Token.objects.get_or_create(user=users["alice"])[0].key
 
 
-def api(user):
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
 @pytest.mark.parametrize("frame", [
     '{"type": "message.send", "content": "x\\ud800y"}',
     '{"type": "message.send", "content": "hi", "env_id": "\\udfff"}',
@@ -61,11 +55,11 @@ def test_lone_surrogates_on_the_websocket_get_an_error_and_the_socket_stays(thre
     assert not Message.objects.filter(thread=thread).exists()
 
 
-def test_lone_surrogates_in_rest_ui_context_are_422(thread, users):
+def test_lone_surrogates_in_rest_ui_context_are_422(thread, users, api_for):
     body = json.dumps({"content": "hi", "ui_context": {"objectType": "thread", "objectName": "\ud800"}})
-    response = api(users["alice"]).post(f"/api/v1/threads/{thread.pk}/runs/", body, content_type="application/json")
+    response = api_for(users["alice"]).post(f"/api/v1/threads/{thread.pk}/runs/", body, content_type="application/json")
     assert response.status_code == 422 and response.json()["error"]["code"] == "ui_context_invalid"
-    patch = api(users["alice"]).patch(f"/api/v1/threads/{thread.pk}/", json.dumps({"ui_context": {"objectName": "\udc00"}}),
+    patch = api_for(users["alice"]).patch(f"/api/v1/threads/{thread.pk}/", json.dumps({"ui_context": {"objectName": "\udc00"}}),
                                       content_type="application/json")
     assert patch.status_code == 422
 
@@ -85,27 +79,27 @@ def test_a_socket_whose_credential_is_gone_cannot_act(thread, users, alice_key):
     assert not Run.objects.exists() and not Message.objects.exists()
 
 
-def test_404s_name_only_the_object_asked_for(thread, users, converse):
+def test_404s_name_only_the_object_asked_for(thread, users, converse, api_for):
     run, _ = converse(thread, users["alice"], "hello")
     message = Message.objects.filter(thread=thread).first()
-    bob = api(users["bob"])
+    bob = api_for(users["bob"])
     assert bob.get(f"/api/v1/runs/{run.pk}/").json()["error"]["message"] == "No such run."
     assert bob.get("/api/v1/runs/00000000-0000-0000-0000-000000000000/").json()["error"]["message"] == "No such run."
     saved = bob.post(f"/api/v1/messages/{message.pk}/save-to-knowledge/", {"type": "note"}, format="json")
     assert saved.status_code == 404 and saved.json()["error"]["message"] == "No such message."
 
 
-def test_an_admin_reading_a_thread_cannot_publish_it(thread, users, converse):
+def test_an_admin_reading_a_thread_cannot_publish_it(thread, users, converse, api_for):
     converse(thread, users["alice"], "hello")
     message = Message.objects.filter(thread=thread).first()
-    admin = api(users["admin"])
+    admin = api_for(users["admin"])
     assert admin.get(f"/api/v1/threads/{thread.pk}/messages/").status_code == 200
     assert admin.post(f"/api/v1/messages/{message.pk}/save-to-knowledge/", {"type": "note"}, format="json").status_code == 404
 
 
-def test_oversized_rest_body_is_a_json_413(thread, users):
+def test_oversized_rest_body_is_a_json_413(thread, users, api_for):
     huge = json.dumps({"content": "x" * (3 * 1024 * 1024)})
-    response = api(users["alice"]).post(f"/api/v1/threads/{thread.pk}/runs/", huge, content_type="application/json")
+    response = api_for(users["alice"]).post(f"/api/v1/threads/{thread.pk}/runs/", huge, content_type="application/json")
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "too_large"
 

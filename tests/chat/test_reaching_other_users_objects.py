@@ -15,7 +15,6 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
 from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from agents.models import Run, ToolCall, ToolPolicy
 from agents.services import run_create
@@ -23,9 +22,9 @@ from chat.models import Membership, Message, Thread
 from chatplatform.asgi import application
 from knowledge.models import KnowledgeItem
 from knowledge.services import knowledge_item_create
-from tests.agents.tooltest import call, scoped_toolbox
 from tests.conftest import make_thread
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
+from tests.policy.tooltest import call, scoped_toolbox
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -56,12 +55,11 @@ def snapshot(scene):
             ToolCall.objects.get(pk=scene["tool_call"].pk).status, item.title, item.content)
 
 
-def test_every_rest_call_is_a_404_and_nothing_changes(scene):
+def test_every_rest_call_is_a_404_and_nothing_changes(scene, api_for):
     before = snapshot(scene)
     t, r, i, tc = scene["thread"].pk, scene["run"].pk, scene["item"].pk, scene["tool_call"].pk
     for intruder in scene["intruders"]:
-        client = APIClient()
-        client.force_authenticate(intruder)
+        client = api_for(intruder)
         calls = [
             client.get(f"/api/v1/threads/{t}/"),
             client.get(f"/api/v1/threads/{t}/messages/"),

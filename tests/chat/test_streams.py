@@ -228,14 +228,12 @@ def test_logged_out_socket_stops_receiving(thread, users, keys, converse):
     assert closed == {"type": "websocket.close", "code": 4403}
 
 
-def test_rate_limits_answer_429_with_retry_after(thread, users, settings, converse):
+def test_rate_limits_answer_429_with_retry_after(thread, users, settings, converse, api_for):
     from django.core.cache import cache
-    from rest_framework.test import APIClient
 
     cache.clear()
     settings.RUN_RATE_LIMIT = "1/3600"  # a long window: the test never straddles two
-    client = APIClient()
-    client.force_authenticate(users["alice"])
+    client = api_for(users["alice"])
     url = f"/api/v1/threads/{thread.pk}/runs/"
     run, _ = converse(thread, users["alice"], "one")  # counts, and is finished before the next send
     assert run.status == "completed"

@@ -7,7 +7,6 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from rest_framework.test import APIClient
 
 from agents.models import ToolCall
 from agents.pipeline import policy_views, tool_pipeline, tool_policies_sync
@@ -67,7 +66,7 @@ def test_get_and_list_tags_stay_in_the_runs_workspace(policies, users, workspace
     assert tags == {"vpn": 1, "it": 1}
 
 
-def test_update_waits_for_approval_then_changes_the_item(policies, users, workspaces, openai_provider, fake_openai, sink_for, note):
+def test_update_waits_for_approval_then_changes_the_item(policies, users, workspaces, openai_provider, fake_openai, sink_for, note, api_for):
     from agents.services import run_create
 
     thread = make_thread(users["alice"], workspaces["demo"], openai_provider)
@@ -79,8 +78,7 @@ def test_update_waits_for_approval_then_changes_the_item(policies, users, worksp
     assert request["risk_level"] == "guarded"
     note.refresh_from_db()
     assert note.tags == ["vpn", "it"]
-    client = APIClient()
-    client.force_authenticate(users["alice"])
+    client = api_for(users["alice"])
     assert client.post(f"/api/v1/tool-calls/{request['tool_call_id']}/decision/", {"decision": "approve"},
                        format="json").status_code == 200
     rest = sink.until_terminal(created.run.pk)
@@ -98,7 +96,7 @@ def test_viewer_asking_to_delete_gets_a_permission_denial(policies, users, works
     assert KnowledgeItem.objects.filter(pk=note.pk).exists()
 
 
-def test_delete_is_dangerous_with_a_server_countdown(policies, users, workspaces, openai_provider, fake_openai, sink_for, note):
+def test_delete_is_dangerous_with_a_server_countdown(policies, users, workspaces, openai_provider, fake_openai, sink_for, note, api_for):
     from agents.services import run_create
 
     thread = make_thread(users["alice"], workspaces["demo"], openai_provider)
@@ -108,8 +106,7 @@ def test_delete_is_dangerous_with_a_server_countdown(policies, users, workspaces
     created = run_create(thread=thread, user=users["alice"], content="delete it")
     request = sink.until_parked(created.run.pk)[-1]
     assert request["dangerous"] is True and request["countdown_s"] == 10
-    client = APIClient()
-    client.force_authenticate(users["alice"])
+    client = api_for(users["alice"])
     url = f"/api/v1/tool-calls/{request['tool_call_id']}/decision/"
     assert client.post(url, {"decision": "approve"}, format="json").status_code == 409
     ToolCall.objects.filter(pk=request["tool_call_id"]).update(requested_at=timezone.now() - timedelta(seconds=10))

@@ -6,7 +6,6 @@ Marked ``db_backends``: the filters live inside each backend's SQL.
 """
 
 import pytest
-from rest_framework.test import APIClient
 
 from agents.services import run_create
 from agents.tools import ToolContext
@@ -51,17 +50,11 @@ def names(items, item_ids) -> set[str]:
     return {by_id[i] for i in item_ids if i in by_id}
 
 
-def client_for(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
 @pytest.mark.parametrize("include_private", [False, True])
 @pytest.mark.parametrize("include_hidden", [False, True])
 @pytest.mark.parametrize("viewer", list(VIEWERS))
-def test_search_api_matrix(items, users, viewer, include_private, include_hidden):
-    client = client_for(users[VIEWERS[viewer]])
+def test_search_api_matrix(items, users, viewer, include_private, include_hidden, api_for):
+    client = api_for(users[VIEWERS[viewer]])
     response = client.get("/api/v1/knowledge/search/", {
         "q": "zebracorn", "include_private": str(include_private).lower(), "include_hidden": str(include_hidden).lower(),
     })
@@ -111,8 +104,8 @@ def test_thread_opt_in_includes_only_the_senders_private_items(items, users, wor
 
 
 @pytest.mark.parametrize("viewer, status", [("alice", 200), ("bob", 404), ("dave", 404)])
-def test_private_item_is_404_for_everyone_but_its_owner(items, users, viewer, status):
-    client = client_for(users[viewer])
+def test_private_item_is_404_for_everyone_but_its_owner(items, users, viewer, status, api_for):
+    client = api_for(users[viewer])
     url = f"/api/v1/knowledge/items/{items['private'].pk}/"
     assert client.get(url).status_code == status
     if status == 404:
@@ -125,8 +118,8 @@ def test_private_item_is_404_for_everyone_but_its_owner(items, users, viewer, st
     assert items["private"].title == "Zebracorn budget (private)"
 
 
-def test_hidden_items_are_unlisted_but_reachable_by_id(items, users):
-    client = client_for(users["bob"])
+def test_hidden_items_are_unlisted_but_reachable_by_id(items, users, api_for):
+    client = api_for(users["bob"])
     listed = {r["id"] for r in client.get("/api/v1/knowledge/items/").json()["results"]}
     assert str(items["hidden"].pk) not in listed and str(items["plain"].pk) in listed
     assert str(items["private"].pk) not in listed
@@ -135,14 +128,14 @@ def test_hidden_items_are_unlisted_but_reachable_by_id(items, users):
     assert client.get(f"/api/v1/knowledge/items/{items['hidden'].pk}/").status_code == 200
 
 
-def test_other_workspace_sees_nothing_and_cannot_name_the_workspace(items, users):
-    client = client_for(users["dave"])
+def test_other_workspace_sees_nothing_and_cannot_name_the_workspace(items, users, api_for):
+    client = api_for(users["dave"])
     assert client.get("/api/v1/knowledge/items/").json()["results"] == []
     assert client.get(f"/api/v1/knowledge/items/{items['plain'].pk}/").status_code == 404
     assert client.get("/api/v1/knowledge/search/?q=zebracorn&workspace=demo").status_code == 404
     assert client.get("/api/v1/knowledge/items/?workspace=demo").status_code == 404
 
 
-def test_owner_lists_own_private_item(items, users):
-    listed = {r["id"] for r in client_for(users["alice"]).get("/api/v1/knowledge/items/").json()["results"]}
+def test_owner_lists_own_private_item(items, users, api_for):
+    listed = {r["id"] for r in api_for(users["alice"]).get("/api/v1/knowledge/items/").json()["results"]}
     assert str(items["private"].pk) in listed

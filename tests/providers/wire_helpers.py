@@ -1,6 +1,6 @@
 """Fixtures and helpers shared by the Anthropic, Ollama, tier, switch and catalogue tests.
 
-Import the fixtures into a test module (``from tests.agents.wire_helpers import *``):
+Import the fixtures into a test module (``from tests.providers.wire_helpers import *``):
 
 * ``tool_log`` — registers the tools of tests/cases/tools.json; yields ``[(name, args)]``
   of every execution, in order;

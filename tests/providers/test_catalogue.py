@@ -13,24 +13,17 @@ import threading
 import pytest
 from django.core.management import call_command
 from django.test import Client
-from rest_framework.test import APIClient
 
 from agents.models import LLMModel, Provider
 from agents.providers.catalogue import health_is_stale, models_refresh, provider_health
 from agents.providers.keys import encrypt_key
-from tests.agents.wire_helpers import *  # noqa: F403
-from tests.agents.wire_helpers import ANTHROPIC_KEY
 from tests.conftest import make_thread
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
+from tests.providers.wire_helpers import *  # noqa: F403
+from tests.providers.wire_helpers import ANTHROPIC_KEY
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def api(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
 
 
 # --------------------------------------------------------------------------------------- #
@@ -149,8 +142,8 @@ def test_probe_of_a_silent_server_gives_up_quickly(db, settings):
 # API
 # --------------------------------------------------------------------------------------- #
 def test_provider_list_is_fast_cached_and_keyless(users, ollama_provider, fake_ollama, anthropic_provider,
-                                                  fake_anthropic):
-    response = api(users["alice"]).get("/api/v1/providers/")
+                                                  fake_anthropic, api_for):
+    response = api_for(users["alice"]).get("/api/v1/providers/")
     assert response.status_code == 200
     assert fake_ollama.requests == [] and fake_anthropic.requests == []  # no network call
     by_slug = {p["slug"]: p for p in response.json()}
@@ -161,24 +154,24 @@ def test_provider_list_is_fast_cached_and_keyless(users, ollama_provider, fake_o
 
     fake_ollama.stop()  # the server goes away; an admin refresh notices
     models_refresh(provider=ollama_provider)
-    by_slug = {p["slug"]: p for p in api(users["alice"]).get("/api/v1/providers/").json()}
+    by_slug = {p["slug"]: p for p in api_for(users["alice"]).get("/api/v1/providers/").json()}
     assert by_slug["fake-ollama"]["status"].startswith("unreachable: connection refused to 127.0.0.1:")
     assert by_slug["fake-ollama"]["status_checked_at"] is not None
 
 
-def test_not_configured_provider_says_what_to_set(users, db, monkeypatch):
+def test_not_configured_provider_says_what_to_set(users, db, monkeypatch, api_for):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     Provider.objects.create(slug="anthropic", name="Anthropic", kind="anthropic", api_key_env="ANTHROPIC_API_KEY")
-    [row] = [p for p in api(users["alice"]).get("/api/v1/providers/").json() if p["slug"] == "anthropic"]
+    [row] = [p for p in api_for(users["alice"]).get("/api/v1/providers/").json() if p["slug"] == "anthropic"]
     assert row["status"] == "not configured: set ANTHROPIC_API_KEY"
     assert row["configured"] is False and row["setup_hint"] == "set ANTHROPIC_API_KEY"
-    body = api(users["alice"]).get("/api/v1/providers/anthropic/models/").json()
+    body = api_for(users["alice"]).get("/api/v1/providers/anthropic/models/").json()
     assert body["provider"]["status"] == "not configured: set ANTHROPIC_API_KEY" and body["models"] == []
 
 
-def test_models_endpoint_reprobes_once_per_ttl(users, ollama_provider, fake_ollama, settings):
+def test_models_endpoint_reprobes_once_per_ttl(users, ollama_provider, fake_ollama, settings, api_for):
     settings.PROVIDER_HEALTH_TTL_S = 300
-    client = api(users["alice"])
+    client = api_for(users["alice"])
     body = client.get("/api/v1/providers/fake-ollama/models/").json()
     assert body["provider"]["status"] == "ok" and body["provider"]["lists_models"] is True
     models = {m["name"]: m for m in body["models"]}
@@ -201,9 +194,9 @@ def test_models_endpoint_reprobes_once_per_ttl(users, ollama_provider, fake_olla
     assert {m["name"] for m in body["models"]} == {"llama3.2:3b", "qwen2.5:14b"}  # the cached listing stays
 
 
-def test_models_of_a_provider_without_listing_are_typed(users, offline):
+def test_models_of_a_provider_without_listing_are_typed(users, offline, api_for):
     LLMModel.objects.create(provider=offline, name="rule-based")
-    body = api(users["alice"]).get("/api/v1/providers/offline/models/").json()
+    body = api_for(users["alice"]).get("/api/v1/providers/offline/models/").json()
     assert body["provider"]["lists_models"] is False and body["provider"]["status"] == "ok"
     assert [m["name"] for m in body["models"]] == ["rule-based"]
 
@@ -287,9 +280,9 @@ def test_thread_header_has_provider_model_and_tier_selectors(users, workspaces, 
     assert 'id="thread-provider"' not in readonly and "Small tier" in readonly
 
 
-def test_header_selectors_save_through_thread_patch(users, workspaces, ollama_provider, offline):
+def test_header_selectors_save_through_thread_patch(users, workspaces, ollama_provider, offline, api_for):
     thread = make_thread(users["alice"], workspaces["demo"], offline)
-    response = api(users["alice"]).patch(f"/api/v1/threads/{thread.pk}/", {
+    response = api_for(users["alice"]).patch(f"/api/v1/threads/{thread.pk}/", {
         "provider": "fake-ollama", "model": "qwen2.5:14b", "prompt_tier": "small"}, format="json")
     assert response.status_code == 200
     assert (response.json()["provider"], response.json()["model"], response.json()["prompt_tier"]) == (

@@ -11,26 +11,24 @@ import json
 import time
 
 import pytest
-from rest_framework.test import APIClient
 
 from agents.models import Run, ToolCall
 from chat.models import Message, Thread
-from tests.agents.wire_helpers import *  # noqa: F403
-from tests.agents.wire_helpers import assert_completed
 from tests.conftest import joined_text, make_thread
 from tests.fakes import openai_server
 from tests.fakes.anthropic_server import text_events, tool_use_events
 from tests.fakes.ollama_server import text_parts, tool_call_part
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
+from tests.providers.wire_helpers import *  # noqa: F403
+from tests.providers.wire_helpers import assert_completed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def switch(users):
+def switch(users, api_for):
     """``switch(thread, provider, model)`` through ``PATCH /api/v1/threads/{id}/``."""
-    client = APIClient()
-    client.force_authenticate(users["alice"])
+    client = api_for(users["alice"])
 
     def go(thread, provider, model):
         response = client.patch(f"/api/v1/threads/{thread.pk}/", {"provider": provider.slug, "model": model},

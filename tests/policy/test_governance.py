@@ -6,15 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from rest_framework.test import APIClient
 
 from agents.loop.results import MAX_RESULT_CHARS, truncate_for_model
 from agents.models import AuditEvent, ToolCall, ToolPolicy
 from agents.pipeline import policy_views, tool_pipeline
 from chat.models import Message
-from tests.agents.tooltest import Behaviour, call, scoped_toolbox
 from tests.conftest import make_thread, types
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
+from tests.policy.tooltest import Behaviour, call, scoped_toolbox
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -229,10 +228,8 @@ def test_truncation_shapes():
 
 # --- UI context --------------------------------------------------------------------------
 @pytest.fixture
-def api(users):
-    client = APIClient()
-    client.force_authenticate(users["alice"])
-    return client
+def api(users, api_for):
+    return api_for(users["alice"])
 
 
 @pytest.mark.parametrize(("ui_context", "status", "code"), [

@@ -18,9 +18,9 @@ import pytest
 from agents.models import Run, ToolCall
 from chat.models import Message
 from chat.services import message_create, title_from_message
-from tests.agents.wire_helpers import *  # noqa: F403  (fixtures: tool_log, no_coalescing, …)
 from tests.conftest import CASES, joined_text, load_case, make_thread, types
 from tests.fakes.openai_server import text_chunks
+from tests.providers.wire_helpers import *  # noqa: F403  (fixtures: tool_log, no_coalescing, …)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

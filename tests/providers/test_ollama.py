@@ -15,8 +15,6 @@ import pytest
 from agents.models import Provider, Run, ToolCall
 from agents.tools import make_spec, registry
 from chat.models import Message
-from tests.agents.wire_helpers import *  # noqa: F403
-from tests.agents.wire_helpers import assert_completed, error_logs
 from tests.conftest import joined_text, make_thread, types
 from tests.fakes._loopback import self_signed_cert
 from tests.fakes.ollama_server import (
@@ -28,6 +26,8 @@ from tests.fakes.ollama_server import (
     text_parts,
     tool_call_part,
 )
+from tests.providers.wire_helpers import *  # noqa: F403
+from tests.providers.wire_helpers import assert_completed, error_logs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -29,12 +29,12 @@ from agents.providers import (
 )
 from chat.models import Message
 from chat.services import message_create
-from tests.agents.wire_helpers import *  # noqa: F403
-from tests.agents.wire_helpers import ANTHROPIC_KEY
 from tests.conftest import load_case, make_thread
 from tests.fakes.anthropic_server import text_events
 from tests.fakes.ollama_server import text_parts
 from tests.fakes.openai_server import text_chunks
+from tests.providers.wire_helpers import *  # noqa: F403
+from tests.providers.wire_helpers import ANTHROPIC_KEY
 
 OLLAMA_ONLY = ("num_ctx", "num_predict", "think", "options", "keep_alive")
 

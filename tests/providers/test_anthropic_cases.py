@@ -16,10 +16,10 @@ import pytest
 
 from agents.models import Run, ToolCall
 from chat.models import Message
-from tests.agents.wire_helpers import *  # noqa: F403
-from tests.agents.wire_helpers import assert_completed, error_logs
 from tests.conftest import CASES, joined_text, load_case, make_thread, types
 from tests.fakes.anthropic_server import message_delta, text_events, tool_use_events
+from tests.providers.wire_helpers import *  # noqa: F403
+from tests.providers.wire_helpers import assert_completed, error_logs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,7 +7,6 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from rest_framework.test import APIClient
 
 from agents.models import Environment, Run, ToolCall, ToolPolicy
 from agents.risk import risk_classify
@@ -15,9 +14,9 @@ from agents.runs.driver import run_turn
 from agents.runs.reaper import reap_expired_runs
 from agents.services import run_cancel, run_create
 from chat.models import Message
-from tests.agents.tooltest import Behaviour, call, scoped_toolbox
 from tests.conftest import joined_text, make_thread, types
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
+from tests.policy.tooltest import Behaviour, call, scoped_toolbox
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,12 +29,6 @@ def box(roles):
         purge = ToolPolicy.objects.create(tool_name="records_purge", risk="dangerous", approval_mode="always")
         purge.allowed_roles.set([roles["member"], roles["admin"]])
         yield toolbox
-
-
-def api(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
 
 
 def start_until_awaiting(fake, sink_for, thread, user, calls, answer="All done."):
@@ -80,7 +73,7 @@ def test_environment_row_wins_over_the_name(db):
 
 
 # --- approve / deny ----------------------------------------------------------------------
-def test_write_call_waits_without_a_worker_then_runs_once_when_approved(box, users, alice_thread, fake_openai, sink_for):
+def test_write_call_waits_without_a_worker_then_runs_once_when_approved(box, users, alice_thread, fake_openai, sink_for, api_for):
     run, events, sink = start_until_awaiting(fake_openai, sink_for, alice_thread, users["alice"],
                                              [call("c1", "note_write", {"text": "hello", "env_id": "staging-1"})])
     request = events[-1]
@@ -89,10 +82,10 @@ def test_write_call_waits_without_a_worker_then_runs_once_when_approved(box, use
     assert box.calls == []
     ledger = ToolCall.objects.get(pk=request["tool_call_id"])
     assert ledger.status == "awaiting_approval"
-    pending = api(users["alice"]).get("/api/v1/tool-calls/?status=awaiting_approval").json()["results"]
+    pending = api_for(users["alice"]).get("/api/v1/tool-calls/?status=awaiting_approval").json()["results"]
     assert [p["id"] for p in pending] == [str(ledger.pk)]
 
-    response = api(users["alice"]).post(f"/api/v1/tool-calls/{ledger.pk}/decision/", {"decision": "approve"}, format="json")
+    response = api_for(users["alice"]).post(f"/api/v1/tool-calls/{ledger.pk}/decision/", {"decision": "approve"}, format="json")
     assert response.status_code == 200 and response.json()["status"] == "approved"
     rest = sink.until_terminal(run.pk)
     assert rest[0]["type"] == "approval.resolved" and rest[0]["decided_by"] == "alice"
@@ -101,16 +94,16 @@ def test_write_call_waits_without_a_worker_then_runs_once_when_approved(box, use
     seqs = [e["seq"] for e in events + rest]
     assert seqs == list(range(1, len(seqs) + 1))
     # A second decision is refused and nothing runs again.
-    again = api(users["alice"]).post(f"/api/v1/tool-calls/{ledger.pk}/decision/", {"decision": "approve"}, format="json")
+    again = api_for(users["alice"]).post(f"/api/v1/tool-calls/{ledger.pk}/decision/", {"decision": "approve"}, format="json")
     assert again.status_code == 409 and again.json()["error"]["code"] == "not_pending"
     assert len(box.calls) == 1
 
 
-def test_deny_sends_a_denied_result_to_the_model(box, users, alice_thread, fake_openai, sink_for):
+def test_deny_sends_a_denied_result_to_the_model(box, users, alice_thread, fake_openai, sink_for, api_for):
     run, events, sink = start_until_awaiting(fake_openai, sink_for, alice_thread, users["alice"],
                                              [call("c1", "note_write", {"text": "x"})], answer="Understood, skipped.")
     ledger_id = events[-1]["tool_call_id"]
-    assert api(users["alice"]).post(f"/api/v1/tool-calls/{ledger_id}/decision/", {"decision": "deny"},
+    assert api_for(users["alice"]).post(f"/api/v1/tool-calls/{ledger_id}/decision/", {"decision": "deny"},
                                     format="json").status_code == 200
     rest = sink.until_terminal(run.pk)
     assert box.calls == []
@@ -122,35 +115,35 @@ def test_deny_sends_a_denied_result_to_the_model(box, users, alice_thread, fake_
     assert rest[-1]["type"] == "run.completed"
 
 
-def test_dangerous_approve_is_refused_until_the_countdown_ends(box, users, alice_thread, fake_openai, sink_for):
+def test_dangerous_approve_is_refused_until_the_countdown_ends(box, users, alice_thread, fake_openai, sink_for, api_for):
     run, events, sink = start_until_awaiting(fake_openai, sink_for, alice_thread, users["alice"],
                                              [call("c1", "records_purge", {"ids": [1, 2]})])
     request = events[-1]
     assert request["dangerous"] is True and request["countdown_s"] == 10 and request["risk_level"] == "dangerous"
     url = f"/api/v1/tool-calls/{request['tool_call_id']}/decision/"
-    early = api(users["alice"]).post(url, {"decision": "approve"}, format="json")
+    early = api_for(users["alice"]).post(url, {"decision": "approve"}, format="json")
     assert early.status_code == 409 and early.json()["error"]["code"] == "countdown"
     assert box.calls == []
     ToolCall.objects.filter(pk=request["tool_call_id"]).update(requested_at=timezone.now() - timedelta(seconds=11))
-    assert api(users["alice"]).post(url, {"decision": "approve"}, format="json").status_code == 200
+    assert api_for(users["alice"]).post(url, {"decision": "approve"}, format="json").status_code == 200
     sink.until_terminal(run.pk)
     assert box.calls == [("records_purge", {"ids": [1, 2]})]
 
 
-def test_who_may_decide(box, users, alice_thread, fake_openai, sink_for):
+def test_who_may_decide(box, users, alice_thread, fake_openai, sink_for, api_for):
     run, events, sink = start_until_awaiting(fake_openai, sink_for, alice_thread, users["alice"],
                                              [call("c1", "note_write", {"text": "x"})])
     url = f"/api/v1/tool-calls/{events[-1]['tool_call_id']}/decision/"
     for intruder in ("bob", "carol", "dave"):  # cannot even see the thread
-        assert api(users[intruder]).post(url, {"decision": "approve"}, format="json").status_code == 404
-    assert api(users["alice"]).post(url, {"decision": "maybe"}, format="json").status_code == 400
-    assert api(users["admin"]).post(url, {"decision": "approve"}, format="json").status_code == 200
+        assert api_for(users[intruder]).post(url, {"decision": "approve"}, format="json").status_code == 404
+    assert api_for(users["alice"]).post(url, {"decision": "maybe"}, format="json").status_code == 400
+    assert api_for(users["admin"]).post(url, {"decision": "approve"}, format="json").status_code == 200
     rest = sink.until_terminal(run.pk)
     assert next(e for e in rest if e["type"] == "approval.resolved")["decided_by"] == "admin"
     assert len(box.calls) == 1
 
 
-def test_new_message_supersedes_a_pending_approval_and_history_stays_valid(box, users, alice_thread, fake_openai, sink_for, converse):
+def test_new_message_supersedes_a_pending_approval_and_history_stays_valid(box, users, alice_thread, fake_openai, sink_for, converse, api_for):
     run, events, sink = start_until_awaiting(fake_openai, sink_for, alice_thread, users["alice"],
                                              [call("c1", "note_write", {"text": "x"}), call("c2", "kb_lookup", {"query": "q"})])
     ledger_id = events[-1]["tool_call_id"]
@@ -166,21 +159,21 @@ def test_new_message_supersedes_a_pending_approval_and_history_stays_valid(box, 
     last_request = fake_openai.requests[-1]["messages"]
     roles = [m["role"] for m in last_request]
     assert roles == ["system", "user", "assistant", "tool", "tool", "user"]
-    late = api(users["alice"]).post(f"/api/v1/tool-calls/{ledger_id}/decision/", {"decision": "approve"}, format="json")
+    late = api_for(users["alice"]).post(f"/api/v1/tool-calls/{ledger_id}/decision/", {"decision": "approve"}, format="json")
     assert late.status_code == 409
     assert box.calls == []
 
 
-def test_cancel_while_awaiting_closes_the_call(box, users, alice_thread, fake_openai, sink_for):
+def test_cancel_while_awaiting_closes_the_call(box, users, alice_thread, fake_openai, sink_for, api_for):
     run, events, sink = start_until_awaiting(fake_openai, sink_for, alice_thread, users["alice"],
                                              [call("c1", "note_write", {"text": "x"})])
-    assert api(users["alice"]).post(f"/api/v1/runs/{run.pk}/cancel/").status_code == 200
+    assert api_for(users["alice"]).post(f"/api/v1/runs/{run.pk}/cancel/").status_code == 200
     rest = sink.until_terminal(run.pk)
     assert rest[-1]["type"] == "run.cancelled"
     tool_msg = Message.objects.get(thread=alice_thread, role="tool")
     assert tool_msg.is_error and "cancelled by the user" in tool_msg.content
     ledger_id = events[-1]["tool_call_id"]
-    assert api(users["alice"]).post(f"/api/v1/tool-calls/{ledger_id}/decision/", {"decision": "approve"},
+    assert api_for(users["alice"]).post(f"/api/v1/tool-calls/{ledger_id}/decision/", {"decision": "approve"},
                                     format="json").status_code == 409
     assert box.calls == []
 
@@ -327,14 +320,14 @@ def test_cancel_between_model_responses_still_leaves_a_final_cancelled_message(b
     assert any(e["type"] == "message.completed" and e["message_id"] == str(final.pk) for e in rest)
 
 
-def test_many_approvals_in_one_run_are_not_mistaken_for_crashes(box, users, alice_thread, fake_openai, sink_for, settings):
+def test_many_approvals_in_one_run_are_not_mistaken_for_crashes(box, users, alice_thread, fake_openai, sink_for, settings, api_for):
     """Re-queues after decisions are not recoveries: RUN_MAX_ATTEMPTS never ends such a run."""
     settings.RUN_MAX_ATTEMPTS = 1
     fake_openai.script(*[tool_call_chunks([call(f"c{n}", "note_write", {"text": str(n)})]) for n in range(4)],
                        text_chunks("All four written."))
     sink = sink_for(alice_thread.pk)
     created = run_create(thread=alice_thread, user=users["alice"], content="write four notes")
-    client = api(users["alice"])
+    client = api_for(users["alice"])
     for _ in range(4):
         event = sink.until_parked(created.run.pk)[-1]
         assert client.post(f"/api/v1/tool-calls/{event['tool_call_id']}/decision/", {"decision": "approve"},

@@ -13,11 +13,11 @@ import pytest
 
 from agents.models import Provider, Run, ToolCall
 from chat.models import Message
-from tests.agents.wire_helpers import *  # noqa: F403
-from tests.agents.wire_helpers import ANTHROPIC_KEY
 from tests.conftest import joined_text, make_thread, types
 from tests.fakes._loopback import self_signed_cert
 from tests.fakes.anthropic_server import DieAfter, Failure, FakeAnthropic, text_events
+from tests.providers.wire_helpers import *  # noqa: F403
+from tests.providers.wire_helpers import ANTHROPIC_KEY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
