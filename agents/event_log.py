@@ -4,6 +4,10 @@
   entry id ``<seq>-1``, expiring ``RUN_EVENT_LOG_TTL_S`` (default 24 h) after the last event.
 * Embedded: a bounded in-process store (``RUN_EVENT_LOG_MAX_RUNS`` runs, same TTL).
 
+The log is the authority on seqs: an append whose seq is not above the run's last logged seq
+is refused (``append`` returns False), and the emitter then does not publish that event — a
+stale writer (one whose lease was taken over) can never fork the numbering.
+
 After the log has expired the database is the truth: messages are final, and a resume of
 such a run gets an ``events_missing`` error telling the client to reload them.
 """
@@ -31,13 +35,18 @@ class MemoryEventLog:
         self._runs: collections.OrderedDict[str, tuple[float, list[dict]]] = collections.OrderedDict()
         self._lock = threading.Lock()
 
-    async def append(self, run_id: str, event: dict) -> None:
+    async def append(self, run_id: str, event: dict) -> bool:
+        """Keep ``event``; False (nothing kept) when its seq is not above the last one."""
         with self._lock:
             _, events = self._runs.pop(run_id, (0.0, []))
+            if events and event["seq"] <= events[-1]["seq"]:
+                self._runs[run_id] = (time.monotonic(), events)
+                return False
             events.append(event)
             self._runs[run_id] = (time.monotonic(), events)
             while len(self._runs) > self.max_runs:
                 self._runs.popitem(last=False)
+            return True
 
     async def read(self, run_id: str, after_seq: int = 0) -> list[dict]:
         with self._lock:
@@ -76,13 +85,21 @@ class RedisEventLog:
     def key(run_id: str) -> str:
         return f"chatplatform:events:{run_id}"
 
-    async def append(self, run_id: str, event: dict) -> None:
-        client = self._client()
+    async def append(self, run_id: str, event: dict) -> bool:
+        """Keep ``event`` (stream entry id ``<seq>-1``); False when Redis refuses the id because
+        the stream already holds that seq or a later one."""
+        from redis.exceptions import ResponseError
+
         key = self.key(run_id)
-        async with client.pipeline(transaction=False) as pipe:
+        async with self._client().pipeline(transaction=False) as pipe:  # one round trip
             pipe.xadd(key, {"e": json.dumps(event, separators=(",", ":"))}, id=f"{event['seq']}-1")
             pipe.expire(key, self.ttl_s)
-            await pipe.execute()
+            added, _ = await pipe.execute(raise_on_error=False)
+        if isinstance(added, ResponseError):
+            if "equal or smaller" in str(added):
+                return False
+            raise added
+        return True
 
     async def read(self, run_id: str, after_seq: int = 0) -> list[dict]:
         entries = await self._client().xrange(self.key(run_id), min=f"{after_seq + 1}-0", max="+")

@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -120,6 +121,10 @@ class RunEmitter:
         self._layer = get_channel_layer()
         self.sent_count = 0
         self._saves_seq = False  # for_run(): close() saves last_event_seq on the run
+        # () -> bool: True once this writer may have lost the run (agents.runs.lease): every
+        # later event is dropped, so a stale writer never publishes a seq the new owner uses.
+        self.fence: Callable[[], bool] = lambda: False
+        self.fenced_count = 0
 
     @classmethod
     def for_run(cls, run, **kwargs) -> RunEmitter:
@@ -204,6 +209,9 @@ class RunEmitter:
         self._send_locked({"type": "text.delta", "delta": delta})
 
     def _send_locked(self, body: dict) -> dict:
+        if self.fence():
+            self.fenced_count += 1
+            return {"type": body["type"], "run_id": self.run_id, "seq": None, "fenced": True}
         self._seq += 1
         event = {"type": body.pop("type"), "run_id": self.run_id, "seq": self._seq, **body}
         self._last_sent = time.monotonic()
@@ -235,7 +243,12 @@ class RunEmitter:
             event = self._outbox.popleft()
             try:
                 # Log first: a subscriber that sees a gap fills it from the log.
-                await log.append(self.run_id, event)
+                if not await log.append(self.run_id, event):
+                    # The log holds this seq already: another writer owns the run now.
+                    self.fenced_count += 1
+                    logger.warning("run %s: seq %s refused by the event log (stale writer); not published",
+                                   self.run_id, event["seq"])
+                    continue
             except Exception:
                 logger.exception("run %s: could not log %s seq %s", self.run_id, event["type"], event["seq"])
             try:

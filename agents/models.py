@@ -178,6 +178,9 @@ class Run(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # When the run was last (re-)queued: a queued run nobody claimed by RUN_QUEUED_DEADLINE_S
+    # after this is enqueued again by the reaper (a lost broker message).
+    queued_at = models.DateTimeField(null=True, blank=True)
     # A backend's own state (agents.backends), e.g. a remote agent's run id and the last event
     # read from it, so a recovered run re-attaches instead of starting the remote run twice.
     backend_state = models.JSONField(default=dict, blank=True)
@@ -188,6 +191,11 @@ class Run(models.Model):
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["thread", "status"], name="run_thread_status")]
+        constraints = [
+            # One queued or running run per thread, held by the database under concurrent sends.
+            models.UniqueConstraint(fields=["thread"], condition=models.Q(status__in=["queued", "running"]),
+                                    name="run_one_active_per_thread"),
+        ]
 
     def __str__(self) -> str:
         return f"Run {self.pk} ({self.status})"

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from chat.models import Message, Thread
 from chat.services import message_create, title_from_message
@@ -14,6 +17,7 @@ from chatplatform.errors import ServiceError
 from .events import RunEmitter
 from .models import AuditEvent, Run, ToolCall
 from .ratelimit import rate_limit_hit
+from .risk import COUNTDOWN_S
 from .runs import lifecycle
 from .runs.calls import close_open_calls
 from .runs.executors import enqueue_run
@@ -62,6 +66,10 @@ def run_create(
     if len(content) > MAX_MESSAGE_CHARS:
         raise RunRejected("message_too_long", f"The message is longer than {MAX_MESSAGE_CHARS} characters.", 413)
     with transaction.atomic():
+        # Concurrent sends are serialised per user and per thread (row locks on PostgreSQL;
+        # SQLite's IMMEDIATE transactions serialise writers): the checks below cannot race.
+        # The partial unique index run_one_active_per_thread backs the first one up.
+        _lock(user_id=user.pk, thread_id=thread.pk)
         if Run.objects.filter(thread=thread, status__in=ACTIVE).exists():
             raise RunRejected("run_in_progress", "A reply is still being written in this thread.", 409)
         active = Run.objects.filter(user=user, status__in=ACTIVE).count()
@@ -77,17 +85,22 @@ def run_create(
             _end_waiting_run(waiting, reason="Not executed: the user sent a new message instead of deciding.",
                              decision="superseded")
         user_message = message_create(thread_id=thread.pk, role=Message.Role.USER, content=content)
-        run = Run.objects.create(
-            thread=thread,
-            user=user,
-            user_message=user_message,
-            provider=thread.provider,
-            model=thread.model,
-            grounded=thread.grounded if grounded is None else bool(grounded),
-            include_private=thread.include_private_in_ai if include_private is None else bool(include_private),
-            ui_context=ui_context if ui_context is not None else thread.ui_context,
-            env_id=env_id or "",
-        )
+        try:
+            with transaction.atomic():
+                run = Run.objects.create(
+                    thread=thread,
+                    user=user,
+                    user_message=user_message,
+                    provider=thread.provider,
+                    model=thread.model,
+                    grounded=thread.grounded if grounded is None else bool(grounded),
+                    include_private=thread.include_private_in_ai if include_private is None else bool(include_private),
+                    ui_context=ui_context if ui_context is not None else thread.ui_context,
+                    env_id=env_id or "",
+                    queued_at=timezone.now(),
+                )
+        except IntegrityError as exc:  # another send won a race the locks did not see
+            raise RunRejected("run_in_progress", "A reply is still being written in this thread.", 409) from exc
         user_message.run = run
         user_message.save(update_fields=["run"])
         fields = ["updated_at"]
@@ -97,6 +110,14 @@ def run_create(
         thread.save(update_fields=fields)
         transaction.on_commit(lambda: enqueue_run(run.pk))
     return RunCreated(run=run, user_message=user_message)
+
+
+def _lock(*, user_id=None, thread_id=None) -> None:
+    """Row locks, always in the order user → thread, for the rest of the transaction."""
+    if user_id is not None:
+        list(get_user_model().objects.select_for_update().filter(pk=user_id).values_list("pk", flat=True))
+    if thread_id is not None:
+        list(Thread.objects.select_for_update().filter(pk=thread_id).values_list("pk", flat=True))
 
 
 def _end_waiting_run(run: Run, *, reason: str, decision: str) -> bool:
@@ -154,12 +175,6 @@ def tool_call_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:
     dangerous call before ``countdown_s`` (10 s) after the request (``countdown``; the
     server owns the countdown). Exactly one decision wins (conditional UPDATE).
     """
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from .risk import COUNTDOWN_S
-
     if decision not in ("approve", "deny"):
         raise RunRejected("invalid", 'decision must be "approve" or "deny".', 400)
     run = tool_call.run
@@ -176,6 +191,7 @@ def tool_call_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:
             wait = (ready_at - now).total_seconds()
             raise RunRejected("countdown", f"Dangerous call: approve is possible in {wait:.1f} s.", 409)
     with transaction.atomic():
+        _lock(thread_id=run.thread_id)  # a decision and a new message in the thread never interleave
         if not lifecycle.tool_call_decide(ledger=tool_call, decision=decision, user=user):
             raise RunRejected("not_pending", "This call was decided a moment ago.", 409)
         if not lifecycle.run_requeue_decided(run_id=run.pk):

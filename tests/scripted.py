@@ -12,9 +12,18 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 
 from agents.providers import ChatRequest, Finish, StreamedToolCall, TextDelta, Usage
+
+
+class Pause:
+    """In a scripted response: the model goes quiet for ``seconds`` (a slow first token, a
+    stall mid-stream)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
 
 
 def says(text: str, *, pieces: int = 3) -> list:
@@ -34,7 +43,7 @@ class ScriptedModel:
     def __init__(self) -> None:
         self.responses: list[list] = []
         self.requests: list[ChatRequest] = []
-        self.gate: threading.Event | None = None  # set: the next stream waits for it (mid-stream tests)
+        self.streams_done = threading.Semaphore(0)  # released each time a response ended (sent or closed)
         self._lock = threading.Lock()
 
     def script(self, *responses: list) -> ScriptedModel:
@@ -46,7 +55,11 @@ class ScriptedModel:
         with self._lock:
             self.requests.append(request)
             response = self.responses.pop(0) if self.responses else says("(the script has no more responses)")
-        for n, event in enumerate(response):
-            if n == 1 and self.gate is not None:
-                self.gate.wait(30)
-            yield event
+        try:
+            for event in response:
+                if isinstance(event, Pause):
+                    time.sleep(event.seconds)
+                    continue
+                yield event
+        finally:  # sent whole, or closed by the loop (a cancel, a lost lease)
+            self.streams_done.release()

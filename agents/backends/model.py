@@ -198,6 +198,11 @@ class _Loop:
         stream = adapter.stream(request)
         try:
             for event in stream:
+                # First: a worker that lost its lease writes nothing more (LeaseLost), and a
+                # cancelled run keeps only what arrived before the cancel.
+                if self.turn.cancelled():
+                    self._partial = streamed
+                    raise RunCancelled
                 if isinstance(event, TextDelta):
                     streamed.text.append(event.text)
                     self.emitter.text(event.text)
@@ -213,9 +218,6 @@ class _Loop:
                     last_persist = now
                     assistant.content = streamed.content
                     assistant.save(update_fields=["content", "updated_at"])
-                if self.turn.cancelled():
-                    self._partial = streamed
-                    raise RunCancelled
         except ProviderError as exc:
             exc.partial = streamed  # type: ignore[attr-defined]
             raise

@@ -46,7 +46,8 @@ def run_turn(*, run_id) -> None:
         return
     run = Run.objects.select_related("thread__workspace", "provider", "user", "user_message").get(pk=run_id)
     emitter = RunEmitter.for_run(run)
-    lease = RunLease(run_id=run.pk, owner=owner, seq_source=lambda: emitter.seq)
+    lease = RunLease(run_id=run.pk, owner=owner, seq_source=lambda: emitter.seq).start()
+    emitter.fence = lambda: lease.lost  # a worker that may have lost the run publishes nothing
     turn = _turn(run, emitter, lease)
     backend = backend_for(run.provider)
     try:
@@ -54,13 +55,17 @@ def run_turn(*, run_id) -> None:
             outcome = Outcome.failed("forbidden", "you are no longer a member of this workspace")
         else:
             outcome = backend.advance(turn)
+        lease.tick()  # raises LeaseLost: a fenced worker never writes the end
+        lease.stop()  # the end below is one transition; no renewal may race it
         _end(turn, backend, outcome, owner)
     except LeaseLost:
-        logger.warning("run %s: lease lost to another worker; stopping here", run.pk)
+        logger.warning("run %s: lease lost (taken over, or not renewable); this worker stops here", run.pk)
+        lease.stop()
         emitter.close(save_seq=False)
         return
     except Exception as exc:  # last line of defence: a bug still ends the run cleanly
         logger.exception("run %s crashed", run.pk)
+        lease.stop()
         _fail(run, emitter, "internal_error", f"internal error: {type(exc).__name__}")
     emitter.close()
     lease.release()
@@ -132,4 +137,19 @@ def run_fail_interrupted(*, run_id, expected_lease) -> bool:
     _fail(run, emitter, "interrupted", "The run was interrupted: its worker stopped repeatedly.")
     emitter.close()
     lifecycle.run_release(run_id=run.pk, owner="reaper")
+    return True
+
+
+def run_fail_not_started(*, run_id, expected_queued_at) -> bool:
+    """The reaper's end for a run no worker picked up after ``RUN_MAX_ATTEMPTS`` enqueues: it
+    fails visibly (``run.failed`` with code ``not_started``; the user's message is kept).
+    False when a worker claimed it meanwhile."""
+    error = {"code": "not_started", "message": "No worker picked this run up; try again, or ask an admin to "
+                                               "check the workers and the broker."}
+    if not lifecycle.run_fail_unclaimed(run_id=run_id, expected_queued_at=expected_queued_at, error=error):
+        return False
+    run = Run.objects.get(pk=run_id)
+    emitter = RunEmitter.for_run(run)
+    emitter.emit("run.failed", status=Run.Status.FAILED, error=error, retryable=True)
+    emitter.close()
     return True

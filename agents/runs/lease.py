@@ -1,15 +1,25 @@
-"""Run leases: which worker owns a running turn, renewed by a heartbeat.
+"""Run leases: which worker owns a running turn, renewed by a heartbeat thread.
 
-A worker claims a run (``lifecycle.run_claim``) and renews its lease every
-``RUN_HEARTBEAT_S`` while it works. A worker that dies stops renewing; the reaper
-(``agents.runs.reaper``) sees the expired lease within ``RUN_LEASE_S`` + ``RUN_REAPER_PERIOD_S``
-seconds and re-queues the run, at most ``RUN_MAX_ATTEMPTS`` times (``Run.attempts`` counts
-these recoveries). The heartbeat also reads the cancel flag, so a cancelled run stops within a
-second.
+A worker claims a run (``lifecycle.run_claim``) and the process's heartbeat thread (one per
+process, one database connection, however many runs) renews its lease every
+``min(RUN_HEARTBEAT_S, STREAM_PERSIST_INTERVAL_S)`` seconds for as long as the turn runs —
+independently of upstream traffic, so a model that takes 20 s to its first token (or stalls mid-stream) is not taken for
+a dead worker. A worker that dies stops renewing; the reaper (``agents.runs.reaper``) sees the
+expired lease within ``RUN_LEASE_S`` + ``RUN_REAPER_PERIOD_S`` seconds and re-queues the run,
+at most ``RUN_MAX_ATTEMPTS`` times (``Run.attempts`` counts these recoveries).
+
+Fencing: a worker whose lease may have expired must not write. The lease counts as *lost*
+when a renewal finds another owner, and also — before anyone else can take it — when no
+renewal has succeeded for ``FENCE_FRACTION`` × ``RUN_LEASE_S`` (the database unreachable, the
+process frozen). From then on ``tick()`` raises :class:`LeaseLost` and the run's emitter drops
+every event (``RunEmitter.fence``), so two writers never publish the same seq.
+
+The heartbeat also reads the cancel flag, so a cancelled run stops within a heartbeat.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -17,14 +27,19 @@ import time
 from collections.abc import Callable
 
 from django.conf import settings
+from django.db import connection
 
 from agents.models import Run
 
 from . import lifecycle
 
+logger = logging.getLogger(__name__)
+
+FENCE_FRACTION = 0.8  # of RUN_LEASE_S without a successful renewal: stop writing
+
 
 class LeaseLost(Exception):
-    """Another worker took the run over (our lease had expired): stop without writing."""
+    """Another worker took the run over, or may have: stop without writing."""
 
 
 def worker_identity() -> str:
@@ -33,35 +48,108 @@ def worker_identity() -> str:
 
 
 class RunLease:
-    """The running worker's side: ``tick()`` renews the lease when due and reports a cancel."""
+    """The running worker's side of a lease.
+
+    ``start()`` starts the heartbeat thread; ``tick()`` (cheap: no I/O) raises ``LeaseLost``
+    once the lease is lost and returns True once the run was cancelled; ``stop()`` ends the
+    heartbeat; ``release()`` clears the lease in the database.
+    """
 
     def __init__(self, *, run_id, owner: str, seq_source: Callable[[], int] | None = None) -> None:
         self.run_id = run_id
         self.owner = owner
         self.seq_source = seq_source  # () -> int: the emitter's seq, saved with each renewal
-        self._last = time.monotonic()
-        self._cancelled = False
         self.interval = min(settings.RUN_HEARTBEAT_S, settings.STREAM_PERSIST_INTERVAL_S)
+        self.fence_after_s = settings.RUN_LEASE_S * FENCE_FRACTION
+        self._renewed_at = time.monotonic()  # the claim was the first renewal
+        self._cancelled = threading.Event()
+        self._lost = threading.Event()
 
+    # -- the worker thread's side -------------------------------------------------------------
     def tick(self) -> bool:
-        """Renew if due (at most every ``interval`` seconds); True when the run was cancelled.
-        Raises :class:`LeaseLost` if another worker took the run over."""
-        if self._cancelled:
-            return True
-        now = time.monotonic()
-        if now - self._last < self.interval:
-            return False
-        self._last = now
-        seq = self.seq_source() if self.seq_source is not None else None
-        if lifecycle.run_lease_renew(run_id=self.run_id, owner=self.owner, seq=seq):
-            return False
-        row = Run.objects.filter(pk=self.run_id).values("status", "lease_owner").first()
-        if row is None or row["status"] == Run.Status.CANCELLED:
-            self._cancelled = True
-            return True
-        if row["lease_owner"] != self.owner:
-            raise LeaseLost(f"run {self.run_id} is now owned by {row['lease_owner']}")
-        return False
+        """True once the run was cancelled; raises :class:`LeaseLost` once the lease is lost
+        (or has not been renewed for ``fence_after_s``)."""
+        if self.lost:
+            raise LeaseLost(f"run {self.run_id}: lease lost")
+        return self._cancelled.is_set()
+
+    @property
+    def lost(self) -> bool:
+        if not self._lost.is_set() and time.monotonic() - self._renewed_at > self.fence_after_s:
+            logger.warning("run %s: lease not renewed for %.1f s; fencing this worker", self.run_id,
+                           time.monotonic() - self._renewed_at)
+            self._lost.set()
+        return self._lost.is_set()
+
+    def start(self) -> RunLease:
+        """Join the process's heartbeat."""
+        _heartbeat.add(self)
+        return self
+
+    def stop(self) -> None:
+        """Leave the heartbeat (no renewal can race the run's final transition)."""
+        _heartbeat.discard(self)
 
     def release(self) -> None:
-        lifecycle.run_release(run_id=self.run_id, owner=self.owner)
+        self.stop()
+        if not self.lost:
+            lifecycle.run_release(run_id=self.run_id, owner=self.owner)
+
+    # -- called on the heartbeat thread ------------------------------------------------------
+    def _renew(self) -> None:
+        seq = self.seq_source() if self.seq_source is not None else None
+        if lifecycle.run_lease_renew(run_id=self.run_id, owner=self.owner, seq=seq):
+            self._renewed_at = time.monotonic()
+            return
+        row = Run.objects.filter(pk=self.run_id).values("status", "lease_owner").first()
+        if row is None or row["status"] == Run.Status.CANCELLED:
+            self._cancelled.set()
+        elif row["lease_owner"] != self.owner:
+            logger.warning("run %s: lease taken over by %s", self.run_id, row["lease_owner"])
+            self._lost.set()
+
+
+class _Heartbeat:
+    """One daemon thread per process renewing every registered lease each interval."""
+
+    def __init__(self) -> None:
+        self._leases: set[RunLease] = set()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def add(self, lease: RunLease) -> None:
+        with self._lock:
+            self._leases.add(lease)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="run-heartbeat", daemon=True)
+                self._thread.start()
+
+    def discard(self, lease: RunLease) -> None:
+        with self._lock:
+            self._leases.discard(lease)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                leases = list(self._leases)
+                if not leases:
+                    self._thread = None
+                    connection.close()  # this thread's own database connection
+                    return
+            interval = min(lease.interval for lease in leases)
+            started = time.monotonic()
+            for lease in leases:
+                with self._lock:
+                    if lease not in self._leases:
+                        continue
+                if lease.lost or lease._cancelled.is_set():
+                    continue
+                try:
+                    lease._renew()
+                except Exception:  # the database is unreachable: retry at the next beat
+                    logger.warning("run %s: lease renewal failed", lease.run_id, exc_info=True)
+                    connection.close()
+            time.sleep(max(0.05, interval - (time.monotonic() - started)))
+
+
+_heartbeat = _Heartbeat()

@@ -13,6 +13,8 @@ Run transitions (``Run.Status``)::
     run_park                running (own lease)                     awaiting_approval    the backend waits for a person
     run_requeue_decided     awaiting_approval                       queued               an approval decision
     run_requeue_expired     running (this expired lease)            queued               the reaper (attempts + 1)
+    run_requeue_stale       queued (unclaimed since this queued_at) queued               the reaper (attempts + 1)
+    run_fail_unclaimed      queued (unclaimed since this queued_at) failed               the reaper, out of attempts
     run_take_for_failure    running (this expired lease)            running, reaper's    the reaper, before failing it
     run_finish              queued | running | awaiting_approval    completed | failed   the driver
     run_cancel_waiting      queued | awaiting_approval              cancelled            cancel, or a new message
@@ -93,14 +95,31 @@ def run_park(*, run_id, owner: str) -> bool:
 
 def run_requeue_decided(*, run_id) -> bool:
     """awaiting_approval → queued, after a decision (the caller enqueues the run)."""
-    return bool(Run.objects.filter(pk=run_id, status=S.AWAITING_APPROVAL).update(status=S.QUEUED))
+    return bool(Run.objects.filter(pk=run_id, status=S.AWAITING_APPROVAL).update(
+        status=S.QUEUED, queued_at=timezone.now()))
 
 
 def run_requeue_expired(*, run_id, expected_lease) -> bool:
     """running with exactly ``expected_lease`` (expired) → queued, ``attempts`` + 1. Many
     reapers may race; the lease timestamp lets exactly one win."""
     return bool(Run.objects.filter(pk=run_id, status=S.RUNNING, lease_expires_at=expected_lease).update(
-        status=S.QUEUED, lease_owner="", lease_expires_at=None, attempts=F("attempts") + 1))
+        status=S.QUEUED, lease_owner="", lease_expires_at=None, attempts=F("attempts") + 1,
+        queued_at=timezone.now()))
+
+
+def run_requeue_stale(*, run_id, expected_queued_at) -> bool:
+    """A queued run no worker claimed since ``expected_queued_at`` (its broker message was
+    lost) stays queued with a fresh ``queued_at`` and ``attempts`` + 1; the caller enqueues it
+    again. Exactly one reaper wins."""
+    return bool(Run.objects.filter(pk=run_id, status=S.QUEUED, queued_at=expected_queued_at).update(
+        queued_at=timezone.now(), attempts=F("attempts") + 1))
+
+
+def run_fail_unclaimed(*, run_id, expected_queued_at, error: dict) -> bool:
+    """queued, unclaimed since ``expected_queued_at`` → failed with ``error`` (no worker ever
+    picked it up, ``RUN_MAX_ATTEMPTS`` enqueues). False when a worker claimed it meanwhile."""
+    return bool(Run.objects.filter(pk=run_id, status=S.QUEUED, queued_at=expected_queued_at).update(
+        status=S.FAILED, error=error, finished_at=timezone.now()))
 
 
 def run_take_for_failure(*, run_id, expected_lease) -> bool:

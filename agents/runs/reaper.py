@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -19,7 +20,7 @@ from django.utils import timezone
 from agents.models import Run
 
 from . import lifecycle
-from .driver import run_fail_interrupted
+from .driver import run_fail_interrupted, run_fail_not_started
 from .executors import enqueue_run
 
 logger = logging.getLogger(__name__)
@@ -29,9 +30,21 @@ _lock = threading.Lock()
 
 
 def reap_expired_runs() -> list[str]:
-    """Re-queue (or fail) every running run whose lease expired. Returns the run ids acted on."""
+    """Re-queue (or fail) every running run whose lease expired, and every queued run no
+    worker claimed within ``RUN_QUEUED_DEADLINE_S``. Returns the run ids acted on."""
     acted = []
     now = timezone.now()
+    stale = now - timedelta(seconds=settings.RUN_QUEUED_DEADLINE_S)
+    for run in Run.objects.filter(status=Run.Status.QUEUED, queued_at__lt=stale).only("pk", "attempts", "queued_at"):
+        if run.attempts >= settings.RUN_MAX_ATTEMPTS:
+            if run_fail_not_started(run_id=run.pk, expected_queued_at=run.queued_at):
+                acted.append(str(run.pk))
+            continue
+        if lifecycle.run_requeue_stale(run_id=run.pk, expected_queued_at=run.queued_at):
+            logger.warning("run %s: queued %s s without a worker; enqueued again", run.pk,
+                           settings.RUN_QUEUED_DEADLINE_S)
+            enqueue_run(run.pk)
+            acted.append(str(run.pk))
     for run in Run.objects.filter(status=Run.Status.RUNNING, lease_expires_at__lt=now).only(
         "pk", "attempts", "lease_expires_at"
     ):

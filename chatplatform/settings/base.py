@@ -217,6 +217,10 @@ RUN_HEARTBEAT_S = env.float("RUN_HEARTBEAT_S", default=2.0)
 RUN_LEASE_S = env.float("RUN_LEASE_S", default=10.0)
 RUN_REAPER_PERIOD_S = env.float("RUN_REAPER_PERIOD_S", default=2.0)
 RUN_MAX_ATTEMPTS = env.int("RUN_MAX_ATTEMPTS", default=3)
+# A queued run no worker claimed within this many seconds (its broker message was lost, e.g.
+# in a Redis restart) is enqueued again by the reaper, at most RUN_MAX_ATTEMPTS times; then it
+# fails visibly ("not_started").
+RUN_QUEUED_DEADLINE_S = env.float("RUN_QUEUED_DEADLINE_S", default=30.0)
 # Extra modules with @tool declarations (e.g. site-specific tools), imported at start-up.
 EXTRA_TOOL_MODULES = env.list("EXTRA_TOOL_MODULES", default=[])
 RUN_REAPER_ENABLED = env.bool("RUN_REAPER_ENABLED", default=True)

@@ -260,11 +260,13 @@ def test_a_live_lease_is_not_taken_and_retries_are_bounded(users, alice_thread, 
     assert reap_expired_runs() == []
 
     settings.RUN_MAX_ATTEMPTS = 2
-    dead = Run.objects.create(thread=alice_thread, user=users["alice"], status="running", attempts=2,
+    # Another thread: a thread has at most one queued or running run (run_one_active_per_thread).
+    other_thread = make_thread(users["alice"], alice_thread.workspace, alice_thread.provider)
+    dead = Run.objects.create(thread=other_thread, user=users["alice"], status="running", attempts=2,
                               lease_owner="w2", lease_expires_at=timezone.now() - timedelta(seconds=1))
-    Message.objects.create(thread=alice_thread, run=dead, position=5, role="assistant", status="streaming",
+    Message.objects.create(thread=other_thread, run=dead, position=5, role="assistant", status="streaming",
                            content="half an ans")
-    sink = sink_for(alice_thread.pk)
+    sink = sink_for(other_thread.pk)
     assert reap_expired_runs() == [str(dead.pk)]
     events = sink.until_terminal(dead.pk)
     assert events[-1]["type"] == "run.failed" and events[-1]["error"]["code"] == "interrupted"

@@ -1,0 +1,222 @@
+"""Runs survive slow models and lost broker messages, writers never fork a run's events,
+and concurrent requests cannot break the one-active-run and per-user guarantees
+(issue 17: durability and races). Marked ``db_backends``: they run on SQLite and again on
+PostgreSQL + Redis (the event log and channel layer are Redis there)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import pytest
+from django.db import connections
+from django.utils import timezone
+
+from agents.event_log import event_log
+from agents.events import RunEmitter, run_coroutine
+from agents.models import Run, ToolCall, ToolPolicy
+from agents.runs.reaper import reap_expired_runs
+from agents.services import run_create
+from chat.models import Message
+from tests.conftest import joined_text, make_thread, types
+from tests.policy.tooltest import call, scoped_toolbox
+from tests.scripted import Pause, calls, says
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.db_backends]
+
+
+@pytest.fixture(autouse=True)
+def fresh_rate_limits():
+    """Sends of other tests in this process must not count against these ones (nor these
+    tests' many sends against the next ones)."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def short_leases(settings):
+    settings.RUN_LEASE_S = 1.0
+    settings.RUN_HEARTBEAT_S = 0.1
+    settings.STREAM_PERSIST_INTERVAL_S = 0.1
+
+
+@pytest.fixture
+def thread(users, workspaces, openai_provider):
+    return make_thread(users["alice"], workspaces["demo"], openai_provider, grounded=False)
+
+
+def test_a_model_slower_than_the_lease_is_not_taken_for_a_dead_worker(short_leases, scripted_model, thread, users,
+                                                                        sink_for):
+    scripted_model.script([Pause(3.0), *says("Slow but sure.")])  # first token after 3 leases
+    sink = sink_for(thread.pk)
+    created = run_create(thread=thread, user=users["alice"], content="think hard")
+    reaped = []
+    while not scripted_model.streams_done.acquire(timeout=0.2):
+        reaped += reap_expired_runs()  # a reaper in another worker, looking all the time
+    events = sink.until_terminal(created.run.pk)
+    run = Run.objects.get(pk=created.run.pk)
+    assert reaped == []
+    assert (run.status, run.attempts) == (Run.Status.COMPLETED, 0)
+    assert len(scripted_model.requests) == 1  # one upstream call, not two
+    assert joined_text(events) == "Slow but sure."
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+
+
+def test_a_worker_that_lost_its_lease_stops_writing_at_once(short_leases, scripted_model, thread, users, sink_for):
+    scripted_model.script([*says("Before. "), Pause(1.5), *says("After the takeover.")])
+    sink = sink_for(thread.pk)
+    created = run_create(thread=thread, user=users["alice"], content="go")
+    started = sink.until_any(created.run.pk)
+    assert started["type"] == "run.started"
+    # Another worker takes the run over while this one waits for the model.
+    Run.objects.filter(pk=created.run.pk).update(lease_owner="usurper:1:1",
+                                                 lease_expires_at=timezone.now() + timedelta(minutes=5))
+    assert scripted_model.streams_done.acquire(timeout=30)
+    time.sleep(0.5)  # let the stale worker reach its next check
+    late = []
+    with pytest.raises(TimeoutError):
+        while True:
+            late.append(sink.until_any(created.run.pk, timeout=1.0))
+    assert "After" not in joined_text(late)  # not one piece of what came after the takeover
+    assert not [e for e in late if e["type"] in ("message.completed", "run.completed")]
+    run = Run.objects.get(pk=created.run.pk)
+    assert (run.status, run.lease_owner) == (Run.Status.RUNNING, "usurper:1:1")  # untouched
+    assistant = Message.objects.get(run=run, role="assistant")
+    assert assistant.status == Message.Status.STREAMING and "After" not in assistant.content
+
+
+def test_a_stale_writer_cannot_reuse_a_seq(users, workspaces, offline, sink_for, settings):
+    settings.RUN_EXECUTOR = "none"
+    thread = make_thread(users["alice"], workspaces["demo"], offline)
+    run = run_create(thread=thread, user=users["alice"], content="x").run
+    sink = sink_for(thread.pk)
+    old = RunEmitter(run_id=run.pk, thread_id=thread.pk, window_s=0)
+    old.emit("run.started", thread_id=str(thread.pk), user_message_id=None, assistant_message_id="m")
+    old.text("first ")
+    old.close()
+    new = RunEmitter(run_id=run.pk, thread_id=thread.pk, start_seq=old.seq, window_s=0)  # the new owner
+    new.text("second")
+    new.emit("run.completed", status="completed")
+    new.close()
+    old.text("stale")  # the old writer wakes up and tries seq 3 again
+    old.close()
+    events = sink.until_terminal(run.pk)
+    assert [(e["seq"], e["type"]) for e in events] == [(1, "run.started"), (2, "text.delta"), (3, "text.delta"),
+                                                       (4, "run.completed")]
+    assert joined_text(events) == "first second"
+    logged = run_coroutine(event_log().read(str(run.pk)))
+    assert [e["seq"] for e in logged] == [1, 2, 3, 4] and "stale" not in str(logged)
+    assert old.fenced_count == 1
+
+
+def test_the_event_log_refuses_a_seq_that_is_not_new(db):
+    log = event_log()
+    run_id = str(uuid.uuid4())
+
+    async def go():
+        assert await log.append(run_id, {"type": "text.delta", "seq": 1, "delta": "a"})
+        assert await log.append(run_id, {"type": "text.delta", "seq": 2, "delta": "b"})
+        assert not await log.append(run_id, {"type": "text.delta", "seq": 2, "delta": "again"})
+        assert not await log.append(run_id, {"type": "text.delta", "seq": 1, "delta": "older"})
+        return [e["delta"] for e in await log.read(run_id)]
+
+    assert run_coroutine(go()) == ["a", "b"]
+
+
+# --- lost broker messages -------------------------------------------------------------------
+def test_a_queued_run_whose_broker_message_was_lost_is_enqueued_again(thread, users, scripted_model, sink_for,
+                                                                       settings):
+    settings.RUN_EXECUTOR = "none"  # the message is lost: nothing picks the run up
+    created = run_create(thread=thread, user=users["alice"], content="hello?")
+    sink = sink_for(thread.pk)
+    assert reap_expired_runs() == []  # not stale yet
+    Run.objects.filter(pk=created.run.pk).update(queued_at=timezone.now() - timedelta(seconds=31))
+    settings.RUN_EXECUTOR = "embedded"  # a worker is there again
+    scripted_model.script(says("Here I am."))
+    assert reap_expired_runs() == [str(created.run.pk)]
+    events = sink.until_terminal(created.run.pk)
+    run = Run.objects.get(pk=created.run.pk)
+    assert (run.status, run.attempts, joined_text(events)) == (Run.Status.COMPLETED, 1, "Here I am.")
+
+
+def test_a_run_no_worker_ever_takes_fails_visibly_and_frees_the_thread(thread, users, sink_for, settings):
+    settings.RUN_EXECUTOR = "none"
+    created = run_create(thread=thread, user=users["alice"], content="anyone?")
+    sink = sink_for(thread.pk)
+    Run.objects.filter(pk=created.run.pk).update(attempts=settings.RUN_MAX_ATTEMPTS,
+                                                 queued_at=timezone.now() - timedelta(seconds=31))
+    assert reap_expired_runs() == [str(created.run.pk)]
+    events = sink.until_terminal(created.run.pk)
+    assert types(events) == ["run.failed"]
+    assert events[0]["error"]["code"] == "not_started" and events[0]["retryable"] is True
+    run = Run.objects.get(pk=created.run.pk)
+    assert run.status == Run.Status.FAILED and run.last_event_seq == 1
+    assert Message.objects.get(pk=created.user_message.pk).content == "anyone?"  # nothing lost
+    run_create(thread=thread, user=users["alice"], content="again")  # the thread takes a new send
+
+
+# --- races ----------------------------------------------------------------------------------
+def race(n: int, action):
+    """Run ``action(i)`` in ``n`` threads released together; return the results in order."""
+    barrier = threading.Barrier(n)
+
+    def one(i):
+        try:
+            barrier.wait()
+            return action(i)
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(one, range(n)))
+
+
+def test_simultaneous_sends_to_one_thread_start_exactly_one_run(thread, users, api_for, settings):
+    settings.RUN_EXECUTOR = "none"
+    url = f"/api/v1/threads/{thread.pk}/runs/"
+    codes = race(8, lambda i: api_for(users["alice"]).post(url, {"content": f"send {i}"}, format="json").status_code)
+    assert sorted(codes) == [202] + [409] * 7
+    assert Run.objects.filter(thread=thread).count() == 1
+
+
+def test_the_per_user_cap_holds_under_simultaneous_sends(users, workspaces, openai_provider, api_for, settings):
+    settings.RUN_EXECUTOR = "none"
+    settings.MAX_ACTIVE_RUNS_PER_USER = 2
+    threads = [make_thread(users["alice"], workspaces["demo"], openai_provider) for _ in range(6)]
+    codes = race(6, lambda i: api_for(users["alice"]).post(f"/api/v1/threads/{threads[i].pk}/runs/",
+                                                           {"content": "go"}, format="json").status_code)
+    assert sorted(codes) == [202, 202, 429, 429, 429, 429]
+    assert Run.objects.filter(user=users["alice"], status=Run.Status.QUEUED).count() == 2
+
+
+def test_a_decision_racing_a_new_message_never_lets_both_through(thread, users, roles, api_for, sink_for, settings,
+                                                                   scripted_model):
+    box, scope = scoped_toolbox()
+    with scope:
+        ToolPolicy.objects.create(tool_name="note_write", risk="write", approval_mode="always")
+        scripted_model.script(calls(call("c1", "note_write", {"text": "x"})))
+        sink = sink_for(thread.pk)
+        created = run_create(thread=thread, user=users["alice"], content="write it")
+        request = sink.until_parked(created.run.pk)[-1]
+        settings.RUN_EXECUTOR = "none"  # keep the re-queued run queued: the race is about the requests
+        client = api_for(users["alice"])
+        decide = f"/api/v1/tool-calls/{request['tool_call_id']}/decision/"
+        send = f"/api/v1/threads/{thread.pk}/runs/"
+        results = race(2, lambda i: (client.post(decide, {"decision": "approve"}, format="json") if i == 0
+                                     else client.post(send, {"content": "never mind"}, format="json")).status_code)
+    decided, sent = results
+    ledger = ToolCall.objects.get(pk=request["tool_call_id"])
+    assert (decided, sent) in ((200, 409), (409, 202))
+    if decided == 200:  # the approval won: the call will run, the new message was refused
+        assert ledger.status == ToolCall.Status.APPROVED
+        assert Run.objects.get(pk=created.run.pk).status == Run.Status.QUEUED
+    else:  # the new message won: the call is closed and can never run
+        assert ledger.status == ToolCall.Status.EXPIRED
+        assert Run.objects.get(pk=created.run.pk).status == Run.Status.CANCELLED
+    assert not box.calls
