@@ -6,8 +6,8 @@ PostgreSQL + Redis (the event log and channel layer are Redis there)."""
 from __future__ import annotations
 
 import threading
-import uuid
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
