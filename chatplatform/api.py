@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from .errors import ServiceError
+
+logger = logging.getLogger(__name__)
 
 
 class ApiError(exceptions.APIException):
@@ -36,6 +40,10 @@ def exception_handler(exc, context):
     if isinstance(exc, ServiceError):
         headers = {"Retry-After": str(max(1, round(exc.retry_after)))} if exc.retry_after else None
         exc = ApiError(exc.code, exc.message, exc.status, headers=headers)
+    elif _unavailable(exc):
+        logger.warning("service unavailable: %s: %s", type(exc).__name__, exc)
+        exc = ApiError("service_unavailable", "A backing service (database or broker) is not reachable right "
+                       "now; nothing was lost — try again in a few seconds.", 503, headers={"Retry-After": "5"})
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "Not found.")
     response = drf_exception_handler(exc, context)
@@ -55,6 +63,20 @@ def exception_handler(exc, context):
     message = flatten_detail(exc.detail) if isinstance(exc, exceptions.APIException) else str(exc)
     response.data = {"error": {"code": code, "message": message}}
     return response
+
+
+def _unavailable(exc: Exception) -> bool:
+    """A lost connection to PostgreSQL or Redis (not a bug in our code)."""
+    from django.db import InterfaceError, OperationalError
+
+    if isinstance(exc, InterfaceError | OperationalError):
+        return True
+    try:
+        from kombu.exceptions import OperationalError as BrokerError
+        from redis.exceptions import ConnectionError as RedisConnectionError
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(exc, BrokerError | RedisConnectionError)
 
 
 def error_response(code: str, message: str, status_code: int) -> Response:

@@ -42,6 +42,7 @@ def calls(*spec: tuple[str, str, dict | str]) -> list:
 class ScriptedModel:
     def __init__(self) -> None:
         self.responses: list[list] = []
+        self.by_question: dict[str, list[list]] = {}  # the latest user message → its responses
         self.requests: list[ChatRequest] = []
         self.streams_done = threading.Semaphore(0)  # released each time a response ended (sent or closed)
         self._lock = threading.Lock()
@@ -51,10 +52,18 @@ class ScriptedModel:
             self.responses.extend(responses)
         return self
 
+    def respond(self, question: str, *responses: list) -> ScriptedModel:
+        """Responses for the runs whose latest user message is ``question`` (concurrent runs)."""
+        with self._lock:
+            self.by_question.setdefault(question, []).extend(responses)
+        return self
+
     def stream(self, request: ChatRequest) -> Iterator:
+        question = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
         with self._lock:
             self.requests.append(request)
-            response = self.responses.pop(0) if self.responses else says("(the script has no more responses)")
+            queue = self.by_question.get(question) or self.responses
+            response = queue.pop(0) if queue else says("(the script has no more responses)")
         try:
             for event in response:
                 if isinstance(event, Pause):

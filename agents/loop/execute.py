@@ -35,16 +35,39 @@ logger = logging.getLogger(__name__)
 RAW_ARGS_IN_ERROR = 200  # chars of the raw arguments quoted back to the model
 READ_RETRY_DELAY_S = 1.0  # retry once after 1 s — read tools only; writes may not be idempotent
 
-_tool_pool: concurrent.futures.ThreadPoolExecutor | None = None
+class ToolThreads:
+    """The process's tool threads (``TOOL_THREADS``), of which one user's calls hold at most
+    ``TOOL_CALLS_PER_USER`` at a time: one user's slow tools cannot starve everyone's.
+
+    A call first takes one of its user's slots (waiting in the run's own thread, where the
+    deadline and the cancel flag are watched), then a thread; the slot is given back when the
+    call's body returns — or when the call is cancelled before it started."""
+
+    def __init__(self, *, threads: int | None = None, per_user: int | None = None) -> None:
+        self.threads = threads
+        self.per_user = per_user
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._slots: dict[object, threading.BoundedSemaphore] = {}
+        self._lock = threading.Lock()
+
+    def slot(self, user_id) -> threading.BoundedSemaphore:
+        with self._lock:
+            if user_id not in self._slots:
+                self._slots[user_id] = threading.BoundedSemaphore(self.per_user or settings.TOOL_CALLS_PER_USER)
+            return self._slots[user_id]
+
+    def submit(self, slot: threading.BoundedSemaphore, fn, *args) -> concurrent.futures.Future:
+        with self._lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self.threads or settings.TOOL_THREADS, thread_name_prefix="tool")
+            pool = self._pool
+        future = pool.submit(fn, *args)
+        future.add_done_callback(lambda _f: slot.release())
+        return future
 
 
-def _pool() -> concurrent.futures.ThreadPoolExecutor:
-    global _tool_pool
-    if _tool_pool is None:
-        _tool_pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=settings.EMBEDDED_EXECUTOR_THREADS, thread_name_prefix="tool"
-        )
-    return _tool_pool
+tool_threads = ToolThreads()
 
 
 @dataclass
@@ -238,8 +261,15 @@ def _run(run, assistant, call, ledger, emitter, *, spec, policy, ctx, args, tick
         attempts += 1
         ledger.attempts = attempts
         ledger.save(update_fields=["attempts", "updated_at"])
-        future = _pool().submit(_call_in_thread, spec, ctx, args)
         deadline = time.monotonic() + policy.timeout_s
+        slot = tool_threads.slot(ctx.user_id)
+        while not slot.acquire(timeout=min(TICK_S, max(0.01, deadline - time.monotonic()))):
+            if tick():
+                return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.FAILED, started=started,
+                               error=f"{spec.name} was cancelled by the user before it started; nothing was done.")
+            if time.monotonic() >= deadline:
+                return _not_started(run, assistant, call, ledger, emitter, spec=spec, policy=policy, started=started)
+        future = tool_threads.submit(slot, _call_in_thread, spec, ctx, args)
         output = _NOTHING
         failure: BaseException | None = None
         while True:
@@ -250,19 +280,26 @@ def _run(run, assistant, call, ledger, emitter, *, spec, policy, ctx, args, tick
                 if tick():
                     # Cancelled: the tool is told (ctx.cancelled); a late result is discarded.
                     ctx.cancelled.set()
-                    future.cancel()  # still queued for a tool thread: it never starts
+                    if future.cancel():  # still waiting for a thread: it never starts
+                        return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.FAILED,
+                                       started=started,
+                                       error=f"{spec.name} was cancelled by the user before it started; "
+                                             "nothing was done.")
                     status = ToolCall.Status.FAILED if spec.risk == "read" else ToolCall.Status.STATUS_UNKNOWN
                     return _finish(run, assistant, call, ledger, emitter, status=status, started=started,
                                    error=f"{spec.name} was cancelled by the user" +
                                    ("." if spec.risk == "read" else "; its outcome is unknown."))
                 if time.monotonic() >= deadline:
                     break
+            except concurrent.futures.CancelledError:
+                return _not_started(run, assistant, call, ledger, emitter, spec=spec, policy=policy, started=started)
             except BaseException as exc:  # raised by the tool
                 failure = exc
                 break
         if output is _NOTHING and failure is None:
             ctx.cancelled.set()
-            future.cancel()  # still queued for a tool thread: it never starts
+            if future.cancel():  # it never got a thread: certainly not executed
+                return _not_started(run, assistant, call, ledger, emitter, spec=spec, policy=policy, started=started)
             retryable = spec.risk == "read"
             emitter.emit("tool.timeout", tool_call_id=str(ledger.pk), retryable=retryable, status_unknown=not retryable)
             status = ToolCall.Status.TIMEOUT if retryable else ToolCall.Status.STATUS_UNKNOWN
@@ -299,6 +336,14 @@ def _run(run, assistant, call, ledger, emitter, *, spec, policy, ctx, args, tick
 
 
 _NOTHING = object()
+
+
+def _not_started(run, assistant, call, ledger, emitter, *, spec, policy, started) -> CallOutcome:
+    """The call's time ran out before a tool thread was free: it never ran, whatever its risk."""
+    emitter.emit("tool.timeout", tool_call_id=str(ledger.pk), retryable=True, status_unknown=False)
+    return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.TIMEOUT, started=started,
+                   error=f"{spec.name} did not start within {policy.timeout_s} s (the tool threads were busy); "
+                         "it was not executed — nothing was changed. Try again.")
 
 
 def _call_in_thread(spec: ToolSpec, ctx: ToolContext, args: dict) -> Any:

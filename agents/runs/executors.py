@@ -47,14 +47,27 @@ def _run_embedded(run_id: str) -> None:
         close_old_connections()
 
 
+# Publishing to a broker that is down: a few quick tries, then give up (the reaper enqueues the
+# run again once it has been queued for RUN_QUEUED_DEADLINE_S).
+PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 1.0}
+
+
 def enqueue_run(run_id) -> concurrent.futures.Future | None:
     """Hand run ``run_id`` to the configured executor. Call after the run is committed
-    (``transaction.on_commit``). Returns the Future in embedded mode (tests may wait on it)."""
+    (``transaction.on_commit``). Returns the Future in embedded mode (tests may wait on it).
+
+    Never raises for an unreachable broker: the run stays ``queued`` and the reaper enqueues
+    it again after ``RUN_QUEUED_DEADLINE_S`` (then fails it visibly after
+    ``RUN_MAX_ATTEMPTS``), so a send while Redis restarts is accepted, not a 500."""
     if settings.RUN_EXECUTOR == "none":  # tests of the HTTP layer only; nothing executes
         return None
     if settings.RUN_EXECUTOR == "celery":
         from chatplatform.celery import app
 
-        app.send_task(RUN_TURN_TASK, args=[str(run_id)])
+        try:
+            app.send_task(RUN_TURN_TASK, args=[str(run_id)], retry=True, retry_policy=PUBLISH_RETRY_POLICY)
+        except Exception as exc:  # kombu OperationalError, redis ConnectionError, …
+            logger.warning("run %s: could not reach the broker (%s: %s); the reaper will enqueue it again",
+                           run_id, type(exc).__name__, exc)
         return None
     return _embedded_pool().submit(_run_embedded, str(run_id))

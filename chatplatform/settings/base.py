@@ -148,6 +148,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # --- Agent loop -------------------------------------------------------------------------
 AGENT_MAX_ITERATIONS = env.int("AGENT_MAX_ITERATIONS", default=8)
 EMBEDDED_EXECUTOR_THREADS = env.int("EMBEDDED_EXECUTOR_THREADS", default=32)
+# Tool calls run on a per-process pool of TOOL_THREADS; one user's calls hold at most
+# TOOL_CALLS_PER_USER of them at once (one user's slow tools cannot starve everyone's).
+TOOL_THREADS = env.int("TOOL_THREADS", default=32)
+TOOL_CALLS_PER_USER = env.int("TOOL_CALLS_PER_USER", default=4)
 # Adaptive coalescing of text deltas (DESIGN §8): window in seconds, early flush in chars.
 EVENTS_COALESCE_WINDOW_S = env.float("EVENTS_COALESCE_WINDOW_S", default=0.015)
 EVENTS_COALESCE_MAX_CHARS = env.int("EVENTS_COALESCE_MAX_CHARS", default=512)

@@ -220,3 +220,31 @@ def test_a_decision_racing_a_new_message_never_lets_both_through(thread, users, 
         assert ledger.status == ToolCall.Status.EXPIRED
         assert Run.objects.get(pk=created.run.pk).status == Run.Status.CANCELLED
     assert not box.calls
+
+
+# --- a broker or database that is down ------------------------------------------------------
+def test_a_send_while_the_broker_is_down_is_accepted_and_kept_queued(thread, users, api_for, settings, monkeypatch,
+                                                                       caplog):
+    from celery import Celery
+
+    settings.RUN_EXECUTOR = "celery"
+    down = Celery("broker-down", broker="redis://127.0.0.1:9/0")  # nothing listens there
+    monkeypatch.setattr("chatplatform.celery.app", down)
+    response = api_for(users["alice"]).post(f"/api/v1/threads/{thread.pk}/runs/", {"content": "hello"}, format="json")
+    assert response.status_code == 202, response.content
+    assert "could not reach the broker" in caplog.text
+    run = Run.objects.get(pk=response.json()["run_id"])
+    assert run.status == Run.Status.QUEUED and run.queued_at is not None  # the reaper will enqueue it again
+
+
+def test_a_lost_backing_service_is_a_json_503_not_an_html_500(thread, users, api_for, monkeypatch):
+    from django.db import OperationalError
+
+    def down(**kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr("chat.api.views.run_create", down)
+    response = api_for(users["alice"]).post(f"/api/v1/threads/{thread.pk}/runs/", {"content": "hi"}, format="json")
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "service_unavailable"
+    assert response["Retry-After"] == "5"
