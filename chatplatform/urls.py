@@ -10,6 +10,7 @@ from agents.tool_call_api import ToolCallDecisionApi, ToolCallListApi
 from chat.api import views as chat_api
 from chat.sse import run_events
 from knowledge import api as knowledge_api
+from knowledge import upload_api as knowledge_upload_api
 
 
 class LoginThrottle(AnonRateThrottle):
@@ -35,6 +36,9 @@ api_v1 = [
     path("providers/<slug:slug>/models/", ProviderModelsApi.as_view(), name="provider-models"),
     path("knowledge/items/", knowledge_api.KnowledgeItemListCreateApi.as_view(), name="knowledge-items"),
     path("knowledge/items/<str:item_id>/", knowledge_api.KnowledgeItemDetailApi.as_view(), name="knowledge-item-detail"),
+    path("knowledge/uploads/", knowledge_upload_api.KnowledgeUploadListCreateApi.as_view(), name="knowledge-uploads"),
+    path("knowledge/uploads/<str:upload_id>/", knowledge_upload_api.KnowledgeUploadDetailApi.as_view(),
+         name="knowledge-upload-detail"),
     path("knowledge/search/", knowledge_api.KnowledgeSearchApi.as_view(), name="knowledge-search"),
     path("messages/<str:message_id>/save-to-knowledge/", knowledge_api.MessageSaveToKnowledgeApi.as_view(),
          name="message-save-to-knowledge"),

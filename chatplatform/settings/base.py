@@ -225,6 +225,11 @@ RUN_QUEUED_DEADLINE_S = env.float("RUN_QUEUED_DEADLINE_S", default=30.0)
 EXTRA_TOOL_MODULES = env.list("EXTRA_TOOL_MODULES", default=[])
 RUN_REAPER_ENABLED = env.bool("RUN_REAPER_ENABLED", default=True)
 
+# --- Knowledge uploads (knowledge/uploads.py) ------------------------------------------------
+KNOWLEDGE_MAX_FILE_BYTES = env.int("KNOWLEDGE_MAX_FILE_BYTES", default=20 * 1024 * 1024)
+KNOWLEDGE_UPLOAD_MAX_PENDING = env.int("KNOWLEDGE_UPLOAD_MAX_PENDING", default=200)
+KNOWLEDGE_IMPORT_THREADS = env.int("KNOWLEDGE_IMPORT_THREADS", default=2)
+
 # --- Streams --------------------------------------------------------------------------------
 RUN_EVENT_LOG_TTL_S = env.int("RUN_EVENT_LOG_TTL_S", default=24 * 3600)
 RUN_EVENT_LOG_MAX_RUNS = env.int("RUN_EVENT_LOG_MAX_RUNS", default=2000)
