@@ -41,9 +41,17 @@ def markup_of(source_path: str) -> str:
     return "rst" if (source_path or "").lower().endswith(".rst") else "markdown"
 
 
+_BLOCK_TAGS = ["p", "div", "section", "li", "dt", "dd", "tr", "td", "th", "pre", "blockquote", "aside",
+               "h1", "h2", "h3", "h4", "h5", "h6", "hr", "br", "table", "caption", "figure"]
+
+
 def _text_of_html(fragment: str) -> str:
+    """Text of an HTML fragment: blocks separated by a space, inline elements joined as
+    written ("*30 days*." stays "30 days.")."""
     soup = BeautifulSoup(fragment, "html.parser")
-    return _BLOCKS.sub(" ", soup.get_text(" ")).strip()
+    for tag in soup.find_all(_BLOCK_TAGS):
+        tag.insert_after(" ")
+    return _BLOCKS.sub(" ", soup.get_text("")).strip()
 
 
 @lru_cache(maxsize=512)

@@ -64,7 +64,9 @@ def clean_filename(name: str) -> str:
 
 
 def _mib(n: int) -> str:
-    return f"{n / (1024 * 1024):.0f} MB" if n >= 1024 * 1024 else f"{n // 1024} KB"
+    if n >= 1024 * 1024:
+        return f"{n / (1024 * 1024):.1f} MB".replace(".0 MB", " MB")
+    return f"{n // 1024} KB" if n >= 1024 else f"{n} bytes"
 
 
 def knowledge_upload_check(*, filename: str, size: int) -> None:
