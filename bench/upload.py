@@ -23,8 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import httpx  # noqa: E402
 from pydoc_data.topics import topics  # noqa: E402
+
+import httpx  # noqa: E402
 
 from tests.e2e.harness import Platform  # noqa: E402
 from tests.fakes.documents import make_pdf  # noqa: E402

@@ -11,6 +11,7 @@ from chat.api import views as chat_api
 from chat.sse import run_events
 from knowledge import api as knowledge_api
 from knowledge import upload_api as knowledge_upload_api
+from sso.views import PlatformLoginView
 
 
 class LoginThrottle(AnonRateThrottle):
@@ -47,7 +48,9 @@ api_v1 = [
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="chat:index", permanent=False)),
     path("admin/", admin.site.urls),
+    path("accounts/login/", PlatformLoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("oidc/", include("sso.urls")),
     path("chat/", include("chat.urls")),
     path("knowledge/", include("knowledge.urls")),
     path("api/v1/", include(api_v1)),

@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "chat",
     "agents",
     "knowledge",
+    "sso",
 ]
 
 MIDDLEWARE = [
@@ -102,6 +103,30 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = True
 
 LOGIN_URL = "login"
+
+# --- Single sign-on (OpenID Connect; sso/) ------------------------------------------------------
+# On when an issuer (or a discovery URL) and a client id are set. Endpoints come from discovery.
+OIDC_ISSUER = env("OIDC_ISSUER", default="")
+OIDC_DISCOVERY_URL = env("OIDC_DISCOVERY_URL", default="")
+OIDC_RP_CLIENT_ID = env("OIDC_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env("OIDC_CLIENT_SECRET", default="")
+OIDC_RP_SCOPES = env("OIDC_SCOPES", default="openid email profile groups")
+OIDC_RP_SIGN_ALGO = env("OIDC_SIGN_ALGO", default="RS256")
+OIDC_GROUPS_CLAIM = env("OIDC_GROUPS_CLAIM", default="groups")
+OIDC_USERNAME_CLAIM = env("OIDC_USERNAME_CLAIM", default="preferred_username")
+OIDC_SYNC_MEMBERSHIPS = env.bool("OIDC_SYNC_MEMBERSHIPS", default=True)
+OIDC_BUTTON_LABEL = env("OIDC_BUTTON_LABEL", default="Sign in with single sign-on")
+OIDC_TIMEOUT = env.float("OIDC_TIMEOUT_S", default=10.0)
+OIDC_VERIFY_SSL = True
+OIDC_DISCOVERY_TTL_S = env.int("OIDC_DISCOVERY_TTL_S", default=3600)
+OIDC_USE_PKCE = True
+OIDC_CREATE_USER = True
+OIDC_ENABLED = bool((OIDC_ISSUER or OIDC_DISCOVERY_URL) and OIDC_RP_CLIENT_ID)
+PASSWORD_LOGIN_ENABLED = env.bool("PASSWORD_LOGIN_ENABLED", default=True)
+LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/"
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"] + (
+    ["sso.backend.PlatformOIDCBackend"] if OIDC_ENABLED else []
+)
 LOGIN_REDIRECT_URL = "chat:index"
 LOGOUT_REDIRECT_URL = "login"
 
