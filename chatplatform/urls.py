@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.decorators.csrf import csrf_exempt
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authtoken.views import ObtainAuthToken
@@ -11,6 +12,7 @@ from chat.api import views as chat_api
 from chat.sse import run_events
 from knowledge import api as knowledge_api
 from knowledge import upload_api as knowledge_upload_api
+from openai_api import views as openai_views
 from sso.views import PlatformLoginView
 
 
@@ -54,6 +56,9 @@ urlpatterns = [
     path("chat/", include("chat.urls")),
     path("knowledge/", include("knowledge.urls")),
     path("api/v1/", include(api_v1)),
+    # OpenAI-compatible API (openai_api/): base URL for OpenAI clients is <host>/v1
+    path("v1/chat/completions", csrf_exempt(openai_views.chat_completions), name="openai-chat-completions"),
+    path("v1/models", csrf_exempt(openai_views.models), name="openai-models"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]

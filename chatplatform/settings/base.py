@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "agents",
     "knowledge",
     "sso",
+    "openai_api",
 ]
 
 MIDDLEWARE = [
@@ -249,6 +250,12 @@ RUN_QUEUED_DEADLINE_S = env.float("RUN_QUEUED_DEADLINE_S", default=30.0)
 # Extra modules with @tool declarations (e.g. site-specific tools), imported at start-up.
 EXTRA_TOOL_MODULES = env.list("EXTRA_TOOL_MODULES", default=[])
 RUN_REAPER_ENABLED = env.bool("RUN_REAPER_ENABLED", default=True)
+
+# --- OpenAI-compatible API (openai_api/) -------------------------------------------------------
+# "model": "default" → this provider/model (else the first enabled provider's default model).
+COMPAT_API_DEFAULT_MODEL = env("COMPAT_API_DEFAULT_MODEL", default="")
+# Longest a /v1/chat/completions request follows its run before answering "still working".
+COMPAT_API_WAIT_S = env.float("COMPAT_API_WAIT_S", default=300.0)
 
 # --- Knowledge uploads (knowledge/uploads.py) ------------------------------------------------
 KNOWLEDGE_MAX_FILE_BYTES = env.int("KNOWLEDGE_MAX_FILE_BYTES", default=20 * 1024 * 1024)
