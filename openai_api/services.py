@@ -217,7 +217,9 @@ def _thread_hint(body: dict, header: str) -> str:
 def _import_history(thread: Thread, messages: list[dict]) -> None:
     """Store a client's earlier conversation in a new thread (canonical messages)."""
     for m in messages:
-        role = {"developer": "system"}.get(m["role"], m["role"])
+        if m["role"] in ("system", "developer"):
+            continue  # folded into the new user message (see _new_part)
+        role = m["role"]
         fields = {"status": Message.Status.COMPLETE}
         if m.get("tool_calls"):
             fields["tool_calls"] = m["tool_calls"]
@@ -232,9 +234,15 @@ def _split(messages: list[dict]) -> tuple[list[dict], list[dict]]:
     return messages[:cut], messages[cut:]
 
 
-def _new_part(tail: list[dict]) -> tuple[str, list[dict]]:
-    """``(user content, tool results)`` of the request's new part."""
-    instructions = [m["content"] for m in tail if m["role"] in ("system", "developer") and m["content"].strip()]
+def _instructions(messages: list[dict]) -> list[str]:
+    return [m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip()]
+
+
+def _new_part(tail: list[dict], earlier_instructions: list[str] = ()) -> tuple[str, list[dict]]:
+    """``(user content, tool results)`` of the request's new part. The client's
+    system/developer messages lead the user content (stored system messages never reach
+    the model: the platform builds its own system prompt)."""
+    instructions = [*earlier_instructions, *_instructions(tail)]
     said = [m["content"] for m in tail if m["role"] == "user" and m["content"].strip()]
     results = [{"tool_call_id": m["tool_call_id"], "content": m["content"]} for m in tail if m["role"] == "tool"]
     content = "\n\n".join(said)
@@ -280,6 +288,7 @@ def completion_start(*, user, body: dict, thread_header: str = "", workspace_hea
                                        title=title_from_message(first_user) if first_user else "API chat")
                 ApiThread.objects.create(thread=thread, user=user, client=user_agent[:200])
                 _import_history(thread, prefix)
+                content, results = _new_part(tail, _instructions(prefix))
         _check_results(thread, results)
         if (thread.provider_id, thread.model) != (provider.pk, model):
             thread.provider, thread.model = provider, model
