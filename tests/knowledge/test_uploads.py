@@ -15,6 +15,8 @@ from knowledge.selectors import knowledge_search
 from knowledge.uploads import knowledge_upload_create, knowledge_upload_process
 from tests.fakes.documents import encrypt_pdf, make_docx, make_pdf
 
+pytestmark = pytest.mark.db_backends
+
 HTML = b"<html><head><title>Backup policy</title><script>var leak=1</script></head><body><p>Nightly snapshots.</p></body></html>"
 URL = "/api/v1/knowledge/uploads/"
 
