@@ -100,8 +100,8 @@ class PlatformOIDCBackend(OIDCAuthenticationBackend):
         return user
 
     def authenticate(self, request, **kwargs):
-        if request is None or "code" not in request.GET or "state" not in request.GET:
-            return None  # not an OIDC callback (e.g. a password login): not ours
+        if request is None or "nonce" not in kwargs or "code" not in request.GET or "state" not in request.GET:
+            return None  # not our callback view (e.g. a password login, whatever its URL): not ours
         try:
             self._configure()
             return super().authenticate(request, **kwargs)

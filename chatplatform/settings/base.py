@@ -111,7 +111,9 @@ OIDC_ISSUER = env("OIDC_ISSUER", default="")
 OIDC_DISCOVERY_URL = env("OIDC_DISCOVERY_URL", default="")
 OIDC_RP_CLIENT_ID = env("OIDC_CLIENT_ID", default="")
 OIDC_RP_CLIENT_SECRET = env("OIDC_CLIENT_SECRET", default="")
-OIDC_RP_SCOPES = env("OIDC_SCOPES", default="openid email profile groups")
+# Add the scope your provider needs for a groups claim (e.g. "groups"); unknown scopes are an
+# error at some providers, so it is not in the default.
+OIDC_RP_SCOPES = env("OIDC_SCOPES", default="openid email profile")
 OIDC_RP_SIGN_ALGO = env("OIDC_SIGN_ALGO", default="RS256")
 OIDC_GROUPS_CLAIM = env("OIDC_GROUPS_CLAIM", default="groups")
 OIDC_USERNAME_CLAIM = env("OIDC_USERNAME_CLAIM", default="preferred_username")

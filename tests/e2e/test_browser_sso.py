@@ -31,7 +31,7 @@ def sso_platform():
     idp = IdentityProvider().start()
     platform = Platform("embedded", extra_env={
         "OIDC_ISSUER": idp.issuer, "OIDC_CLIENT_ID": CLIENT_ID, "OIDC_CLIENT_SECRET": CLIENT_SECRET,
-        "OIDC_BUTTON_LABEL": "Sign in with Test IdP",
+        "OIDC_BUTTON_LABEL": "Sign in with Test IdP", "OIDC_SCOPES": "openid email profile groups",
     })
     try:
         platform.start()

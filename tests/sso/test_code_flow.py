@@ -43,6 +43,7 @@ def sso(settings, idp, roles, workspaces):
     settings.OIDC_RP_CLIENT_ID = CLIENT_ID
     settings.OIDC_RP_CLIENT_SECRET = CLIENT_SECRET
     settings.OIDC_ENABLED = True
+    settings.OIDC_RP_SCOPES = "openid email profile groups"  # the test provider's groups claim
     settings.AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend", "sso.backend.PlatformOIDCBackend"]
     cache.clear()
     SSOGroupRule.objects.create(group="eng", workspace=workspaces["demo"], role=roles["member"])
@@ -229,3 +230,14 @@ def test_without_configuration_there_is_no_sso(client, settings, db):
     assert client.get("/oidc/callback/?code=x&state=y").status_code == 404
     page = client.get("/accounts/login/").content.decode()
     assert 'id="sso-login"' not in page and 'name="password"' in page
+
+
+@pytest.mark.django_db
+def test_the_sso_backend_ignores_a_login_that_is_not_its_callback(sso, rf):
+    """Django asks every backend at every login; for a password login (whatever the URL
+    carries) the SSO backend answers None at once instead of exchanging a code."""
+    from sso.backend import PlatformOIDCBackend
+
+    request = rf.post("/accounts/login/?code=abc&state=xyz")
+    assert PlatformOIDCBackend().authenticate(request, username="alice", password="pw-alice") is None
+    assert not hasattr(request, "sso_error")  # no exchange was attempted (it would have failed with a reason)
