@@ -30,6 +30,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.http import Http404
 
@@ -271,6 +272,9 @@ def completion_start(*, user, body: dict, thread_header: str = "", workspace_hea
                           "assistant message.")
     hint = _thread_hint(body, thread_header)
     with transaction.atomic():
+        # run_create locks user → thread; this transaction writes the thread before it, so it
+        # takes the user's lock first too (the same order everywhere: no deadlock).
+        list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True))
         if hint:
             try:
                 thread = thread_get_for_user(user=user, thread_id=hint, write=True)
