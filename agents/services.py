@@ -33,7 +33,7 @@ class RunRejected(ServiceError):
 @dataclass
 class RunCreated:
     run: Run
-    user_message: Message
+    user_message: Message | None  # None only for a run that continues after client tool results
 
 
 ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
@@ -48,20 +48,26 @@ def run_create(
     include_private: bool | None = None,
     ui_context: dict | None = None,
     env_id: str = "",
+    tool_results: list[dict] | None = None,
 ) -> RunCreated:
     """Persist the user's message and a queued run, and enqueue ``run_turn`` after commit.
 
     ``thread`` must come from ``thread_get_for_user(..., write=True)``; ``ui_context`` is the
-    client's raw UI context (None: the thread's). Raises :class:`RunRejected`:
-    ``empty_message`` (400), ``message_too_long`` (413, over 32 000 chars),
-    ``run_in_progress`` (409, the thread already has a queued or running run),
+    client's raw UI context (None: the thread's). ``tool_results``
+    (``[{"tool_call_id", "content"}]``) are results of client-run tool calls
+    (``agents/client_tools.py``), stored as tool messages before the user message; with
+    them ``content`` may be empty (the run then has no user message). Raises
+    :class:`RunRejected`: ``empty_message`` (400), ``message_too_long`` (413, over 32 000
+    chars), ``run_in_progress`` (409, the thread already has a queued or running run),
     ``too_many_active_runs`` / ``rate_limited`` (429 + ``retry_after``); and
     ``UIContextError`` (413/422, audited) for a context it cannot accept.
     """
     if ui_context is not None:
         ui_context = ui_context_accept(raw=ui_context, user=user, workspace_id=thread.workspace_id,
                                        thread_id=thread.pk)
-    if not isinstance(content, str) or not content.strip():
+    if tool_results and not (content or "").strip():
+        content = ""
+    elif not isinstance(content, str) or not content.strip():
         raise RunRejected("empty_message", "The message is empty.")
     if len(content) > MAX_MESSAGE_CHARS:
         raise RunRejected("message_too_long", f"The message is longer than {MAX_MESSAGE_CHARS} characters.", 413)
@@ -84,7 +90,10 @@ def run_create(
         for waiting in Run.objects.filter(thread=thread, status=Run.Status.AWAITING_APPROVAL):
             _end_waiting_run(waiting, reason="Not executed: the user sent a new message instead of deciding.",
                              decision="superseded")
-        user_message = message_create(thread_id=thread.pk, role=Message.Role.USER, content=content)
+        for result in tool_results or ():
+            message_create(thread_id=thread.pk, role=Message.Role.TOOL, content=result["content"],
+                           tool_call_id=result["tool_call_id"], is_error=bool(result.get("is_error")))
+        user_message = message_create(thread_id=thread.pk, role=Message.Role.USER, content=content) if content else None
         try:
             with transaction.atomic():
                 run = Run.objects.create(
@@ -101,10 +110,11 @@ def run_create(
                 )
         except IntegrityError as exc:  # another send won a race the locks did not see
             raise RunRejected("run_in_progress", "A reply is still being written in this thread.", 409) from exc
-        user_message.run = run
-        user_message.save(update_fields=["run"])
+        if user_message is not None:
+            user_message.run = run
+            user_message.save(update_fields=["run"])
         fields = ["updated_at"]
-        if not thread.title:
+        if not thread.title and content:
             thread.title = title_from_message(content)
             fields.append("title")
         thread.save(update_fields=fields)

@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.decorators.csrf import csrf_exempt
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authtoken.views import ObtainAuthToken
@@ -10,6 +11,9 @@ from agents.tool_call_api import ToolCallDecisionApi, ToolCallListApi
 from chat.api import views as chat_api
 from chat.sse import run_events
 from knowledge import api as knowledge_api
+from knowledge import upload_api as knowledge_upload_api
+from openai_api import views as openai_views
+from sso.views import PlatformLoginView
 
 
 class LoginThrottle(AnonRateThrottle):
@@ -35,6 +39,9 @@ api_v1 = [
     path("providers/<slug:slug>/models/", ProviderModelsApi.as_view(), name="provider-models"),
     path("knowledge/items/", knowledge_api.KnowledgeItemListCreateApi.as_view(), name="knowledge-items"),
     path("knowledge/items/<str:item_id>/", knowledge_api.KnowledgeItemDetailApi.as_view(), name="knowledge-item-detail"),
+    path("knowledge/uploads/", knowledge_upload_api.KnowledgeUploadListCreateApi.as_view(), name="knowledge-uploads"),
+    path("knowledge/uploads/<str:upload_id>/", knowledge_upload_api.KnowledgeUploadDetailApi.as_view(),
+         name="knowledge-upload-detail"),
     path("knowledge/search/", knowledge_api.KnowledgeSearchApi.as_view(), name="knowledge-search"),
     path("messages/<str:message_id>/save-to-knowledge/", knowledge_api.MessageSaveToKnowledgeApi.as_view(),
          name="message-save-to-knowledge"),
@@ -43,10 +50,15 @@ api_v1 = [
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="chat:index", permanent=False)),
     path("admin/", admin.site.urls),
+    path("accounts/login/", PlatformLoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("oidc/", include("sso.urls")),
     path("chat/", include("chat.urls")),
     path("knowledge/", include("knowledge.urls")),
     path("api/v1/", include(api_v1)),
+    # OpenAI-compatible API (openai_api/): base URL for OpenAI clients is <host>/v1
+    path("v1/chat/completions", csrf_exempt(openai_views.chat_completions), name="openai-chat-completions"),
+    path("v1/models", csrf_exempt(openai_views.models), name="openai-models"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]

@@ -10,6 +10,8 @@ do the work; errors use the ``{"error": {"code", "message"}}`` shape.
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
@@ -34,6 +36,7 @@ from .services import (
     knowledge_item_save_from_message,
     knowledge_item_update_for_user,
 )
+from .snippets import markup_of, snippet_html
 
 SEARCH_SNIPPET_CHARS = 400
 
@@ -111,7 +114,9 @@ class SearchHitSerializer(serializers.Serializer):
     chunk_id = serializers.IntegerField()
     title = serializers.CharField()
     type = serializers.CharField()
-    snippet = serializers.CharField()
+    snippet = serializers.CharField(help_text="The chunk's source text (Markdown/reST), ≤ 400 chars.")
+    snippet_html = serializers.CharField(help_text="Rendered text around the first match, HTML-escaped, "
+                                         "query words in <mark>.")
     score = serializers.FloatField()
     workspace_id = serializers.IntegerField()
 
@@ -233,9 +238,12 @@ class KnowledgeSearchApi(APIView):
             include_private=_flag(params, "include_private", True),
             include_hidden=_flag(params, "include_hidden", False),
         )
+        sources = dict(KnowledgeItem.objects.filter(pk__in=[h.item_id for h in hits]).values_list("pk", "source_path"))
         results = [
             {"item_id": h.item_id, "chunk_id": h.chunk_id, "title": h.title, "type": h.type,
-             "snippet": h.snippet[:SEARCH_SNIPPET_CHARS], "score": h.score, "workspace_id": h.workspace_id}
+             "snippet": h.snippet[:SEARCH_SNIPPET_CHARS],
+             "snippet_html": snippet_html(h.snippet, query=query, markup=markup_of(sources.get(UUID(h.item_id), ""))),
+             "score": h.score, "workspace_id": h.workspace_id}
             for h in hits
         ]
         return Response(SearchResultSerializer({"query": query, "results": results}).data)

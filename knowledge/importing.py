@@ -3,12 +3,16 @@
 Formats: ``.md``/``.markdown``, ``.txt``, ``.rst`` (read as text), ``.html``/``.htm`` (text
 extracted with Beautiful Soup: scripts, styles and navigation dropped, block elements become
 paragraphs), ``.pdf`` (pypdf, pure Python: the text layer page by page; a scanned PDF without
-one is an error). Idempotent by (workspace, source path, content hash): an unchanged file is
-skipped, a changed one updates its item (and re-chunks it), a new one creates an item.
+one is an error, a password-protected one too), ``.docx`` (python-docx: paragraphs and table
+cells, headings as Markdown headings). Idempotent by (workspace, source path, content hash):
+an unchanged file is skipped, a changed one updates its item (and re-chunks it), a new one
+creates an item. ``extract_bytes`` is shared with uploads from the browser
+(``knowledge/uploads.py``), so both paths parse a file the same way.
 """
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -22,13 +26,21 @@ from .services import KnowledgeRejected, content_hash, knowledge_item_create, kn
 TEXT_SUFFIXES = {".md", ".markdown", ".txt", ".rst"}
 HTML_SUFFIXES = {".html", ".htm"}
 PDF_SUFFIXES = {".pdf"}
-SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES | PDF_SUFFIXES
-MAX_FILE_BYTES = 20 * 1024 * 1024
+DOCX_SUFFIXES = {".docx"}
+SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES | PDF_SUFFIXES | DOCX_SUFFIXES
+MAX_FILE_BYTES = 20 * 1024 * 1024  # default of settings.KNOWLEDGE_MAX_FILE_BYTES
 _BLOCK_TAGS = [
     "p", "div", "section", "article", "main", "header", "footer", "aside", "blockquote", "pre",
     "ul", "ol", "li", "dl", "dt", "dd", "table", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "figure",
 ]
 _DROP_TAGS = ["script", "style", "noscript", "template", "nav", "svg", "iframe", "form", "head"]
+
+
+def max_file_bytes() -> int:
+    """Largest file imported or uploaded, in bytes (``KNOWLEDGE_MAX_FILE_BYTES``, 20 MiB)."""
+    from django.conf import settings
+
+    return int(getattr(settings, "KNOWLEDGE_MAX_FILE_BYTES", MAX_FILE_BYTES))
 
 
 class ImportFailed(Exception):
@@ -82,51 +94,104 @@ def extract_html(raw: bytes) -> tuple[str, str]:
     return title, _tidy(soup.get_text())
 
 
-def extract_pdf(path: Path) -> tuple[str, str]:
+def extract_pdf(raw: bytes) -> tuple[str, str]:
+    """PDF bytes → ``(title, text)``. An encrypted PDF that opens with the empty password
+    (common for "no copying" flags) is read; one that needs a password is an ImportFailed."""
     from pypdf import PdfReader
 
     try:
-        reader = PdfReader(str(path))
-        if reader.is_encrypted:
-            raise ImportFailed("the PDF is encrypted")
+        reader = PdfReader(io.BytesIO(raw))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise ImportFailed("the PDF is password-protected")
         pages = [(page.extract_text() or "") for page in reader.pages]
         title = str((reader.metadata or {}).get("/Title") or "").strip()
     except ImportFailed:
         raise
     except Exception as exc:  # pypdf raises many kinds for broken files
+        if "password" in str(exc).lower() or "decrypt" in str(exc).lower():
+            raise ImportFailed("the PDF is password-protected") from exc
         raise ImportFailed(f"unreadable PDF ({type(exc).__name__}: {exc})") from exc
     return title, _tidy("\n\n".join(pages))
 
 
+def extract_docx(raw: bytes) -> tuple[str, str]:
+    """Word ``.docx`` bytes → ``(title, text)``: paragraphs in order (headings as Markdown
+    ``#`` lines so chunking and titles work as for Markdown), then table rows with their
+    cells joined by `` | ``. The title is the document's core "title" property, else its
+    first heading."""
+    import docx
+
+    try:
+        document = docx.Document(io.BytesIO(raw))
+    except Exception as exc:  # not a zip, not a Word document, a broken part
+        raise ImportFailed(f"unreadable Word document ({type(exc).__name__})") from exc
+    lines: list[str] = []
+    first_heading = ""
+    for para in document.paragraphs:
+        text = para.text.strip()
+        if not text:
+            continue
+        style = (para.style.name or "") if para.style is not None else ""
+        if style == "Title" or style.startswith("Heading"):
+            level = 1 if style == "Title" else int("".join(c for c in style if c.isdigit()) or 1)
+            first_heading = first_heading or text
+            lines.append("#" * min(level, 6) + " " + text)
+        else:
+            lines.append(text)
+    for table in document.tables:
+        for row in table.rows:
+            cells = [c.text.strip() for c in row.cells]
+            if any(cells):
+                lines.append(" | ".join(cells))
+    title = (document.core_properties.title or "").strip() or first_heading
+    return title, "\n\n".join(lines).strip()
+
+
+def extract_bytes(name: str, raw: bytes) -> tuple[str, str]:
+    """``(title, text)`` of a supported file given its name (for the type) and its bytes;
+    the title falls back to the file name. Raises ImportFailed for an unsupported type,
+    an oversized, unreadable, password-protected or empty file."""
+    suffix = Path(name).suffix.lower()
+    if suffix not in SUFFIXES:
+        raise ImportFailed(f"unsupported file type {suffix or '(none)'}")
+    if len(raw) > max_file_bytes():
+        raise ImportFailed(f"larger than {max_file_bytes() // (1024 * 1024)} MB")
+    if suffix in PDF_SUFFIXES:
+        title, text = extract_pdf(raw)
+    elif suffix in DOCX_SUFFIXES:
+        title, text = extract_docx(raw)
+    elif suffix in HTML_SUFFIXES:
+        title, text = extract_html(raw)
+    else:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            if b"\x00" in raw[:4096]:
+                raise ImportFailed("not a text file (binary content)") from None
+            text = raw.decode("utf-8", errors="replace")
+        text = text.replace("\r\n", "\n")
+        title = _text_title(text, suffix)
+        text = text.strip()
+    if not text.strip():
+        raise ImportFailed("no text found")
+    stem = Path(name).stem
+    fallback = stem.replace("_", " ").replace("-", " ").strip()
+    return (" ".join(title.split())[:300] or fallback or name), text
+
+
 def extract(path: Path) -> tuple[str, str]:
-    """``(title, text)`` of a supported file; the title falls back to the file name.
-    Raises ImportFailed for unsupported, oversized, unreadable or empty files."""
+    """``(title, text)`` of a supported file on disk (see ``extract_bytes``)."""
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise ImportFailed(f"unsupported file type {suffix or '(none)'}")
     try:
         size = path.stat().st_size
+        if size > max_file_bytes():
+            raise ImportFailed(f"larger than {max_file_bytes() // (1024 * 1024)} MB")
+        raw = path.read_bytes()
     except OSError as exc:
         raise ImportFailed(f"cannot read: {exc.strerror or exc}") from exc
-    if size > MAX_FILE_BYTES:
-        raise ImportFailed(f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MB")
-    if suffix in PDF_SUFFIXES:
-        title, text = extract_pdf(path)
-    else:
-        try:
-            raw = path.read_bytes()
-        except OSError as exc:
-            raise ImportFailed(f"cannot read: {exc.strerror or exc}") from exc
-        if suffix in HTML_SUFFIXES:
-            title, text = extract_html(raw)
-        else:
-            text = raw.decode("utf-8", errors="replace").replace("\r\n", "\n")
-            title = _text_title(text, suffix)
-            text = text.strip()
-    if not text.strip():
-        raise ImportFailed("no text found")
-    fallback = path.stem.replace("_", " ").replace("-", " ").strip()
-    return (" ".join(title.split())[:300] or fallback or path.name), text
+    return extract_bytes(path.name, raw)
 
 
 def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:

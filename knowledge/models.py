@@ -148,3 +148,46 @@ class RunSources(models.Model):
 
     def __str__(self) -> str:
         return f"sources of run {self.run_id}"
+
+
+class KnowledgeUpload(models.Model):
+    """One file a person uploaded from the browser (or the API), imported by the executor.
+
+    The bytes are kept in the row (``data``) until the import ran, so a Celery worker on
+    another machine reads them from the database like everything else; they are cleared
+    when the import ends, whatever its outcome. ``status``: ``queued`` → ``importing`` →
+    ``created`` | ``updated`` | ``unchanged`` | ``failed`` (with ``error``, a sentence for
+    the person). An import is one transaction: a file that fails leaves no item behind.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        IMPORTING = "importing"
+        CREATED = "created"
+        UPDATED = "updated"
+        UNCHANGED = "unchanged"
+        FAILED = "failed"
+
+    DONE = frozenset({Status.CREATED, Status.UPDATED, Status.UNCHANGED, Status.FAILED})
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey("chat.Workspace", on_delete=models.CASCADE, related_name="+")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="knowledge_uploads")
+    filename = models.CharField(max_length=255)
+    size = models.PositiveBigIntegerField(default=0)
+    data = models.BinaryField(blank=True, editable=False)
+    type = models.CharField(max_length=40, default="document")
+    tags = models.JSONField(default=list, blank=True)
+    is_private = models.BooleanField(default=False)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    error = models.CharField(max_length=500, blank=True)
+    item = models.ForeignKey(KnowledgeItem, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["owner", "-created_at"], name="knowledge_upload_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.filename} ({self.status})"

@@ -25,6 +25,7 @@ from chat.selectors import workspace_get_for_user
 
 from .events import knowledge_group
 from .forms import TYPE_CHOICES, KnowledgeItemForm
+from .importing import SUFFIXES, max_file_bytes
 from .models import KnowledgeItem
 from .selectors import (
     knowledge_can_create,
@@ -40,15 +41,10 @@ from .services import (
     knowledge_item_delete_for_user,
     knowledge_item_update_for_user,
 )
+from .snippets import markup_of, snippet_html
 
 PAGE_SIZE = 50
 SEARCH_LIMIT = 50
-SNIPPET_CHARS = 300
-
-
-def _snippet(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= SNIPPET_CHARS else flat[:SNIPPET_CHARS].rsplit(" ", 1)[0] + " …"
 
 
 @login_required
@@ -75,13 +71,17 @@ def item_list(request):
                                          include_hidden=show_hidden, **filters)
         by_id = {str(i.pk): i for i in KnowledgeItem.objects.filter(pk__in=[h.item_id for h in hits])
                  .select_related("workspace", "owner")}
-        results = [{"item": by_id[h.item_id], "snippet": _snippet(h.snippet)} for h in hits if h.item_id in by_id]
+        results = [{"item": by_id[h.item_id],
+                    "snippet": snippet_html(h.snippet, query=q, markup=markup_of(by_id[h.item_id].source_path))}
+                   for h in hits if h.item_id in by_id]
     else:
         listed = knowledge_item_list_for_user(user=request.user, workspace=workspace, include_hidden=show_hidden,
                                               **filters)
         page = Paginator(listed, PAGE_SIZE).get_page(params.get("page"))
-        results = [{"item": i, "snippet": _snippet(i.content)} for i in page]
+        results = [{"item": i, "snippet": snippet_html(i.content, markup=markup_of(i.source_path))} for i in page]
     visible = knowledge_item_list_for_user(user=request.user, include_hidden=True)
+    upload_workspaces = [m.workspace for m in memberships
+                         if knowledge_can_create(user=request.user, workspace=m.workspace_id)]
     context = {
         "results": results,
         "page": page,
@@ -93,7 +93,11 @@ def item_list(request):
         "memberships": memberships,
         "types": sorted(set(visible.values_list("type", flat=True).distinct()) | {t for t, _ in TYPE_CHOICES}),
         "tags": sorted({t for tags in visible.values_list("tags", flat=True)[:500] for t in tags or []}),
-        "can_create": any(knowledge_can_create(user=request.user, workspace=m.workspace_id) for m in memberships),
+        "can_create": bool(upload_workspaces),
+        "upload_workspaces": upload_workspaces,
+        "upload_max_bytes": max_file_bytes(),
+        "upload_max_mb": max_file_bytes() // (1024 * 1024),
+        "upload_suffixes": sorted(SUFFIXES),
         "querystring": params.urlencode(),
     }
     template = "knowledge/_results.html" if params.get("partial") == "1" else "knowledge/list.html"

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from agents.client_tools import client_tools_for
 from agents.grounding import grounding_for
 from agents.loop.execute import execute_tool_call
 from agents.loop.prompt import system_prompt, thread_history
@@ -84,6 +85,8 @@ class _Loop:
         self.ctx = turn.tools
         self.cap = settings.AGENT_MAX_ITERATIONS
         self.pending_citations: list[dict] = []
+        self.client_tools = client_tools_for(self.run)  # declared by an API client: never run here
+        self.client_names = {t.name for t in self.client_tools}
 
     def advance(self) -> Outcome:
         run = self.run
@@ -96,6 +99,8 @@ class _Loop:
                     return self.close_cancelled(None)
                 if state == "awaiting_approval":
                     return Outcome.awaiting_approval()
+                if any(c["name"] in self.client_names for c in assistant.tool_calls):
+                    return Outcome.completed()  # the API client runs its own tools (agents/client_tools.py)
                 if run.iterations >= self.cap:
                     return self._hit_cap()
                 assistant = self._new_assistant()
@@ -187,7 +192,7 @@ class _Loop:
             messages=history_window(
                 thread_history(thread_id=self.thread.pk, exclude_ids={assistant.pk}), plan.history_limit
             ),
-            tools=[ToolDefinition(t.name, t.description, t.parameters) for t in offer.tools],
+            tools=[ToolDefinition(t.name, t.description, t.parameters) for t in offer.tools] + self.client_tools,
             max_output_tokens=plan.max_output_tokens,
             options=plan.options,
             echo_reasoning=plan.echo_reasoning,
@@ -232,7 +237,7 @@ class _Loop:
             self._offer()
         answered = answered_ids(assistant)
         for call in assistant.tool_calls:
-            if call["id"] in answered:
+            if call["id"] in answered or call["name"] in self.client_names:
                 continue
             if self.turn.cancelled():
                 return "cancelled"

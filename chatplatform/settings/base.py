@@ -35,6 +35,8 @@ INSTALLED_APPS = [
     "chat",
     "agents",
     "knowledge",
+    "sso",
+    "openai_api",
 ]
 
 MIDDLEWARE = [
@@ -102,6 +104,32 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = True
 
 LOGIN_URL = "login"
+
+# --- Single sign-on (OpenID Connect; sso/) ------------------------------------------------------
+# On when an issuer (or a discovery URL) and a client id are set. Endpoints come from discovery.
+OIDC_ISSUER = env("OIDC_ISSUER", default="")
+OIDC_DISCOVERY_URL = env("OIDC_DISCOVERY_URL", default="")
+OIDC_RP_CLIENT_ID = env("OIDC_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env("OIDC_CLIENT_SECRET", default="")
+# Add the scope your provider needs for a groups claim (e.g. "groups"); unknown scopes are an
+# error at some providers, so it is not in the default.
+OIDC_RP_SCOPES = env("OIDC_SCOPES", default="openid email profile")
+OIDC_RP_SIGN_ALGO = env("OIDC_SIGN_ALGO", default="RS256")
+OIDC_GROUPS_CLAIM = env("OIDC_GROUPS_CLAIM", default="groups")
+OIDC_USERNAME_CLAIM = env("OIDC_USERNAME_CLAIM", default="preferred_username")
+OIDC_SYNC_MEMBERSHIPS = env.bool("OIDC_SYNC_MEMBERSHIPS", default=True)
+OIDC_BUTTON_LABEL = env("OIDC_BUTTON_LABEL", default="Sign in with single sign-on")
+OIDC_TIMEOUT = env.float("OIDC_TIMEOUT_S", default=10.0)
+OIDC_VERIFY_SSL = True
+OIDC_DISCOVERY_TTL_S = env.int("OIDC_DISCOVERY_TTL_S", default=3600)
+OIDC_USE_PKCE = True
+OIDC_CREATE_USER = True
+OIDC_ENABLED = bool((OIDC_ISSUER or OIDC_DISCOVERY_URL) and OIDC_RP_CLIENT_ID)
+PASSWORD_LOGIN_ENABLED = env.bool("PASSWORD_LOGIN_ENABLED", default=True)
+LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/"
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"] + (
+    ["sso.backend.PlatformOIDCBackend"] if OIDC_ENABLED else []
+)
 LOGIN_REDIRECT_URL = "chat:index"
 LOGOUT_REDIRECT_URL = "login"
 
@@ -228,6 +256,17 @@ RUN_QUEUED_DEADLINE_S = env.float("RUN_QUEUED_DEADLINE_S", default=30.0)
 # Extra modules with @tool declarations (e.g. site-specific tools), imported at start-up.
 EXTRA_TOOL_MODULES = env.list("EXTRA_TOOL_MODULES", default=[])
 RUN_REAPER_ENABLED = env.bool("RUN_REAPER_ENABLED", default=True)
+
+# --- OpenAI-compatible API (openai_api/) -------------------------------------------------------
+# "model": "default" → this provider/model (else the first enabled provider's default model).
+COMPAT_API_DEFAULT_MODEL = env("COMPAT_API_DEFAULT_MODEL", default="")
+# Longest a /v1/chat/completions request follows its run before answering "still working".
+COMPAT_API_WAIT_S = env.float("COMPAT_API_WAIT_S", default=300.0)
+
+# --- Knowledge uploads (knowledge/uploads.py) ------------------------------------------------
+KNOWLEDGE_MAX_FILE_BYTES = env.int("KNOWLEDGE_MAX_FILE_BYTES", default=20 * 1024 * 1024)
+KNOWLEDGE_UPLOAD_MAX_PENDING = env.int("KNOWLEDGE_UPLOAD_MAX_PENDING", default=200)
+KNOWLEDGE_IMPORT_THREADS = env.int("KNOWLEDGE_IMPORT_THREADS", default=2)
 
 # --- Streams --------------------------------------------------------------------------------
 RUN_EVENT_LOG_TTL_S = env.int("RUN_EVENT_LOG_TTL_S", default=24 * 3600)

@@ -73,3 +73,27 @@ def test_services_manage_ask(services_platform):
     assert "[tool] search_knowledge" in result.stdout
     assert WITH_TOPIC_TITLE in result.stdout
     assert result.stdout.rstrip().endswith("[completed]")
+
+
+def test_services_upload_is_imported_by_the_celery_worker(services_platform, alice):
+    """A knowledge upload is imported by the Celery task ``knowledge.import_upload`` (not in
+    the web process): the worker's task count goes up and the item is searchable."""
+    import time
+
+    from tests.fakes.documents import make_pdf
+
+    before = services_platform.worker_tasks_run().get("knowledge.import_upload", 0)
+    pdf = make_pdf([["Celery imported this quokka handbook."], ["Page two."]])
+    with flows.http(services_platform, alice) as client:
+        accepted = client.post("/api/v1/knowledge/uploads/", files={"file": ("quokka.pdf", pdf)},
+                               data={"workspace": "demo"})
+        assert accepted.status_code == 202, accepted.text
+        deadline = time.monotonic() + 60
+        while not (upload := client.get(f"/api/v1/knowledge/uploads/{accepted.json()['id']}/").json())["done"]:
+            assert time.monotonic() < deadline, upload
+            time.sleep(0.1)
+        assert upload["status"] == "created", upload
+        hits = client.get("/api/v1/knowledge/search/", params={"q": "quokka"}).json()["results"]
+    assert [h["item_id"] for h in hits] == [upload["item_id"]]
+    assert "<mark>quokka</mark>" in hits[0]["snippet_html"]
+    assert services_platform.worker_tasks_run().get("knowledge.import_upload", 0) == before + 1

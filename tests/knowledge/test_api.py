@@ -32,7 +32,8 @@ def test_member_creates_an_item_and_it_is_searchable(users, api_for):
     assert body["can_edit"] is True and "<p>" in body["content_html"]
     hits = client.get("/api/v1/knowledge/search/?q=canary migrations").json()["results"]
     assert [h["item_id"] for h in hits] == [body["id"]]
-    assert set(hits[0]) == {"item_id", "chunk_id", "title", "type", "snippet", "score", "workspace_id"}
+    assert set(hits[0]) == {"item_id", "chunk_id", "title", "type", "snippet", "snippet_html", "score", "workspace_id"}
+    assert hits[0]["snippet_html"] == "Run <mark>migrations</mark> before the <mark>canary</mark>."
 
 
 def test_viewer_reads_but_cannot_write(users, alice_item, api_for):

@@ -51,7 +51,7 @@ def docs(tmp_path):
     (tmp_path / "policy.html").write_bytes(HTML)
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "handbook.pdf").write_bytes(make_pdf("Vacation requests go through the portal"))
-    (tmp_path / "ignored.docx").write_bytes(b"not scanned: unsupported types in directories are skipped")
+    (tmp_path / "ignored.odt").write_bytes(b"not scanned: unsupported types in directories are skipped")
     return tmp_path
 
 
@@ -112,9 +112,9 @@ def test_html_extraction_keeps_paragraphs_and_drops_scripts():
 def test_extract_rejects_unsupported_and_empty(tmp_path):
     from knowledge.importing import ImportFailed
 
-    (tmp_path / "a.docx").write_bytes(b"x")
+    (tmp_path / "a.odt").write_bytes(b"x")
     (tmp_path / "b.md").write_text("")
     with pytest.raises(ImportFailed, match="unsupported"):
-        extract(tmp_path / "a.docx")
+        extract(tmp_path / "a.odt")
     with pytest.raises(ImportFailed, match="no text"):
         extract(tmp_path / "b.md")

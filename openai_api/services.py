@@ -1,0 +1,381 @@
+"""The OpenAI-compatible API's logic, as plain functions (the views stay thin).
+
+A request becomes a platform run of the caller, with the platform's governance intact:
+
+* ``model`` names a provider the caller may use: ``"<provider>/<model>"``, ``"<provider>"``
+  (its default model), a model name listed by exactly one enabled provider, or
+  ``"default"`` (``COMPAT_API_DEFAULT_MODEL``, else the first enabled provider).
+* The thread: ``X-Thread-Id`` header, ``metadata.thread_id``, or ``user`` holding a thread
+  id → that thread (yours, writable; else 404). Otherwise the thread an earlier answer left
+  whose conversation is exactly the request's messages up to the last assistant message
+  (OpenAI clients resend the history), else a new thread marked API-created that gets the
+  earlier messages of the request as its history.
+* The new part of the request (after the last assistant message): ``tool`` messages are
+  results of client-declared tool calls, ``user`` messages the new message (several are
+  joined), ``system``/``developer`` messages are put in front of it as the client's
+  instructions (the platform's own system prompt stays in charge).
+* ``tools`` (``type: function``) are client-declared: offered to the model, never executed
+  here; a name that is also a platform tool is refused (400).
+
+Errors raise :class:`ApiRejected` (``code``, ``message``, HTTP ``status``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.http import Http404
+
+from agents.models import LLMModel, Provider, Run
+from agents.providers import ToolDefinition
+from agents.services import run_create
+from chat.models import Membership, Message, Thread, Workspace
+from chat.selectors import thread_get_for_user, workspace_get_for_user
+from chat.services import message_create, thread_create, title_from_message
+from chatplatform.errors import ServiceError
+
+from .models import ApiRun, ApiThread
+
+ROLES = {"system", "developer", "user", "assistant", "tool"}
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+MAX_TOOLS = 128
+
+
+class ApiRejected(ServiceError):
+    """A request the OpenAI-compatible API refuses (``chatplatform.errors.ServiceError``)."""
+
+
+@dataclass
+class Started:
+    """A run started for one request."""
+
+    run_id: str
+    thread_id: str
+    model_id: str
+    created: int
+    messages: list[dict]  # the request's messages, normalised (for the conversation digest)
+    client_tool_names: set[str] = field(default_factory=set)
+
+
+# --- request parsing --------------------------------------------------------------------------
+def _text(content, where: str) -> str:
+    """OpenAI message content → text. Strings, or lists of ``{"type": "text", "text"}`` parts;
+    other parts (images, audio) are refused."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        out = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") in ("text", "input_text") and isinstance(part.get("text"), str):
+                out.append(part["text"])
+            else:
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise ApiRejected("unsupported_content", f"{where}: only text content is supported (got {kind!r}).")
+        return "".join(out)
+    raise ApiRejected("invalid_request_error", f"{where}: content must be a string or a list of text parts.")
+
+
+def normalise_messages(raw) -> list[dict]:
+    """``[{"role", "content", "tool_calls"?, "tool_call_id"?}]`` with text content and
+    tool calls as ``[{"id", "name", "arguments"}]``. Raises ApiRejected for bad shapes."""
+    if not isinstance(raw, list) or not raw:
+        raise ApiRejected("invalid_request_error", "messages: a non-empty list is required.")
+    out = []
+    for n, msg in enumerate(raw):
+        where = f"messages[{n}]"
+        if not isinstance(msg, dict) or msg.get("role") not in ROLES:
+            raise ApiRejected("invalid_request_error", f"{where}: role must be one of {', '.join(sorted(ROLES))}.")
+        item = {"role": msg["role"], "content": _text(msg.get("content"), where)}
+        if msg["role"] == "assistant" and msg.get("tool_calls"):
+            calls = []
+            for call in msg["tool_calls"]:
+                fn = (call or {}).get("function") or {}
+                if not call.get("id") or not fn.get("name"):
+                    raise ApiRejected("invalid_request_error", f"{where}: every tool call needs an id and a function name.")
+                args = fn.get("arguments")
+                calls.append({"id": str(call["id"]), "name": str(fn["name"]),
+                              "arguments": args if isinstance(args, str) else json.dumps(args or {})})
+            item["tool_calls"] = calls
+        if msg["role"] == "tool":
+            if not msg.get("tool_call_id"):
+                raise ApiRejected("invalid_request_error", f"{where}: tool messages need a tool_call_id.")
+            item["tool_call_id"] = str(msg["tool_call_id"])
+        out.append(item)
+    return out
+
+
+def client_tools(raw) -> list[ToolDefinition]:
+    """The request's ``tools`` as ToolDefinitions (function tools only)."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or len(raw) > MAX_TOOLS:
+        raise ApiRejected("invalid_request_error", f"tools: a list of at most {MAX_TOOLS} function tools.")
+    out, seen = [], set()
+    for n, tool in enumerate(raw):
+        fn = tool.get("function") if isinstance(tool, dict) and tool.get("type") == "function" else None
+        if not isinstance(fn, dict) or not TOOL_NAME.match(str(fn.get("name", ""))):
+            raise ApiRejected("invalid_request_error",
+                              f"tools[{n}]: a function tool with a name of letters, digits, _ or - (≤ 64) is required.")
+        params = fn.get("parameters") or {"type": "object", "properties": {}}
+        if not isinstance(params, dict):
+            raise ApiRejected("invalid_request_error", f"tools[{n}].function.parameters must be a JSON schema object.")
+        if fn["name"] in seen:
+            raise ApiRejected("invalid_request_error", f"tools: {fn['name']!r} is declared twice.")
+        seen.add(fn["name"])
+        out.append(ToolDefinition(fn["name"], str(fn.get("description") or ""), params))
+    return out
+
+
+def digest(messages: list[dict]) -> str:
+    """A stable fingerprint of a conversation as the client sees it (roles, text without
+    surrounding whitespace, tool calls, tool results)."""
+    canon = [[m["role"], (m.get("content") or "").strip(),
+              [[c["id"], c["name"], c["arguments"]] for c in m.get("tool_calls") or []], m.get("tool_call_id") or ""]
+             for m in messages]
+    return hashlib.sha256(json.dumps(canon, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
+
+
+# --- model and workspace ----------------------------------------------------------------------
+def model_id(provider: Provider, model: str) -> str:
+    return f"{provider.slug}/{model}" if model else provider.slug
+
+
+def model_resolve(*, name: str) -> tuple[Provider, str]:
+    """``(provider, model name)`` for the request's ``model``; ApiRejected ``model_not_found``
+    (404) when nothing enabled fits."""
+    name = (name or "").strip()
+    if not name:
+        raise ApiRejected("invalid_request_error", "model is required.")
+    if name == "default":
+        name = getattr(settings, "COMPAT_API_DEFAULT_MODEL", "") or ""
+        if not name:
+            first = Provider.objects.filter(enabled=True).order_by("name").first()
+            if first is None:
+                raise ApiRejected("model_not_found", "No provider is enabled on this platform.", 404)
+            return first, first.default_model
+    slug, _, model = name.partition("/")
+    provider = Provider.objects.filter(slug=slug, enabled=True).first()
+    if provider is not None:
+        model = model or provider.default_model
+        if LLMModel.objects.filter(provider=provider, name=model, enabled=False).exists():
+            raise ApiRejected("model_not_found", f"The model {name!r} is disabled.", 404)
+        return provider, model
+    listed = list(LLMModel.objects.filter(name=name, enabled=True, provider__enabled=True).select_related("provider")[:2])
+    if len(listed) == 1:
+        return listed[0].provider, listed[0].name
+    hint = "several providers list it; name it as provider/model" if listed else "see GET /v1/models"
+    raise ApiRejected("model_not_found", f"The model {name!r} does not exist or you do not have access to it ({hint}).", 404)
+
+
+def model_list() -> list[dict]:
+    """``GET /v1/models`` entries: each enabled provider (its default model) and each enabled
+    listed model, as ``provider/model``."""
+    out = []
+    for provider in Provider.objects.filter(enabled=True).order_by("slug"):
+        created = int(provider.created_at.timestamp())
+        out.append({"id": provider.slug, "object": "model", "created": created, "owned_by": provider.slug})
+        for m in provider.models.filter(enabled=True).order_by("name"):
+            out.append({"id": model_id(provider, m.name), "object": "model", "created": created,
+                        "owned_by": provider.slug})
+    return out
+
+
+def _workspace_for(user, hint: str) -> Workspace:
+    if hint:
+        try:
+            return workspace_get_for_user(user=user, workspace=hint)
+        except Http404 as exc:
+            raise ApiRejected("not_found", f"No workspace {hint!r} of yours.", 404) from exc
+    membership = Membership.objects.filter(user=user).select_related("workspace").order_by("pk").first()
+    if membership is None:
+        raise ApiRejected("forbidden", "You are not a member of any workspace.", 403)
+    return membership.workspace
+
+
+# --- starting a run ---------------------------------------------------------------------------
+def _thread_hint(body: dict, header: str) -> str:
+    metadata = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+    for candidate in (header, metadata.get("thread_id"), body.get("user")):
+        if isinstance(candidate, str) and candidate.strip():
+            try:
+                return str(uuid.UUID(candidate.strip()))
+            except ValueError:
+                if candidate is not body.get("user"):  # "user" may be any end-user label
+                    raise ApiRejected("not_found", "No such thread.", 404) from None
+    return ""
+
+
+def _import_history(thread: Thread, messages: list[dict]) -> None:
+    """Store a client's earlier conversation in a new thread (canonical messages)."""
+    for m in messages:
+        if m["role"] in ("system", "developer"):
+            continue  # folded into the new user message (see _new_part)
+        role = m["role"]
+        fields = {"status": Message.Status.COMPLETE}
+        if m.get("tool_calls"):
+            fields["tool_calls"] = m["tool_calls"]
+        if m.get("tool_call_id"):
+            fields["tool_call_id"] = m["tool_call_id"]
+        message_create(thread_id=thread.pk, role=role, content=m["content"], **fields)
+
+
+def _split(messages: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(everything up to the last assistant message, what came after it)."""
+    cut = max((n + 1 for n, m in enumerate(messages) if m["role"] == "assistant"), default=0)
+    return messages[:cut], messages[cut:]
+
+
+def _instructions(messages: list[dict]) -> list[str]:
+    return [m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip()]
+
+
+def _new_part(tail: list[dict], earlier_instructions: list[str] = ()) -> tuple[str, list[dict]]:
+    """``(user content, tool results)`` of the request's new part. The client's
+    system/developer messages lead the user content (stored system messages never reach
+    the model: the platform builds its own system prompt)."""
+    instructions = [*earlier_instructions, *_instructions(tail)]
+    said = [m["content"] for m in tail if m["role"] == "user" and m["content"].strip()]
+    results = [{"tool_call_id": m["tool_call_id"], "content": m["content"]} for m in tail if m["role"] == "tool"]
+    content = "\n\n".join(said)
+    if instructions and content:
+        content = "Instructions from the API client:\n" + "\n\n".join(instructions) + "\n\n---\n\n" + content
+    return content, results
+
+
+def completion_start(*, user, body: dict, thread_header: str = "", workspace_header: str = "",
+                     user_agent: str = "") -> Started:
+    """Validate a chat completion request and start its run. Raises ApiRejected."""
+    if not isinstance(body, dict):
+        raise ApiRejected("invalid_request_error", "The body must be a JSON object.")
+    if body.get("n") not in (None, 1):
+        raise ApiRejected("invalid_request_error", "n: only 1 choice is supported.")
+    messages = normalise_messages(body.get("messages"))
+    tools = client_tools(body.get("tools"))
+    if body.get("tool_choice") == "none":
+        tools = []
+    provider, model = model_resolve(name=str(body.get("model") or ""))
+    _refuse_platform_names(tools)
+    prefix, tail = _split(messages)
+    content, results = _new_part(tail)
+    if not content and not results:
+        raise ApiRejected("invalid_request_error", "The request has no new user message or tool result after the last "
+                          "assistant message.")
+    hint = _thread_hint(body, thread_header)
+    with transaction.atomic():
+        # run_create locks user → thread; this transaction writes the thread before it, so it
+        # takes the user's lock first too (the same order everywhere: no deadlock).
+        list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True))
+        if hint:
+            try:
+                thread = thread_get_for_user(user=user, thread_id=hint, write=True)
+            except Http404 as exc:
+                raise ApiRejected("not_found", "No such thread.", 404) from exc
+        else:
+            known = (ApiThread.objects.select_related("thread").filter(user=user, digest=digest(prefix)).first()
+                     if prefix else None)
+            if known is not None and Membership.objects.filter(user=user, workspace_id=known.thread.workspace_id).exists():
+                thread = known.thread
+            else:
+                workspace = _workspace_for(user, workspace_header)
+                first_user = next((m["content"] for m in messages if m["role"] == "user" and m["content"].strip()), "")
+                thread = thread_create(workspace=workspace, owner=user, provider=provider, model=model,
+                                       title=title_from_message(first_user) if first_user else "API chat")
+                ApiThread.objects.create(thread=thread, user=user, client=user_agent[:200])
+                _import_history(thread, prefix)
+                content, results = _new_part(tail, _instructions(prefix))
+        _check_results(thread, results)
+        if (thread.provider_id, thread.model) != (provider.pk, model):
+            thread.provider, thread.model = provider, model
+            thread.save(update_fields=["provider", "model", "updated_at"])
+        try:
+            created = run_create(thread=thread, user=user, content=content, tool_results=results)
+        except ServiceError as exc:  # rate limits, a run in progress, a refused UI context…
+            raise ApiRejected(exc.code, exc.message, exc.status, retry_after=exc.retry_after) from exc
+        if tools:
+            ApiRun.objects.create(run=created.run, tools=[{"name": t.name, "description": t.description,
+                                                            "parameters": t.parameters} for t in tools])
+    return Started(run_id=str(created.run.pk), thread_id=str(thread.pk), model_id=model_id(provider, model),
+                   created=int(time.time()), messages=messages, client_tool_names={t.name for t in tools})
+
+
+def _refuse_platform_names(tools: list[ToolDefinition]) -> None:
+    """A client tool may not shadow a platform tool: the model would see one name twice and
+    the loop could not tell whose call it is."""
+    from agents.tools import tool_sources
+
+    names = sorted(t.name for t in tools if t.name in tool_sources)
+    if names:
+        raise ApiRejected("invalid_request_error",
+                          f"tools: {', '.join(names)} is the name of a platform tool; rename the client tool.")
+
+
+def _check_results(thread: Thread, results: list[dict]) -> None:
+    """Tool results must answer calls of the thread's last assistant message."""
+    if not results:
+        return
+    last = Message.objects.filter(thread=thread, role=Message.Role.ASSISTANT).order_by("-position").first()
+    open_ids = {c["id"] for c in (last.tool_calls if last else [])}
+    stray = [r["tool_call_id"] for r in results if r["tool_call_id"] not in open_ids]
+    if stray:
+        raise ApiRejected("invalid_request_error",
+                          f"tool results for unknown calls: {', '.join(stray)} (not in the last assistant message).")
+
+
+# --- reading the outcome ----------------------------------------------------------------------
+@dataclass
+class Outcome:
+    status: str
+    text: str
+    tool_calls: list[dict]
+    finish_reason: str
+    usage: dict
+    error: dict
+
+
+def client_tools_of_run(run) -> list[ToolDefinition]:
+    """``agents.client_tools`` lookup: the tools the API client declared for ``run``."""
+    row = ApiRun.objects.filter(run_id=run.pk).values_list("tools", flat=True).first()
+    return [ToolDefinition(t["name"], t.get("description", ""), t.get("parameters") or {}) for t in row or []]
+
+
+def completion_outcome(*, run_id: str, client_tool_names: set[str]) -> Outcome:
+    """The run's answer as the API returns it: the text of its assistant messages (joined by
+    a blank line), the client tool calls of its last message, finish reason and usage."""
+    run = Run.objects.get(pk=run_id)
+    assistants = list(Message.objects.filter(run=run, role=Message.Role.ASSISTANT).order_by("position"))
+    text = "\n\n".join(m.content.strip() for m in assistants if m.content.strip())
+    last = assistants[-1] if assistants else None
+    calls = [c for c in (last.tool_calls if last else []) if c["name"] in client_tool_names]
+    usage = {"prompt_tokens": 0, "completion_tokens": 0}
+    for m in assistants:
+        usage["prompt_tokens"] += int((m.usage or {}).get("input_tokens") or 0)
+        usage["completion_tokens"] += int((m.usage or {}).get("output_tokens") or 0)
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    if calls:
+        finish = "tool_calls"
+    elif last is not None and last.status == Message.Status.TRUNCATED:
+        finish = "length"
+    else:
+        finish = "stop"
+    return Outcome(status=run.status, text=text, tool_calls=calls, finish_reason=finish, usage=usage,
+                   error=run.error or {})
+
+
+def conversation_remember(*, thread_id: str, messages: list[dict], answer: dict) -> None:
+    """After an answer: the digest of the conversation as the client now has it, so its
+    next request (history + new message) finds this thread."""
+    ApiThread.objects.filter(thread_id=thread_id).update(digest=digest([*messages, answer]))
+
+
+def answer_message(text: str, tool_calls: list[dict]) -> dict:
+    return {"role": "assistant", "content": text, "tool_calls": tool_calls}

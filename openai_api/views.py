@@ -1,0 +1,263 @@
+"""``POST /v1/chat/completions`` and ``GET /v1/models`` in the OpenAI wire format.
+
+Auth: ``Authorization: Bearer <platform API token>`` (what every OpenAI client sends; the
+token of ``POST /api/v1/auth/token/``), or ``Token <key>``.
+
+The run executes in the platform's executor; this view follows its events (event log
+first, then the thread's group, through the same cursor as SSE) and answers:
+
+* ``stream: true`` — ``chat.completion.chunk`` server-sent events: text as it streams
+  (assistant messages of the run separated by a blank line; server-side tool calls are not
+  shown), client tool calls at the end with ``finish_reason: "tool_calls"``, a usage chunk
+  when ``stream_options.include_usage``, then ``data: [DONE]``. A failed run sends
+  ``data: {"error": {…}}`` (the SDKs raise it).
+* otherwise one ``chat.completion`` object.
+
+When a platform tool needs a person's approval, the answer says so in text and ends
+(``finish_reason: "stop"``; ``chatplatform.status`` is ``awaiting_approval``): the decision
+is made in the platform's inbox or UI and the run goes on in the thread. A run that is not
+done after ``COMPAT_API_WAIT_S`` (300 s) ends the response the same way with a note; the run
+itself goes on. Every response carries ``X-Thread-Id`` (also ``chatplatform.thread_id``):
+send it back to continue the thread explicitly.
+
+Errors: ``{"error": {"message", "type", "code"}}`` with 400/401/403/404/409/413/429.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.http import JsonResponse, StreamingHttpResponse
+
+from agents.events import thread_group
+from agents.models import Run
+from agents.replay import TERMINAL_TYPES, RunStreamCursor
+
+from .services import (
+    ApiRejected,
+    Started,
+    answer_message,
+    completion_outcome,
+    completion_start,
+    conversation_remember,
+    model_list,
+)
+
+PARKED = "approval.requested"
+
+
+def error(code: str, message: str, status: int) -> JsonResponse:
+    kind = {401: "authentication_error", 403: "permission_error", 404: "not_found_error",
+            429: "rate_limit_error"}.get(status, "invalid_request_error")
+    return JsonResponse({"error": {"message": message, "type": kind, "code": code, "param": None}}, status=status)
+
+
+def _token_user(header: str):
+    from rest_framework.authtoken.models import Token
+
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() not in ("bearer", "token") or not key.strip():
+        return None
+    token = Token.objects.select_related("user").filter(key=key.strip()).first()
+    return token.user if token and token.user.is_active else None
+
+
+async def _user(request):
+    return await sync_to_async(_token_user)(request.headers.get("Authorization", ""))
+
+
+async def models(request):
+    if request.method != "GET":
+        return error("method_not_allowed", "Use GET.", 405)
+    if await _user(request) is None:
+        return error("invalid_api_key", "Send a platform API token: Authorization: Bearer <token>.", 401)
+    return JsonResponse({"object": "list", "data": await sync_to_async(model_list)()})
+
+
+async def chat_completions(request):
+    if request.method != "POST":
+        return error("method_not_allowed", "Use POST.", 405)
+    user = await _user(request)
+    if user is None:
+        return error("invalid_api_key", "Send a platform API token: Authorization: Bearer <token>.", 401)
+    try:
+        body = json.loads(request.body or b"null")
+    except (ValueError, UnicodeDecodeError):
+        return error("invalid_json", "The body is not valid JSON.", 400)
+    try:
+        started = await sync_to_async(completion_start)(
+            user=user, body=body, thread_header=request.headers.get("X-Thread-Id", ""),
+            workspace_header=request.headers.get("X-Workspace", ""),
+            user_agent=request.headers.get("User-Agent", ""),
+        )
+    except ApiRejected as exc:
+        response = error(exc.code, exc.message, exc.status)
+        if exc.retry_after:
+            response["Retry-After"] = str(max(1, round(exc.retry_after)))
+        return response
+    stream_options = body.get("stream_options") if isinstance(body.get("stream_options"), dict) else {}
+    if body.get("stream"):
+        response = StreamingHttpResponse(_sse(started, bool(stream_options.get("include_usage"))),
+                                         content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+    else:
+        status, payload = await _complete(started)
+        response = JsonResponse(payload, status=status)
+    response["X-Thread-Id"] = started.thread_id
+    return response
+
+
+# --- following the run ------------------------------------------------------------------------
+async def run_events(run_id: str, thread_id: str):
+    """The run's events in order until it ends, parks for approval, or the wait runs out
+    (then a final ``{"type": "wait.timeout"}``)."""
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    group = thread_group(thread_id)
+    await layer.group_add(group, channel)  # subscribe first: nothing falls between log and live
+    cursor = RunStreamCursor()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + float(getattr(settings, "COMPAT_API_WAIT_S", 300.0))
+    try:
+        for event in await cursor.resume(run_id, 0):
+            yield event
+            if event["type"] in TERMINAL_TYPES or event["type"] == PARKED:
+                return
+        while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                yield {"type": "wait.timeout"}
+                return
+            try:
+                message = await asyncio.wait_for(layer.receive(channel), min(left, 2.0))
+                events = [] if str(message.get("event", {}).get("run_id")) != run_id else \
+                    await cursor.accept(message["event"])
+            except TimeoutError:
+                events = await cursor.catch_up(run_id)  # the layer may have dropped the tail
+                if not events and await sync_to_async(_parked_or_done)(run_id):
+                    events = await cursor.catch_up(run_id)
+                    if not events:
+                        return
+            for event in events:
+                yield event
+                if event["type"] in TERMINAL_TYPES or event["type"] == PARKED:
+                    return
+    finally:
+        await layer.group_discard(group, channel)
+
+
+def _parked_or_done(run_id: str) -> bool:
+    status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
+    return status is None or status in Run.TERMINAL or status == Run.Status.AWAITING_APPROVAL
+
+
+def _approval_note(event: dict, thread_id: str) -> str:
+    risk = event.get("risk_level") or event.get("risk") or ""
+    return (f"[Waiting for approval: the platform tool `{event.get('tool')}` ({risk}) needs a person's decision "
+            f"({event.get('arguments_summary') or 'no arguments'}). Approve or deny it in chatplatform; the answer "
+            f"continues in thread {thread_id}.]")
+
+
+def _timeout_note(thread_id: str) -> str:
+    wait = float(getattr(settings, "COMPAT_API_WAIT_S", 300.0))
+    return f"[Still working after {wait:.0f} s; the answer continues in thread {thread_id}.]"
+
+
+def _platform(started: Started, status: str) -> dict:
+    return {"thread_id": started.thread_id, "run_id": started.run_id, "status": status}
+
+
+async def _complete(started: Started) -> tuple[int, dict]:
+    note, failure = "", None
+    async for event in run_events(started.run_id, started.thread_id):
+        if event["type"] == PARKED:
+            note = _approval_note(event, started.thread_id)
+        elif event["type"] == "wait.timeout":
+            note = _timeout_note(started.thread_id)
+        elif event["type"] == "run.failed":
+            failure = event.get("error") or {}
+    outcome = await sync_to_async(completion_outcome)(run_id=started.run_id, client_tool_names=started.client_tool_names)
+    if failure is not None and not outcome.text:
+        code = failure.get("code") or "run_failed"
+        return 502, {"error": {"message": failure.get("message") or "The run failed.", "type": "api_error",
+                               "code": code, "param": None}, "chatplatform": _platform(started, outcome.status)}
+    text = "\n\n".join(t for t in (outcome.text, note) if t)
+    calls = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+             for c in outcome.tool_calls]
+    message = {"role": "assistant", "content": text or None}
+    if calls:
+        message["tool_calls"] = calls
+    await sync_to_async(conversation_remember)(thread_id=started.thread_id, messages=started.messages,
+                                                answer=answer_message(text, outcome.tool_calls))
+    status = "awaiting_approval" if note and not note.startswith("[Still") else \
+        ("running" if note else outcome.status)
+    return 200, {
+        "id": f"chatcmpl-{started.run_id}", "object": "chat.completion", "created": started.created,
+        "model": started.model_id,
+        "choices": [{"index": 0, "message": message, "finish_reason": outcome.finish_reason if not note else "stop",
+                     "logprobs": None}],
+        "usage": outcome.usage,
+        "chatplatform": _platform(started, status),
+    }
+
+
+def _chunk(started: Started, delta: dict, finish: str | None = None, **extra) -> str:
+    body = {"id": f"chatcmpl-{started.run_id}", "object": "chat.completion.chunk", "created": started.created,
+            "model": started.model_id, "choices": [{"index": 0, "delta": delta, "finish_reason": finish,
+                                                   "logprobs": None}], **extra}
+    return f"data: {json.dumps(body, separators=(',', ':'), ensure_ascii=False)}\n\n"
+
+
+async def _sse(started: Started, include_usage: bool):
+    yield _chunk(started, {"role": "assistant", "content": ""})
+    sent: list[str] = []  # the text the client received, to remember the conversation
+    boundary = False  # a message ended: the next message's text starts after a blank line
+    note, failure = "", None
+    async for event in run_events(started.run_id, started.thread_id):
+        kind = event["type"]
+        if kind == "text.delta" and event.get("delta"):
+            text = event["delta"]
+            if boundary and sent:
+                text = "\n\n" + text.lstrip()
+            boundary = False
+            sent.append(text)
+            yield _chunk(started, {"content": text})
+        elif kind == "message.completed":
+            boundary = True
+        elif kind == PARKED:
+            note = _approval_note(event, started.thread_id)
+        elif kind == "wait.timeout":
+            note = _timeout_note(started.thread_id)
+        elif kind == "run.failed":
+            failure = event.get("error") or {}
+    outcome = await sync_to_async(completion_outcome)(run_id=started.run_id, client_tool_names=started.client_tool_names)
+    if failure is not None:
+        error_body = {"error": {"message": failure.get("message") or "The run failed.", "type": "api_error",
+                                "code": failure.get("code") or "run_failed"}}
+        yield f"data: {json.dumps(error_body)}\n\n"
+        yield "data: [DONE]\n\n"
+        return
+    if note:
+        text = ("\n\n" if sent else "") + note
+        sent.append(text)
+        yield _chunk(started, {"content": text})
+    finish = "stop" if note else outcome.finish_reason
+    if outcome.tool_calls and not note:
+        calls = [{"index": n, "id": c["id"], "type": "function",
+                  "function": {"name": c["name"], "arguments": c["arguments"]}}
+                 for n, c in enumerate(outcome.tool_calls)]
+        yield _chunk(started, {"tool_calls": calls})
+    status = "awaiting_approval" if note and not note.startswith("[Still") else ("running" if note else outcome.status)
+    yield _chunk(started, {}, finish, chatplatform=_platform(started, status))
+    if include_usage:
+        body = {"id": f"chatcmpl-{started.run_id}", "object": "chat.completion.chunk", "created": started.created,
+                "model": started.model_id, "choices": [], "usage": outcome.usage}
+        yield f"data: {json.dumps(body, separators=(',', ':'))}\n\n"
+    yield "data: [DONE]\n\n"
+    await sync_to_async(conversation_remember)(thread_id=started.thread_id, messages=started.messages,
+                                                answer=answer_message("".join(sent), outcome.tool_calls))

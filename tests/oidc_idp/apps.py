@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class OidcIdpConfig(AppConfig):
+    name = "tests.oidc_idp"
+    label = "oidc_idp"

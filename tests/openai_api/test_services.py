@@ -1,0 +1,115 @@
+"""The OpenAI-compatible API's request handling without HTTP (``openai_api/services.py``)."""
+
+import pytest
+from django.db import transaction
+
+from agents.models import LLMModel, Run
+from chat.models import Message, Thread
+from openai_api.models import ApiRun, ApiThread
+from openai_api.services import (
+    ApiRejected,
+    completion_start,
+    conversation_remember,
+    digest,
+    model_resolve,
+    normalise_messages,
+)
+from tests.conftest import make_thread
+
+
+@pytest.fixture
+def no_executor(settings):
+    settings.RUN_EXECUTOR = "none"
+
+
+@pytest.mark.django_db
+def test_model_names(offline, openai_provider):
+    LLMModel.objects.create(provider=openai_provider, name="fake-large")
+    LLMModel.objects.create(provider=openai_provider, name="retired", enabled=False)
+    assert model_resolve(name="fake-openai") == (openai_provider, "fake-model")
+    assert model_resolve(name="fake-openai/other") == (openai_provider, "other")
+    assert model_resolve(name="fake-large") == (openai_provider, "fake-large")
+    assert model_resolve(name="offline") == (offline, "rule-based")
+    for bad, code in (("fake-openai/retired", "model_not_found"), ("nope", "model_not_found"), ("", "invalid_request_error")):
+        with pytest.raises(ApiRejected) as exc:
+            model_resolve(name=bad)
+        assert exc.value.code == code
+
+
+def test_messages_are_normalised_and_bad_shapes_refused():
+    assert normalise_messages([
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"x": 1}}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]) == [
+        {"role": "user", "content": "ab"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "f", "arguments": '{"x": 1}'}]},
+        {"role": "tool", "content": "ok", "tool_call_id": "c1"},
+    ]
+    for bad, message in (([], "non-empty"), ([{"role": "robot", "content": "x"}], "role must be"),
+                         ([{"role": "tool", "content": "x"}], "tool_call_id"),
+                         ([{"role": "user", "content": [{"type": "image_url"}]}], "only text")):
+        with pytest.raises(ApiRejected, match=message):
+            normalise_messages(bad)
+
+
+def test_the_digest_ignores_surrounding_whitespace_but_not_content():
+    a = [{"role": "user", "content": "hi "}, {"role": "assistant", "content": "\nhello"}]
+    b = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    c = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello!"}]
+    assert digest(a) == digest(b) != digest(c)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_new_conversation_imports_the_history_and_tools_ride_on_the_run(users, offline, no_executor):
+    started = completion_start(user=users["alice"], body={"model": "offline", "tools": [
+        {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}], "messages": [
+        {"role": "system", "content": "Answer in French."},
+        {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
+        {"role": "user", "content": "What is 2+2?"}]})
+    thread = Thread.objects.get(pk=started.thread_id)
+    assert ApiThread.objects.filter(thread=thread).exists() and thread.title == "Hi"
+    rows = [(m.role, m.content) for m in Message.objects.filter(thread=thread).order_by("position")]
+    # The client's system message leads the new user message: stored system messages never
+    # reach the model (the platform builds its own system prompt).
+    assert rows == [("user", "Hi"), ("assistant", "Hello!"),
+                    ("user", "Instructions from the API client:\nAnswer in French.\n\n---\n\nWhat is 2+2?")]
+    assert ApiRun.objects.get(run_id=started.run_id).tools[0]["name"] == "lookup"
+    # The same history plus the answer, as the client resends it, finds the thread again.
+    conversation_remember(thread_id=started.thread_id, messages=started.messages,
+                          answer={"role": "assistant", "content": "4", "tool_calls": []})
+    Run.objects.filter(pk=started.run_id).update(status=Run.Status.COMPLETED)
+    again = completion_start(user=users["alice"], body={"model": "offline", "messages": [
+        *started.messages, {"role": "assistant", "content": "4"}, {"role": "user", "content": "And 3+3?"}]})
+    assert again.thread_id == started.thread_id
+    # bob resending alice's conversation does not get her thread
+    Run.objects.filter(pk=again.run_id).update(status=Run.Status.COMPLETED)
+    conversation_remember(thread_id=started.thread_id, messages=started.messages,
+                          answer={"role": "assistant", "content": "4", "tool_calls": []})
+    bobs = completion_start(user=users["bob"], body={"model": "offline", "messages": [
+        *started.messages, {"role": "assistant", "content": "4"}, {"role": "user", "content": "And 3+3?"}]})
+    assert bobs.thread_id != started.thread_id
+
+
+@pytest.mark.django_db
+def test_threads_named_by_the_client_must_be_its_own(users, offline, no_executor):
+    alices = make_thread(users["alice"], users["alice"].memberships.first().workspace, offline)
+    body = {"model": "offline", "messages": [{"role": "user", "content": "hi"}]}
+    with transaction.atomic():
+        assert completion_start(user=users["alice"], body=body, thread_header=str(alices.pk)).thread_id == str(alices.pk)
+    for kwargs in ({"thread_header": str(alices.pk)}, {"thread_header": "not-a-uuid"}):
+        with pytest.raises(ApiRejected) as exc:
+            completion_start(user=users["bob"], body=body, **kwargs)
+        assert exc.value.status == 404
+
+
+@pytest.mark.django_db
+def test_tool_results_must_answer_the_last_assistant_calls(users, offline, no_executor):
+    thread = make_thread(users["alice"], users["alice"].memberships.first().workspace, offline)
+    body = {"model": "offline", "metadata": {"thread_id": str(thread.pk)}, "messages": [
+        {"role": "user", "content": "x"}, {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c9", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c9", "content": "r"}]}
+    with pytest.raises(ApiRejected, match="unknown calls: c9"):
+        completion_start(user=users["alice"], body=body)
