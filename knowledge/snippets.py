@@ -1,7 +1,7 @@
 """Snippets for lists and search results: the item's text as a reader sees it, with the
 searched words marked.
 
-``snippet_html(text, query=..., markup=...)`` → a safe HTML fragment (``markupsafe.Markup``):
+``snippet_html(text, query=..., markup=...)`` → a safe HTML fragment (Django ``SafeString``):
 
 1. The markup is rendered and reduced to its text, so ``## Setup`` or ``**bold**`` or a
    reST ``.. note::`` directive show as words, not syntax: Markdown through markdown-it-py
@@ -21,8 +21,8 @@ import re
 from functools import lru_cache
 
 from bs4 import BeautifulSoup
+from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
-from markupsafe import Markup
 
 from .search import query_terms
 
@@ -107,7 +107,7 @@ def _window(text: str, start: int, chars: int) -> tuple[str, bool, bool]:
     return text[lo:hi], lo > 0, hi < len(text)
 
 
-def snippet_html(text: str, *, query: str = "", markup: str = "markdown", chars: int = SNIPPET_CHARS) -> Markup:
+def snippet_html(text: str, *, query: str = "", markup: str = "markdown", chars: int = SNIPPET_CHARS) -> SafeString:
     """A rendered, escaped, highlighted snippet of ``text`` (see the module docstring)."""
     plain = plain_text(text, markup=markup)
     pattern = _pattern(positive_terms(query))
@@ -122,4 +122,4 @@ def snippet_html(text: str, *, query: str = "", markup: str = "markdown", chars:
     out.append(html.escape(window[pos:]))
     if cut_end:
         out.append(" …")
-    return Markup("".join(out))
+    return mark_safe("".join(out))  # every piece of the text is escaped above
