@@ -21,6 +21,9 @@ class AgentsConfig(AppConfig):
         for module in settings.EXTRA_TOOL_MODULES:
             importlib.import_module(module)
         registry.freeze()
+        from agents import agent_runs
+
+        agent_runs.register()  # the backend for provider kind agent_runs
         post_migrate.connect(_sync_tool_policies, sender=self)
 
         # Each Celery worker watches for runs whose worker died (expired lease).

@@ -35,7 +35,8 @@ _ALL = (
     EventType("tool.timeout", ("tool_call_id", "retryable", "status_unknown")),
     EventType("permission.denied", ("tool", "required_role", "alternatives")),
     EventType("approval.requested", ("tool_call_id", "tool", "arguments_summary", "risk", "risk_level",
-                                     "env_context", "dangerous", "countdown_s")),
+                                     "env_context", "dangerous", "countdown_s"),
+              optional=("description",)),  # an agent's own reason for asking (agent_runs)
     EventType("approval.resolved", ("tool_call_id", "decision", "decided_by")),
     EventType("knowledge.saved", ("item_id", "title")),
     EventType("knowledge.changed", ("item_ids",)),

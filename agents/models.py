@@ -67,6 +67,23 @@ class Provider(models.Model):
     echo_reasoning = models.BooleanField(
         default=False, help_text="Send stored reasoning back on assistant tool-call turns."
     )
+    # Agent providers (kind agent_runs, agents/agent_runs): the environment the agent acts on
+    # (its tier sets the risk of the agent's approvals) and what "approve" forwards to it.
+    environment = models.ForeignKey(
+        Environment, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Agent providers: the environment this agent administers (its tier drives the risk level).",
+    )
+
+    class ApproveAs(models.TextChoices):
+        ONCE = "once", "Once (this command only)"
+        SESSION = "session", "For the agent's session"
+        ALWAYS = "always", "Always (the agent remembers the pattern)"
+
+    agent_approve_as = models.CharField(
+        max_length=8, choices=ApproveAs.choices, default=ApproveAs.ONCE,
+        help_text="Agent providers: what an approval in the chat forwards to the agent. "
+                  "Session/always let the agent skip asking again; deny is always forwarded as deny.",
+    )
     # Catalogue cache (agents/providers/catalogue.py): the last probe and model listing.
     health_status = models.CharField(max_length=300, blank=True, editable=False)
     health_checked_at = models.DateTimeField(null=True, blank=True, editable=False)

@@ -14,6 +14,7 @@ from chat.models import Message, Thread
 from chat.services import message_create, title_from_message
 from chatplatform.errors import ServiceError
 
+from .backends import abandon_waiting
 from .events import RunEmitter
 from .models import AuditEvent, Run, ToolCall
 from .ratelimit import rate_limit_hit
@@ -143,6 +144,7 @@ def _end_waiting_run(run: Run, *, reason: str, decision: str) -> bool:
         emitter.emit("approval.resolved", tool_call_id=ledger_id, decision=decision, decided_by=None)
     emitter.emit("run.cancelled", status=Run.Status.CANCELLED)
     emitter.close()
+    transaction.on_commit(lambda: abandon_waiting(run))  # a remote agent: deny and stop it there
     return True
 
 

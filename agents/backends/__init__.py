@@ -32,4 +32,15 @@ def backend_for(provider) -> AgentBackend:
     return ModelBackend()
 
 
-__all__ = ["AgentBackend", "Outcome", "Turn", "backend_for", "register_backend"]
+def abandon_waiting(run) -> None:
+    """A run that waited for a decision ended without a worker (cancelled, or superseded by a
+    new message): a backend with remote work (``abandon(run)``) releases it; others have none."""
+    import threading
+
+    factory = _backends.get(getattr(run.provider, "kind", ""))
+    abandon = getattr(factory() if factory else None, "abandon", None)
+    if abandon is not None:  # network calls: never on the request's thread
+        threading.Thread(target=abandon, args=(run,), name=f"abandon-{run.pk}", daemon=True).start()
+
+
+__all__ = ["AgentBackend", "Outcome", "Turn", "abandon_waiting", "backend_for", "register_backend"]

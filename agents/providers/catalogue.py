@@ -34,6 +34,7 @@ from .keys import key_status
 logger = logging.getLogger(__name__)
 
 LISTING_KINDS = frozenset({"openai_compatible", "anthropic", "ollama"})
+PROBED_KINDS = LISTING_KINDS | {"agent_runs"}  # agent_runs: /health + /v1/capabilities (agents.agent_runs.health)
 # Entries of an OpenAI /v1/models listing that cannot chat.
 _NOT_CHAT_RE = re.compile(r"(embed|whisper|tts|dall-e|moderation|davinci|babbage|transcribe|realtime|-audio|image)",
                           re.IGNORECASE)
@@ -64,15 +65,15 @@ def provider_health(provider) -> str:
     missing = key_status(provider)
     if missing:
         return f"not configured: {missing}"
-    if provider.kind not in ADAPTERS:
+    if provider.kind not in ADAPTERS and provider.kind not in PROBED_KINDS:
         return f"not available: provider kind {provider.kind!r} has no adapter in this version"
-    if provider.kind not in LISTING_KINDS:
+    if provider.kind not in PROBED_KINDS:
         return "ok"
     return provider.health_status or "ok"
 
 
 def health_is_stale(provider, *, now=None) -> bool:
-    if provider.kind not in LISTING_KINDS:
+    if provider.kind not in PROBED_KINDS:
         return False
     checked = provider.health_checked_at
     return checked is None or ((now or timezone.now()) - checked) > timedelta(seconds=health_ttl_s())
@@ -110,6 +111,12 @@ def models_refresh(*, provider, details: bool = True, timeout_s: float | None = 
 
     now = timezone.now()
     missing = key_status(provider)
+    if provider.kind == "agent_runs" and not missing and provider.enabled:
+        from agents.agent_runs.health import agent_probe
+
+        status = agent_probe(provider, timeout_s=probe_timeout_s() if timeout_s is None else timeout_s)
+        _save_health(provider, status, now, listed=status == "ok")
+        return RefreshResult(status=status, listed=[provider.default_model] if status == "ok" else [])
     if missing or provider.kind not in LISTING_KINDS:
         status = provider_health(provider)
         _save_health(provider, status, now, listed=False)

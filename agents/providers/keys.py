@@ -48,6 +48,6 @@ def key_status(provider) -> str | None:
         return None
     if provider.api_key_env:
         return f"set {provider.api_key_env}"
-    if provider.kind == "anthropic":
+    if provider.kind in ("anthropic", "agent_runs"):
         return "enter an API key in the admin"
     return None  # an OpenAI-compatible local server may need no key

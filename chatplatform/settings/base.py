@@ -193,6 +193,13 @@ PROVIDER_MAX_RETRIES = env.int("PROVIDER_MAX_RETRIES", default=2)
 PROVIDER_CONNECT_TIMEOUT_S = env.float("PROVIDER_CONNECT_TIMEOUT_S", default=10.0)
 PROVIDER_READ_TIMEOUT_S = env.float("PROVIDER_READ_TIMEOUT_S", default=120.0)
 OFFLINE_DELTA_DELAY_S = env.float("OFFLINE_DELTA_DELAY_S", default=0.02)
+# Agent providers (kind agent_runs: the Hermes agent's Runs API; agents/agent_runs).
+HERMES_API_BASE = env.str("HERMES_API_BASE", default="http://127.0.0.1:8642/v1")
+AGENT_RUNS_CONNECT_TIMEOUT_S = env.float("AGENT_RUNS_CONNECT_TIMEOUT_S", default=5.0)
+AGENT_RUNS_READ_TIMEOUT_S = env.float("AGENT_RUNS_READ_TIMEOUT_S", default=15.0)
+AGENT_RUNS_POLL_S = env.float("AGENT_RUNS_POLL_S", default=1.0)  # status poll while following a run
+AGENT_RUNS_STOP_WAIT_S = env.float("AGENT_RUNS_STOP_WAIT_S", default=10.0)  # wait for a stop to be confirmed
+AGENT_RUNS_UNREACHABLE_S = env.float("AGENT_RUNS_UNREACHABLE_S", default=5.0)  # then the run fails
 CHAT_RAG_TOP_K = env.int("CHAT_RAG_TOP_K", default=8)
 WS_MAX_FRAME_BYTES = env.int("WS_MAX_FRAME_BYTES", default=64 * 1024)
 # Fernet key material for provider keys entered in the admin; derived from SECRET_KEY if unset.

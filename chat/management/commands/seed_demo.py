@@ -3,7 +3,8 @@
 Users alice, bob (members of demo), carol (viewer of demo), dave (member of other) and
 admin (superuser, admin of demo). Password: ``$DEMO_PASSWORD``, else a random one printed
 once when the users are first created. Providers: always ``offline``; ``openai`` from
-``OPENAI_API_KEY`` (+ ``OPENAI_BASE_URL``, ``OPENAI_MODEL``); ``anthropic`` from
+``OPENAI_API_KEY`` (+ ``OPENAI_BASE_URL``, ``OPENAI_MODEL``); ``hermes`` (an agent provider) from
+``HERMES_API_KEY`` (+ ``HERMES_API_BASE``); ``anthropic`` from
 ``ANTHROPIC_API_KEY`` (+ ``ANTHROPIC_BASE_URL``); ``ollama`` from ``OLLAMA_BASE_URL``.
 Without a key, ``openai`` and ``anthropic`` rows still exist and show as "not configured: set
 OPENAI_API_KEY" (``provider_placeholders``). ``manage.py providers_refresh`` lists models.
@@ -51,6 +52,12 @@ def providers_from_environment() -> list[dict]:
             "base_url": os.environ.get("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
             "api_key_env": "ANTHROPIC_API_KEY",
             "default_model": os.environ.get("ANTHROPIC_MODEL", "claude-sonnet-4-5"),
+        })
+    if os.environ.get("HERMES_API_KEY"):  # a remote agent (agents/agent_runs): admins use it to run servers
+        rows.append({
+            "slug": "hermes", "name": "Hermes agent", "kind": "agent_runs",
+            "base_url": os.environ.get("HERMES_API_BASE", "http://127.0.0.1:8642/v1"),
+            "api_key_env": "HERMES_API_KEY", "default_model": "hermes-agent",
         })
     if os.environ.get("OLLAMA_BASE_URL"):
         rows.append({
