@@ -307,8 +307,12 @@ class _Attempt:
 
     def _tool_completed(self, tool: str, duration, error: bool) -> None:
         ledger = self._open_call(tool) or self._open_call()
-        if ledger is None:  # a completion without a start we saw (events lost): record it anyway
-            ledger = self._tool_started(tool, "")
+        if ledger is None:
+            last = ToolCall.objects.filter(run=self.run).order_by("-created_at").first()
+            if last is not None and last.decision and last.status in (ToolCall.Status.DENIED,
+                                                                       ToolCall.Status.STATUS_UNKNOWN):
+                return  # the agent closing a call our decision already closed (denied, or decided too late)
+            ledger = self._tool_started(tool, "")  # a completion whose start was lost: record it anyway
         seconds = float(duration) if isinstance(duration, int | float) else None
         took = f" in {seconds:.2f} s" if seconds is not None else ""
         summary = f"{tool} reported an error{took}" if error else f"{tool} completed{took}"

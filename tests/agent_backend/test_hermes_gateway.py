@@ -150,8 +150,9 @@ def test_denied_command_is_not_run(users, admin_thread, agent_model, hermes, sin
     assert victim.exists() and (victim / "old.log").read_text() == "stale"
     ledger = ToolCall.objects.get(pk=request["tool_call_id"])
     assert ledger.status == ToolCall.Status.DENIED and ledger.is_error and "Denied by admin" in ledger.summary
-    completed = next(e for e in rest if e["type"] == "tool.completed")
-    assert completed["tool_call_id"] == request["tool_call_id"] and completed["is_error"]
+    completed = [e for e in rest if e["type"] == "tool.completed"]
+    assert [e["tool_call_id"] for e in completed] == [request["tool_call_id"]] and completed[0]["is_error"]
+    assert ToolCall.objects.filter(run=run).count() == 1
     # The agent was told: the model's next request carries the refusal as the tool result.
     tool_results = [str(m["content"]) for m in agent_model.streamed_requests[-1]["messages"] if m["role"] == "tool"]
     assert tool_results and "denied" in tool_results[-1].lower()
