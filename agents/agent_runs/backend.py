@@ -165,6 +165,7 @@ class _Attempt:
         poll_every = settings.AGENT_RUNS_POLL_S
         next_poll = time.monotonic() + poll_every
         terminal_seen_at: float | None = None
+        last_event_at = 0.0
         unreachable_since: float | None = None
         last_status: dict = {}
         try:
@@ -174,6 +175,8 @@ class _Attempt:
                 except queue.Empty:
                     kind, item = "idle", None
                 if kind == "event":
+                    if item.get("event") != SSE_COMMENT:
+                        last_event_at = time.monotonic()
                     outcome = self._on_event(item)
                     if outcome is not None:
                         return outcome
@@ -184,8 +187,8 @@ class _Attempt:
                     return self._stopped()
                 self._persist()
                 now = time.monotonic()
-                if now < next_poll:
-                    continue
+                if now < next_poll or (self.stream is not None and now - last_event_at < poll_every):
+                    continue  # a live stream that is talking needs no status poll (it would delay deltas)
                 next_poll = now + poll_every
                 try:
                     last_status = self.client.get_run(remote)
