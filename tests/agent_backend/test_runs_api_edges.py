@@ -18,7 +18,15 @@ from agents.runs.driver import run_turn
 from agents.services import run_cancel, run_create
 from chat.models import Message
 from tests.conftest import joined_text, make_thread, types
-from tests.fakes.agent_runs_server import AwaitApproval, FakeAgentRuns, Hang, Keepalive, Raw, Sleep, Status
+from tests.fakes.agent_runs_server import (
+    AwaitApproval,
+    FakeAgentRuns,
+    Hang,
+    Keepalive,
+    Raw,
+    Sleep,
+    Status,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
