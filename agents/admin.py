@@ -26,7 +26,8 @@ class ProviderForm(forms.ModelForm):
 
     class Meta:
         model = Provider
-        fields = ["slug", "name", "kind", "base_url", "api_key_env", "default_model", "enabled", "echo_reasoning"]
+        fields = ["slug", "name", "kind", "base_url", "api_key_env", "default_model", "enabled", "echo_reasoning",
+                  "environment", "agent_approve_as"]
 
     def save(self, commit=True):
         provider = super().save(commit=False)

@@ -63,6 +63,7 @@
     if (a.env_context) head.appendChild(el("span", "badge env env-" + a.env_context, a.env_context));
     card.appendChild(head);
     card.appendChild(el("div", "approval-args", a.arguments_summary || "(no arguments)"));
+    if (a.description) card.appendChild(el("div", "approval-why muted", "Why the agent asks: " + a.description));
     var actions = el("div", "approval-actions");
     var approve = el("button", "approve", "Approve");
     var deny = el("button", "deny secondary", "Deny");
