@@ -51,7 +51,7 @@ from django.conf import settings
 
 from agents.backends import Outcome, Turn
 from agents.models import Role, Run, ToolCall
-from agents.providers.keys import provider_api_key
+from agents.providers.keys import key_status, provider_api_key
 from agents.risk import resolve_env, risk_classify
 from agents.runs import lifecycle
 from chat.models import Message
@@ -128,6 +128,9 @@ class _Attempt:
             return self.fail("forbidden", f"Only workspace admins may use {self.provider.name}: the agent runs "
                              "commands on the servers it administers.")
         remote = self.state.get("remote_run_id")
+        if not remote and (not self.provider.enabled or key_status(self.provider)):
+            why = "is disabled" if not self.provider.enabled else f"is not configured: {key_status(self.provider)}"
+            return self.fail("not_configured", f"{self.provider.name} {why}.")
         if not remote:
             if self.state.get("phase") == "starting":
                 return self.fail("interrupted", "The worker stopped while starting the agent's run; it may have "
@@ -181,7 +184,7 @@ class _Attempt:
                     if outcome is not None:
                         return outcome
                 elif kind in ("eof", "error"):
-                    self.stream = None
+                    self._close_stream()
                     next_poll = 0.0  # the stream ended without a terminal event: ask for the status now
                 if self.turn.cancelled():
                     return self._stopped()

@@ -243,3 +243,10 @@ def test_health_and_refresh(provider, fake_agent, monkeypatch):
     assert status.startswith("unreachable:") and KEY not in status
     provider.refresh_from_db()
     assert provider.health_status == status and provider_health(provider) == status
+
+
+def test_an_agent_without_its_key_is_not_called(users, thread, fake_agent, monkeypatch, converse):
+    monkeypatch.delenv("TEST_AGENT_KEY")
+    run, events = converse(thread, users["admin"], "go")
+    assert run.status == Run.Status.FAILED and run.error["code"] == "not_configured"
+    assert "set TEST_AGENT_KEY" in events[-1]["error"]["message"] and not fake_agent.started
