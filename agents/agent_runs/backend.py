@@ -115,7 +115,7 @@ class _Attempt:
         self.state: dict = dict(self.run.backend_state or {})
         self.client = client_for(self.provider)
         self.assistant = self._assistant()
-        self.streamed: list[str] = [self.assistant.content] if self.assistant.content else []
+        self.streamed: list[str] = [self._published_text()]
         self.reasoning: list[str] = [self.assistant.reasoning] if self.assistant.reasoning else []
         self.last_persist = time.monotonic()
         self.stream = None
@@ -504,6 +504,24 @@ class _Attempt:
 
     def _text(self) -> str:
         return "".join(self.streamed)
+
+    def _published_text(self) -> str:
+        """The text this message already had: what is stored, or — for a run recovered from a
+        dead worker, which may have published text it had not stored yet — what its
+        ``text.delta`` events carried (the run's event log), so nothing is sent twice."""
+        stored = self.assistant.content or ""
+        if not self.run.attempts or self.assistant.status != Message.Status.STREAMING:
+            return stored
+        from agents.event_log import event_log
+        from agents.events import run_coroutine
+
+        try:
+            events = run_coroutine(event_log().read(str(self.run.pk)), timeout=5)
+        except Exception:  # noqa: BLE001 - the stored text is still right, only possibly shorter
+            logger.exception("run %s: could not read the event log", self.run.pk)
+            return stored
+        published = "".join(e.get("delta", "") for e in events if e.get("type") == "text.delta")
+        return published if published.startswith(stored) else stored
 
     def _catch_up(self, final: str) -> None:
         """Send what the remote output has beyond the streamed text (events lost on a
