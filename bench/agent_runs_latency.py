@@ -9,7 +9,8 @@ An admin sends one message over the websocket; the model runs one ``terminal`` c
 then streams an answer of ``--deltas`` pieces, one every ``--interval-ms``.
 
 Prints a merged timeline (ms since the message was sent): ``remote`` rows are the gateway's
-SSE events as they passed the proxy, ``ws`` rows the websocket events. Then, per remote
+SSE events as they passed the proxy (and the ``POST /v1/runs`` that started the run), ``ws``
+rows the websocket events. Then, per remote
 ``message.delta``: added latency = the time the websocket delivered its last character −
 the time the delta passed the proxy (p50/p90/max), and the same from the event's own
 ``timestamp`` (taken by the gateway when it queued the event). The deltas are matched by
@@ -73,7 +74,11 @@ def recording_proxy(target: str) -> tuple[ThreadingHTTPServer, str]:
                         self.wfile.flush()
                     self.wfile.write(b"0\r\n\r\n")
                 return
+            asked = time.time()
             r = httpx.request(method, url, content=body, headers=headers, timeout=30)
+            if self.path.endswith("/runs"):  # when the remote run was started, and how fast
+                RECORD.append((asked, {"event": f"{method} {self.path} → {r.status_code} "
+                                                f"in {(time.time() - asked) * 1000:.1f} ms"}))
             self.send_response(r.status_code)
             self.send_header("Content-Type", r.headers.get("content-type", "application/json"))
             self.send_header("Content-Length", str(len(r.content)))
