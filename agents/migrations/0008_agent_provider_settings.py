@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0006_run_backend_state'),
+        ('agents', '0007_run_queued_at_and_one_active'),
     ]
 
     operations = [
