@@ -94,6 +94,8 @@ def _turn(run: Run, emitter: RunEmitter, lease: RunLease) -> Turn:
 def _end(turn: Turn, backend, outcome: Outcome, owner: str) -> None:
     run, emitter = turn.run, turn.emitter
     if outcome.kind == "awaiting_approval":
+        # The seq first: a cancel or decision right after the park numbers its events after ours.
+        lifecycle.run_seq_save(run_id=run.pk, seq=emitter.seq)
         if lifecycle.run_park(run_id=run.pk, owner=owner):
             return
         backend.cancel(turn)  # cancelled while the backend asked for a decision

@@ -3,7 +3,6 @@ loopback, Hermes' wire format): what the real gateway cannot be made to produce 
 
 from __future__ import annotations
 
-import threading
 import time
 from datetime import timedelta
 
@@ -212,18 +211,20 @@ def test_a_run_interrupted_while_starting_is_not_started_again(users, thread, fa
     assert run.status == Run.Status.FAILED and run.error["code"] == "interrupted" and not fake_agent.started
 
 
-def test_a_forgotten_remote_run_fails_with_a_notice(users, thread, fake_agent, converse):
+def test_a_forgotten_remote_run_fails_with_a_notice(users, thread, fake_agent, sink_for):
     fake_agent.script([{"event": "message.delta", "delta": "Partial"}, Hang()])
-
-    def restart_soon():
-        time.sleep(0.5)
-        fake_agent.forget = True  # the gateway restarted: the stream is cut, the run unknown
-        fake_agent.drop.set()
-
-    threading.Thread(target=restart_soon, daemon=True).start()
-    run, events = converse(thread, users["admin"], "go")
+    sink = sink_for(thread.pk)
+    run = run_create(thread=thread, user=users["admin"], content="go").run
+    while sink.until_any(run.pk)["type"] != "text.delta":
+        pass
+    fake_agent.forget = True  # the gateway restarted: the stream is cut, the run unknown
+    fake_agent.drop.set()
+    events = sink.until_terminal(run.pk)
+    run.refresh_from_db()
     assert run.status == Run.Status.FAILED and run.error["code"] == "agent_run_lost"
-    assert Message.objects.get(run=run, role="assistant").content == "Partial"
+    assert "no longer knows this run" in events[-1]["error"]["message"]
+    answer = Message.objects.get(run=run, role="assistant")
+    assert answer.content == "Partial" and answer.status == "truncated"
 
 
 def test_health_and_refresh(provider, fake_agent, monkeypatch):
