@@ -58,6 +58,11 @@ class Thread(models.Model):
     include_private_in_ai = models.BooleanField(default=False)
     ui_context = models.JSONField(default=dict, blank=True)
     prompt_tier = models.CharField(max_length=8, choices=PromptTier.choices, default=PromptTier.AUTO)
+    # The newest message of the selected branch: the conversation the user sees and the
+    # history the provider receives run from the root to this message (chat/branches.py).
+    leaf = models.ForeignKey("Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    pinned = models.BooleanField(default=False)
+    archived = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -77,6 +82,9 @@ class Thread(models.Model):
 class Message(models.Model):
     """One message in canonical form.
 
+    Messages form a tree through ``parent`` (the message before this one in its branch):
+    an edited question or a regenerated answer is a sibling of the version it replaces, so
+    nothing is ever overwritten. ``position`` is the append order in the thread (unique).
     ``tool_calls`` is ``[{"id": str, "name": str, "arguments": str}]`` where ``arguments`` is
     the JSON text the model produced ("{}" when it produced none); tool messages carry
     ``tool_call_id`` and the model-facing result in ``content``.
@@ -99,6 +107,7 @@ class Message(models.Model):
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
     run = models.ForeignKey("agents.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
     position = models.PositiveIntegerField()
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
     role = models.CharField(max_length=12, choices=Role.choices)
     content = models.TextField(blank=True)
     # Hidden reasoning ("thinking"): stored apart, never shown as the answer.

@@ -37,18 +37,24 @@ def workspace_get_for_user(*, user, workspace) -> Workspace:
     return m.workspace
 
 
-def thread_list_for_user(*, user, search: str = "", workspace=None) -> QuerySet[Thread]:
-    """The user's own threads in workspaces they still belong to, newest first.
+def thread_list_for_user(
+    *, user, search: str = "", workspace=None, archived: bool | None = False
+) -> QuerySet[Thread]:
+    """The user's own threads in workspaces they still belong to: pinned first, then newest.
 
-    ``search`` matches titles and message text (case-insensitive).
+    ``search`` matches titles and message text (case-insensitive, every version of every
+    message). ``archived``: False (default) hides archived threads, True lists only them,
+    None lists both.
     """
     qs = Thread.objects.filter(owner=user, workspace__memberships__user=user).select_related("provider", "workspace")
     if workspace:
         key = "workspace_id" if _is_pk(workspace) else "workspace__slug"
         qs = qs.filter(**{key: workspace})
+    if archived is not None:
+        qs = qs.filter(archived=archived)
     if search:
         qs = qs.filter(Q(title__icontains=search) | Q(messages__content__icontains=search))
-    return qs.distinct().order_by("-updated_at")
+    return qs.distinct().order_by("-pinned", "-updated_at")
 
 
 def thread_get_for_user(*, user, thread_id, write: bool = False) -> Thread:
@@ -84,3 +90,48 @@ def message_get_for_user(*, user, message_id, write: bool = False) -> Message:
     except Exception as exc:
         raise Http404("No such message.") from exc
     return message
+
+
+def message_branch_for_thread(*, thread_id, leaf_id=None) -> list[Message]:
+    """The selected branch of a thread, root first: the leaf (``leaf_id``, else the thread's
+    ``leaf``) and its ancestors through ``parent``. This is what the user sees and what the
+    provider receives as history. A thread without a leaf (no messages) → ``[]``."""
+    if leaf_id is None:
+        leaf_id = Thread.objects.filter(pk=thread_id).values_list("leaf_id", flat=True).first()
+    rows = {m.pk: m for m in Message.objects.filter(thread_id=thread_id).select_related("run")}
+    if leaf_id is None and rows:  # a thread written before branches existed: its newest message
+        leaf_id = max(rows.values(), key=lambda m: m.position).pk
+    branch: list[Message] = []
+    seen: set = set()
+    current = rows.get(leaf_id)
+    while current is not None and current.pk not in seen:
+        seen.add(current.pk)
+        branch.append(current)
+        current = rows.get(current.parent_id)
+    branch.reverse()
+    return branch
+
+
+def message_versions_for_thread(*, thread_id) -> dict:
+    """``message_id → {"index": n (1-based), "count": k, "ids": [sibling ids, oldest first]}``
+    for every message of the thread: the versions of a place in the conversation are the
+    messages that share its parent (an edited question, a regenerated answer)."""
+    by_parent: dict = {}
+    for pk, parent_id in Message.objects.filter(thread_id=thread_id).order_by("position").values_list("pk", "parent_id"):
+        by_parent.setdefault(parent_id, []).append(pk)
+    versions = {}
+    for siblings in by_parent.values():
+        ids = [str(pk) for pk in siblings]
+        for index, pk in enumerate(siblings, start=1):
+            versions[pk] = {"index": index, "count": len(siblings), "ids": ids}
+    return versions
+
+
+def message_newest_leaf_under(*, message: Message) -> Message:
+    """The end of the newest branch below ``message`` (following the newest child each step)."""
+    current = message
+    while True:
+        child = Message.objects.filter(parent=current).order_by("-position").first()
+        if child is None:
+            return current
+        current = child
