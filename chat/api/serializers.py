@@ -63,6 +63,14 @@ class ThreadUpdateSerializer(serializers.Serializer):
     archived = serializers.BooleanField(required=False)
 
 
+def passages_for(messages, thread) -> dict:
+    """The cited passages of ``messages`` (one query), for the ``passages`` context."""
+    from knowledge.selectors import citation_passages
+
+    chunk_ids = {c.get("chunk_id") for m in messages for c in (m.citations or [])}
+    return citation_passages(chunk_ids=chunk_ids, workspace_id=thread.workspace_id, owner_id=thread.owner_id)
+
+
 def ledger_by_call(messages) -> dict[tuple, ToolCall]:
     """``(message_id, call_id) → ToolCall`` for the assistant messages given (one query)."""
     ids = [m.pk for m in messages if m.role == Message.Role.ASSISTANT and m.tool_calls]
@@ -93,6 +101,15 @@ class MessageSerializer(serializers.ModelSerializer):
             "id", "run_id", "parent_id", "versions", "position", "role", "content", "content_html", "tool_calls",
             "tool_call_id", "is_error", "provider", "model", "status", "citations", "usage", "error", "created_at",
         ]
+
+    citations = serializers.SerializerMethodField(
+        help_text='[{"n", "item_id", "chunk_id", "title", "passage"}]: passage is the cited text (≤ 600 chars) '
+                  "when it can still be shown."
+    )
+
+    def get_citations(self, obj) -> list[dict]:
+        passages = self.context.get("passages", {})
+        return [{**c, **passages.get(c.get("chunk_id"), {})} for c in obj.citations or []]
 
     def get_versions(self, obj) -> dict:
         versions = self.context.get("versions", {})

@@ -51,6 +51,7 @@ from .serializers import (
     ThreadUpdateSerializer,
     WorkspaceSerializer,
     ledger_by_call,
+    passages_for,
 )
 
 
@@ -144,7 +145,8 @@ class ThreadMessagesApi(generics.ListAPIView):
         else:
             messages = message_branch_for_thread(thread_id=thread.pk, leaf_id=thread.leaf_id)
         context = {**self.get_serializer_context(), "ledger": ledger_by_call(messages),
-                   "versions": message_versions_for_thread(thread_id=thread.pk)}
+                   "versions": message_versions_for_thread(thread_id=thread.pk),
+                   "passages": passages_for(messages, thread)}
         return Response(MessageSerializer(messages, many=True, context=context).data)
 
 
