@@ -108,6 +108,9 @@ class Message(models.Model):
     run = models.ForeignKey("agents.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
     position = models.PositiveIntegerField()
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    # The child last shown below this message: going back to this version of the
+    # conversation shows the answer the user was last looking at (LibreChat behaviour).
+    selected_child = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     role = models.CharField(max_length=12, choices=Role.choices)
     content = models.TextField(blank=True)
     # Hidden reasoning ("thinking"): stored apart, never shown as the answer.

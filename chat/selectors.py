@@ -128,10 +128,16 @@ def message_versions_for_thread(*, thread_id) -> dict:
 
 
 def message_newest_leaf_under(*, message: Message) -> Message:
-    """The end of the newest branch below ``message`` (following the newest child each step)."""
+    """The end of the branch below ``message`` the user last looked at: at each step the
+    remembered ``selected_child``, else the newest child."""
     current = message
+    seen = {current.pk}
     while True:
-        child = Message.objects.filter(parent=current).order_by("-position").first()
+        child = (Message.objects.filter(pk=current.selected_child_id, parent=current).first()
+                 if current.selected_child_id else None)
         if child is None:
+            child = Message.objects.filter(parent=current).order_by("-position").first()
+        if child is None or child.pk in seen:
             return current
+        seen.add(child.pk)
         current = child

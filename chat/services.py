@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from django.db import transaction
 from django.db.models import Max
 
@@ -35,6 +37,8 @@ def message_create(*, thread_id, role: str, content: str = "", run=None, parent_
         thread_id=thread_id, run=run, position=last + 1, role=role, content=content, parent_id=parent_id, **fields
     )
     Thread.objects.filter(pk=thread_id).update(leaf=message)
+    if parent_id is not None:
+        Message.objects.filter(pk=parent_id).update(selected_child=message)
     return message
 
 
@@ -115,9 +119,9 @@ def thread_duplicate(*, thread: Thread, owner) -> Thread:
         copies[m.pk] = Message(thread=copy, tool_calls=calls, **{f: getattr(m, f) for f in fields})
     Message.objects.bulk_create(copies.values())
     for m in originals:
-        if m.parent_id in copies:
-            copies[m.pk].parent = copies[m.parent_id]
-    Message.objects.bulk_update(copies.values(), ["parent"])
+        copies[m.pk].parent = copies.get(m.parent_id)
+        copies[m.pk].selected_child = copies.get(m.selected_child_id)
+    Message.objects.bulk_update(copies.values(), ["parent", "selected_child"])
     leaf = copies.get(thread.leaf_id) or (copies[originals[-1].pk] if originals else None)
     if leaf is not None:
         Thread.objects.filter(pk=copy.pk).update(leaf=leaf)
@@ -231,7 +235,7 @@ def thread_branch_select(*, thread: Thread, message_id) -> Message:
     """
     from django.http import Http404
 
-    from .selectors import message_newest_leaf_under
+    from .selectors import message_branch_for_thread, message_newest_leaf_under
 
     thread = Thread.objects.select_for_update().get(pk=thread.pk)
     try:
@@ -241,4 +245,7 @@ def thread_branch_select(*, thread: Thread, message_id) -> Message:
     _ensure_no_open_run(thread)
     leaf = message_newest_leaf_under(message=message)
     Thread.objects.filter(pk=thread.pk).update(leaf=leaf)
+    for parent, child in pairwise(message_branch_for_thread(thread_id=thread.pk, leaf_id=leaf.pk)):
+        if parent.selected_child_id != child.pk:
+            Message.objects.filter(pk=parent.pk).update(selected_child=child)
     return leaf

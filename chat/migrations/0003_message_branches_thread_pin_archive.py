@@ -31,6 +31,11 @@ class Migration(migrations.Migration):
             field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='children', to='chat.message'),
         ),
         migrations.AddField(
+            model_name='message',
+            name='selected_child',
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='chat.message'),
+        ),
+        migrations.AddField(
             model_name='thread',
             name='archived',
             field=models.BooleanField(default=False),

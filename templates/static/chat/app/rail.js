@@ -40,7 +40,7 @@ function start(nav) {
     const title = el("span", "t-title", t.title || "New chat");
     title.dir = "auto";
     a.appendChild(title);
-    a.appendChild(el("span", "t-meta", (t.pinned ? "📌 " : "") + (t.provider || "no provider") + " · " + naturalTime(t.updated_at)));
+    a.appendChild(el("span", "t-meta", (t.pinned ? "pinned · " : "") + (t.provider || "no provider") + " · " + naturalTime(t.updated_at)));
     row.appendChild(a);
     row.appendChild(menuToggle());
     row.appendChild(menu(t));
@@ -97,7 +97,9 @@ function start(nav) {
   });
   document.addEventListener("click", (e) => { if (!e.target.closest(".thread-item")) closeMenus(); });
   document.addEventListener("keydown", (e) => {
-    if (e.key === "Escape" && nav.querySelector(".thread-menu:not([hidden])")) { closeMenus(); e.preventDefault(); }
+    if (e.key !== "Escape") return;
+    if (nav.querySelector(".thread-menu:not([hidden])")) { closeMenus(); e.preventDefault(); }
+    else if (document.body.classList.contains("rail-open")) { document.body.classList.remove("rail-open"); e.preventDefault(); }
   });
 
   async function act(row, action) {
