@@ -13,7 +13,6 @@ from rest_framework.test import APIClient
 
 from tests.conftest import make_thread
 
-
 REPO = Path(__file__).resolve().parents[1]
 
 
