@@ -2,26 +2,8 @@
 // (a resumed stream after a reload replays from seq 1): rows and cards are found by id
 // before they are drawn.
 import { el } from "./dom.js";
-import { renderInto } from "./markdown.js";
+import { LiveText } from "./live-text.js";
 import { toolRow, setToolStatus, approvalCard, resolveCard } from "./tools.js";
-
-// Draws streamed Markdown at most once per animation frame.
-class LiveText {
-  constructor(body) { this.body = body; this.text = ""; this.pending = false; }
-  append(delta) {
-    if (!this.text) performance.mark("chat:first-delta");
-    this.text += delta;
-    if (this.pending) return;
-    this.pending = true;
-    requestAnimationFrame(() => {
-      this.pending = false;
-      renderInto(this.body, this.text);
-      this.body.dataset.renderedChars = String(this.text.length);
-      performance.mark("chat:rendered");
-    });
-  }
-  reset() { this.text = ""; this.body.replaceChildren(); }
-}
 
 // ``vocabulary`` is the server's declaration (agents/event_types.py, embedded by the page):
 // its terminal types end the live run; a handler for an undeclared type is a bug.
