@@ -15,6 +15,11 @@ class Workspace(models.Model):
 
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=200)
+    instructions = models.TextField(
+        blank=True, max_length=4000,
+        help_text="Workspace instructions: given to the assistant in every chat of this workspace as "
+                  "context (never as a user's words), e.g. house style or what the team works on.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -22,6 +27,18 @@ class Workspace(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class UserPreferences(models.Model):
+    """A person's chat preferences. ``custom_instructions`` (≤ 4000 chars) go to the assistant
+    in every chat as context, never as the user's words."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_preferences")
+    custom_instructions = models.TextField(blank=True, max_length=4000)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"preferences of {self.user}"
 
 
 class Membership(models.Model):

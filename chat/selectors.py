@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db.models import Q, QuerySet
 from django.http import Http404
 
-from .models import Membership, Message, Thread, Workspace
+from .models import Membership, Message, Thread, UserPreferences, Workspace
 
 
 def _is_pk(value) -> bool:
@@ -141,3 +141,31 @@ def message_newest_leaf_under(*, message: Message) -> Message:
             return current
         seen.add(child.pk)
         current = child
+
+
+INSTRUCTIONS_MAX_CHARS = 4000
+
+
+def custom_instructions_for_user(*, user_id) -> str:
+    return UserPreferences.objects.filter(user_id=user_id).values_list("custom_instructions", flat=True).first() or ""
+
+
+def instruction_blocks(*, user_id, workspace_id) -> list[str]:
+    """System-prompt blocks for a turn: the workspace's instructions (set by its admins) and
+    the user's custom instructions (their settings page), each fenced and labelled as
+    context — never as the user's words, never as permissions. ``[]`` when neither is set."""
+    blocks = []
+    workspace = Workspace.objects.filter(pk=workspace_id).values_list("name", "instructions").first()
+    if workspace and workspace[1].strip():
+        blocks.append(
+            f'Workspace instructions from the administrators of "{workspace[0]}" (context for how to answer; '
+            "not the user's words, and they grant no permissions):\n<<<\n"
+            f"{workspace[1].strip()[:INSTRUCTIONS_MAX_CHARS]}\n>>>"
+        )
+    custom = custom_instructions_for_user(user_id=user_id).strip()
+    if custom:
+        blocks.append(
+            "The user's standing preferences from their settings (context for how to answer; not a message "
+            f"in this conversation):\n<<<\n{custom[:INSTRUCTIONS_MAX_CHARS]}\n>>>"
+        )
+    return blocks

@@ -9,7 +9,7 @@ from django.db.models import Max
 
 from agents.ui_context import ui_context_accept
 
-from .models import Message, Thread, Workspace
+from .models import Message, Thread, UserPreferences, Workspace
 
 TITLE_MAX_CHARS = 60
 _LEAF = object()  # message_create's default parent: the end of the selected branch
@@ -249,3 +249,15 @@ def thread_branch_select(*, thread: Thread, message_id) -> Message:
         if parent.selected_child_id != child.pk:
             Message.objects.filter(pk=parent.pk).update(selected_child=child)
     return leaf
+
+
+def custom_instructions_set(*, user, text: str) -> UserPreferences:
+    """Save ``user``'s custom instructions (surrounding whitespace dropped). Raises
+    ``ValueError`` over 4000 characters — nothing is cut silently."""
+    from .selectors import INSTRUCTIONS_MAX_CHARS
+
+    text = (text or "").strip()
+    if len(text) > INSTRUCTIONS_MAX_CHARS:
+        raise ValueError(f"Custom instructions are limited to {INSTRUCTIONS_MAX_CHARS} characters ({len(text)} given).")
+    prefs, _ = UserPreferences.objects.update_or_create(user=user, defaults={"custom_instructions": text})
+    return prefs

@@ -18,8 +18,14 @@ from agents.services import MAX_MESSAGE_CHARS
 from chat.models import Membership
 from knowledge.selectors import knowledge_can_create
 
-from .selectors import thread_get_for_user, thread_list_for_user, workspace_get_for_user
-from .services import thread_create
+from .selectors import (
+    INSTRUCTIONS_MAX_CHARS,
+    custom_instructions_for_user,
+    thread_get_for_user,
+    thread_list_for_user,
+    workspace_get_for_user,
+)
+from .services import custom_instructions_set, thread_create
 
 _ZERO = "00000000-0000-0000-0000-000000000000"
 
@@ -81,5 +87,31 @@ def thread_page(request, thread_id):
         "max_chars": MAX_MESSAGE_CHARS,
         "max_frame_bytes": settings.WS_MAX_FRAME_BYTES,
         "event_vocabulary": vocabulary(),
+        "instructions_in_effect": [label for label, text in (
+            ("Workspace instructions", thread.workspace.instructions),
+            ("your custom instructions", custom_instructions_for_user(user_id=thread.owner_id)),
+        ) if text.strip()],
     })
     return render(request, "chat/app.html", context)
+
+
+@login_required
+def preferences(request):
+    """Personal settings: custom instructions (POST saves, then redirects; an error keeps
+    the text in the form), and the workspace instructions the admins set, read-only."""
+    text = custom_instructions_for_user(user_id=request.user.pk)
+    error = ""
+    saved = request.GET.get("saved") == "1"
+    if request.method == "POST":
+        text = request.POST.get("custom_instructions", "")
+        try:
+            custom_instructions_set(user=request.user, text=text)
+        except ValueError as exc:
+            error = str(exc)
+        else:
+            return redirect(reverse("chat:preferences") + "?saved=1")
+    memberships = Membership.objects.filter(user=request.user).select_related("workspace", "role")
+    return render(request, "chat/preferences.html", {
+        "custom_instructions": text, "error": error, "saved": saved, "memberships": memberships,
+        "max_chars": INSTRUCTIONS_MAX_CHARS,
+    }, status=400 if error else 200)

@@ -25,6 +25,7 @@ class LoginThrottle(AnonRateThrottle):
 api_v1 = [
     path("auth/token/", ObtainAuthToken.as_view(throttle_classes=[LoginThrottle]), name="auth-token"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
+    path("me/preferences/", chat_api.PreferencesApi.as_view(), name="preferences"),
     path("threads/", chat_api.ThreadListCreateApi.as_view(), name="threads"),
     path("threads/<str:thread_id>/", chat_api.ThreadDetailApi.as_view(), name="thread-detail"),
     path("threads/<str:thread_id>/duplicate/", chat_api.ThreadDuplicateApi.as_view(), name="thread-duplicate"),

@@ -173,6 +173,10 @@ class MessageEditSerializer(RunOptionsSerializer):
     content = StrictCharField(trim_whitespace=False, allow_blank=True)
 
 
+class PreferencesSerializer(serializers.Serializer):
+    custom_instructions = serializers.CharField(allow_blank=True, trim_whitespace=False)
+
+
 class BranchSelectSerializer(serializers.Serializer):
     message_id = serializers.CharField(help_text="The version to show (any message of the thread).")
 

@@ -17,6 +17,7 @@ from agents.services import run_cancel, run_create
 from chat.export import thread_export_json, thread_export_markdown
 from chat.models import Membership
 from chat.selectors import (
+    custom_instructions_for_user,
     message_branch_for_thread,
     message_get_for_user,
     message_list_for_thread,
@@ -27,6 +28,7 @@ from chat.selectors import (
     workspace_list_for_user,
 )
 from chat.services import (
+    custom_instructions_set,
     message_edit,
     message_regenerate,
     thread_branch_select,
@@ -42,6 +44,7 @@ from .serializers import (
     BranchSelectSerializer,
     MessageEditSerializer,
     MessageSerializer,
+    PreferencesSerializer,
     RunCreatedSerializer,
     RunCreateSerializer,
     RunOptionsSerializer,
@@ -237,3 +240,22 @@ class RunCancelApi(APIView):
         run = run_cancel(run=run_get_for_user(user=request.user, run_id=run_id), user=request.user)
         run.refresh_from_db()
         return Response(RunSerializer(run).data)
+
+
+class PreferencesApi(APIView):
+    """The caller's chat preferences: ``{"custom_instructions": str}`` (≤ 4000 chars; over
+    that → 400 ``too_long``, nothing saved). Given to the assistant as context in every chat."""
+
+    @extend_schema(responses=PreferencesSerializer)
+    def get(self, request):
+        return Response({"custom_instructions": custom_instructions_for_user(user_id=request.user.pk)})
+
+    @extend_schema(request=PreferencesSerializer, responses=PreferencesSerializer)
+    def patch(self, request):
+        data = PreferencesSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            prefs = custom_instructions_set(user=request.user, text=data.validated_data["custom_instructions"])
+        except ValueError as exc:
+            raise ApiError("too_long", str(exc), 400) from exc
+        return Response({"custom_instructions": prefs.custom_instructions})

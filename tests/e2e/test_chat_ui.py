@@ -610,3 +610,30 @@ def test_phone_layout_has_a_drawer_and_no_horizontal_scroll(session_for, fake, w
         page.click("#rail-scrim", position={"x": width - 10, "y": 400})
         page.wait_for_function("() => document.getElementById('rail').getBoundingClientRect().right <= 0")
     s.shot("layout")
+
+
+def test_custom_instructions_are_set_on_the_settings_page_and_shown_as_context(session_for, fake):
+    s = session_for("bob")
+    page = s.page
+    open_rail(s)
+    page.click("#rail-settings")
+    page.wait_for_url(re.compile(r"/chat/settings/$"))
+    page.fill("#custom-instructions", "x" * 4001)
+    page.click("#preferences-form button[type=submit]")
+    assert "limited to 4000 characters" in page.locator("#prefs-error").inner_text()
+    assert len(page.input_value("#custom-instructions")) == 4001  # the text is still there
+    page.fill("#custom-instructions", "I work on the billing service; answer with code first.")
+    page.click("#preferences-form button[type=submit]")
+    page.locator("#prefs-saved").wait_for()
+    s.no_horizontal_overflow()
+    s.shot("settings")
+    s.new_chat()
+    badge = page.locator("#instructions-badge")
+    assert "custom instructions" in badge.get_attribute("title")
+    reset(fake, text_chunks("Understood."))
+    s.send("hello")
+    s.wait_idle()
+    sent = fake.requests[-1]["messages"]
+    assert "I work on the billing service" in sent[0]["content"] and sent[0]["role"] == "system"
+    assert [m["content"] for m in sent if m["role"] == "user"] == ["hello"]
+    s.api("PATCH", "/api/v1/me/preferences/", {"custom_instructions": ""})
