@@ -158,6 +158,15 @@ class RunCreateSerializer(serializers.Serializer):
         return value or ""
 
 
+def valid_unicode(value: str) -> str:
+    """Refuse lone UTF-16 surrogates (valid JSON escapes, not storable text): 400, nothing saved."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise serializers.ValidationError("The text contains a lone UTF-16 surrogate; send valid Unicode.") from exc
+    return value
+
+
 class RunOptionsSerializer(serializers.Serializer):
     """Per-send options of an edit or a regenerate (as in ``RunCreateSerializer``)."""
 
@@ -170,11 +179,11 @@ class RunOptionsSerializer(serializers.Serializer):
 
 
 class MessageEditSerializer(RunOptionsSerializer):
-    content = StrictCharField(trim_whitespace=False, allow_blank=True)
+    content = StrictCharField(trim_whitespace=False, allow_blank=True, validators=[valid_unicode])
 
 
 class PreferencesSerializer(serializers.Serializer):
-    custom_instructions = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    custom_instructions = serializers.CharField(allow_blank=True, trim_whitespace=False, validators=[valid_unicode])
 
 
 class BranchSelectSerializer(serializers.Serializer):

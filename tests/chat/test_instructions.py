@@ -72,3 +72,10 @@ def test_too_long_instructions_are_refused_and_nothing_is_saved(users, client):
     ok = client.post("/chat/settings/", {"custom_instructions": "Use metric units."})
     assert ok.status_code == 302 and ok["Location"] == "/chat/settings/?saved=1"
     assert "Use metric units." in client.get("/chat/settings/?saved=1").content.decode()
+
+
+def test_lone_surrogates_are_refused_not_stored(users):
+    response = api(users["alice"]).generic("PATCH", "/api/v1/me/preferences/",
+                                           '{"custom_instructions": "bad \\ud800 text"}', content_type="application/json")
+    assert response.status_code == 400
+    assert "surrogate" in response.json()["error"]["message"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from pathlib import Path
 
 import pytest
@@ -470,14 +471,15 @@ def test_chat_menu_closes_and_rename_updates_the_tab(session_for, fake):
 
 def test_live_search_pin_archive_and_export(session_for, fake):
     s = session_for()
-    first = s.new_chat(title="Quarterly budget review")
+    tag = uuid.uuid4().hex[:8]  # the platform (and its chats) is shared by both widths
+    first = s.new_chat(title=f"Quarterly budget review {tag}")
     second = s.new_chat(title="Holiday rota")
     page = s.page
     open_rail(s)
     url = page.url
-    page.fill("#chat-search", "budget")
+    page.fill("#chat-search", f"budget review {tag}")
     page.wait_for_function("() => [...document.querySelectorAll('#thread-list .t-title')].map(t => t.textContent)"
-                           ".join('|') === 'Quarterly budget review'")
+                           f".join('|') === 'Quarterly budget review {tag}'")
     assert page.url == url  # no page load
     page.fill("#chat-search", "")
     page.wait_for_function("() => document.querySelectorAll('#thread-list .thread-item').length >= 2")
@@ -492,7 +494,7 @@ def test_live_search_pin_archive_and_export(session_for, fake):
     with page.expect_download() as download:
         row.locator('[data-action="export-markdown"]').click()
     assert download.value.suggested_filename == f"chat-{first}.md"
-    assert Path(download.value.path()).read_text().startswith("# Quarterly budget review\n")
+    assert Path(download.value.path()).read_text().startswith(f"# Quarterly budget review {tag}\n")
 
     row = page.locator(f'.thread-item[data-thread-id="{second}"]')
     row.locator(".menu-toggle").click()
