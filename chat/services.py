@@ -253,11 +253,14 @@ def thread_branch_select(*, thread: Thread, message_id) -> Message:
 
 def custom_instructions_set(*, user, text: str) -> UserPreferences:
     """Save ``user``'s custom instructions (surrounding whitespace dropped). Raises
-    ``ValueError`` over 4000 characters — nothing is cut silently."""
+    ``ServiceError`` ``too_long`` (400) over 4000 characters — nothing is cut silently."""
+    from chatplatform.errors import ServiceError
+
     from .selectors import INSTRUCTIONS_MAX_CHARS
 
     text = (text or "").strip()
     if len(text) > INSTRUCTIONS_MAX_CHARS:
-        raise ValueError(f"Custom instructions are limited to {INSTRUCTIONS_MAX_CHARS} characters ({len(text)} given).")
+        raise ServiceError("too_long", f"Custom instructions are limited to {INSTRUCTIONS_MAX_CHARS} characters "
+                                       f"({len(text)} given).", 400)
     prefs, _ = UserPreferences.objects.update_or_create(user=user, defaults={"custom_instructions": text})
     return prefs

@@ -16,6 +16,7 @@ from agents.risk import env_tier
 from agents.selectors import provider_list
 from agents.services import MAX_MESSAGE_CHARS
 from chat.models import Membership
+from chatplatform.errors import ServiceError
 from knowledge.selectors import knowledge_can_create
 
 from .selectors import (
@@ -106,8 +107,8 @@ def preferences(request):
         text = request.POST.get("custom_instructions", "")
         try:
             custom_instructions_set(user=request.user, text=text)
-        except ValueError as exc:
-            error = str(exc)
+        except ServiceError as exc:
+            error = exc.message
         else:
             return redirect(reverse("chat:preferences") + "?saved=1")
     memberships = Membership.objects.filter(user=request.user).select_related("workspace", "role")

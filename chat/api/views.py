@@ -254,8 +254,5 @@ class PreferencesApi(APIView):
     def patch(self, request):
         data = PreferencesSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            prefs = custom_instructions_set(user=request.user, text=data.validated_data["custom_instructions"])
-        except ValueError as exc:
-            raise ApiError("too_long", str(exc), 400) from exc
+        prefs = custom_instructions_set(user=request.user, text=data.validated_data["custom_instructions"])
         return Response({"custom_instructions": prefs.custom_instructions})

@@ -10,9 +10,9 @@ from rest_framework.test import APIClient
 
 from agents.models import Run, ToolPolicy
 from chat.models import Message, Thread
-from tests.agents.tooltest import call, scoped_toolbox
 from tests.conftest import make_thread
 from tests.fakes.openai_server import Failure, text_chunks, tool_call_chunks
+from tests.policy.tooltest import call, scoped_toolbox
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.agents.tooltest import call
 from tests.fakes.openai_server import FakeOpenAI, text_chunks, tool_call_chunks
+from tests.policy.tooltest import call
 
 from .flows import QUESTION
 from .harness import Platform, PlatformError
