@@ -124,10 +124,15 @@ class Message(models.Model):
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
     run = models.ForeignKey("agents.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
     position = models.PositiveIntegerField()
-    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    # No database constraint: deleting one message must not cut its branch in two (SET_NULL
+    # would make its children roots). A parent that no longer exists is read as "the message
+    # before this one" (chat.selectors.message_branch_for_thread).
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False,
+                               related_name="children")
     # The child last shown below this message: going back to this version of the
     # conversation shows the answer the user was last looking at (LibreChat behaviour).
-    selected_child = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    selected_child = models.ForeignKey("self", null=True, blank=True, on_delete=models.DO_NOTHING,
+                                       db_constraint=False, related_name="+")
     role = models.CharField(max_length=12, choices=Role.choices)
     content = models.TextField(blank=True)
     # Hidden reasoning ("thinking"): stored apart, never shown as the answer.

@@ -98,16 +98,21 @@ def message_branch_for_thread(*, thread_id, leaf_id=None) -> list[Message]:
     provider receives as history. A thread without a leaf (no messages) → ``[]``."""
     if leaf_id is None:
         leaf_id = Thread.objects.filter(pk=thread_id).values_list("leaf_id", flat=True).first()
-    rows = {m.pk: m for m in Message.objects.filter(thread_id=thread_id).select_related("run")}
-    if leaf_id is None and rows:  # a thread written before branches existed: its newest message
-        leaf_id = max(rows.values(), key=lambda m: m.position).pk
+    ordered = list(Message.objects.filter(thread_id=thread_id).select_related("run").order_by("position"))
+    rows = {m.pk: m for m in ordered}
+    before = {m.pk: ordered[i - 1] if i else None for i, m in enumerate(ordered)}
+    current = rows.get(leaf_id) if leaf_id is not None else None
+    if current is None and ordered:  # no leaf, or it was deleted: the newest message
+        current = ordered[-1]
     branch: list[Message] = []
     seen: set = set()
-    current = rows.get(leaf_id)
     while current is not None and current.pk not in seen:
         seen.add(current.pk)
         branch.append(current)
-        current = rows.get(current.parent_id)
+        if current.parent_id is None:
+            break
+        # A deleted parent (messages removed by hand): continue with the message before.
+        current = rows.get(current.parent_id) or before[current.pk]
     branch.reverse()
     return branch
 

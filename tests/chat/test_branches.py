@@ -226,3 +226,14 @@ def test_duplicate_keeps_tool_call_outcomes_arguments_and_branches(box, users, a
     assert json.loads(copied_call["arguments"]) == {"query": "vpn setup"}
     # The versions are copied too: the regenerated answer is version 2 of 2 in the copy.
     assert copied[-1]["versions"]["count"] == 2 and copied[-1]["versions"]["index"] == 2
+
+
+def test_deleting_a_message_by_hand_does_not_cut_the_branch(users, alice_thread, fake_openai, sink_for):
+    alice = users["alice"]
+    ask(fake_openai, sink_for, alice_thread, alice, "One", "Answer one")
+    ask(fake_openai, sink_for, alice_thread, alice, "Two", "Answer two")
+    Message.objects.filter(thread=alice_thread, content="Answer one").delete()
+    assert [m["content"] for m in branch(alice, alice_thread)] == ["One", "Two", "Answer two"]
+    ask(fake_openai, sink_for, alice_thread, alice, "Three", "Answer three")
+    assert sent_texts(fake_openai.requests[-1]) == [("user", "One"), ("user", "Two"), ("assistant", "Answer two"),
+                                                    ("user", "Three")]

@@ -60,7 +60,7 @@ function start(box) {
       app.live = null;
       stream.resumeRun = null;
       refreshTitle();
-      if (conn && conn.classList.contains("bad")) showConn("connected", "ok");
+      if (conn && stream.open && conn.textContent !== "connected") showConn("connected", "ok");  // "regenerating…", an error
       view.load().then(() => {
         if (ev.type === "run.failed" && ev.error) showConn(ev.error.message, "bad");
       });
