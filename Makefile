@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export DJANGO_SETTINGS_MODULE ?= chatplatform.settings.local
 
-.PHONY: demo install install-dev migrate seed serve worker test test-services lint bench clean
+.PHONY: demo install install-dev migrate seed serve worker test test-services lint bench clean vendor
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,13 @@ lint: install-dev
 
 bench: install-dev
 	$(BIN)/python bench/stream_latency.py
+
+## vendor: rebuild templates/static/vendor/ from frontend/package-lock.json (needs Node.js; the
+## output is committed, so demo and test never need Node)
+vendor:
+	cd frontend && npm ci --no-audit --no-fund --ignore-scripts && npm rebuild esbuild
+	cd frontend && node_modules/.bin/esbuild vendor-entry.js --bundle --format=esm --minify \
+		--legal-comments=eof --outfile=../templates/static/vendor/chat-vendor.js
 
 clean:
 	rm -rf $(VENV) db.sqlite3 db.sqlite3-* staticfiles

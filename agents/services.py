@@ -50,6 +50,7 @@ def run_create(
     ui_context: dict | None = None,
     env_id: str = "",
     tool_results: list[dict] | None = None,
+    user_message: Message | None = None,
 ) -> RunCreated:
     """Persist the user's message and a queued run, and enqueue ``run_turn`` after commit.
 
@@ -62,6 +63,8 @@ def run_create(
     chars), ``run_in_progress`` (409, the thread already has a queued or running run),
     ``too_many_active_runs`` / ``rate_limited`` (429 + ``retry_after``); and
     ``UIContextError`` (413/422, audited) for a context it cannot accept.
+    ``user_message`` (a user message of ``thread`` at the end of the selected branch) re-runs
+    that turn instead of appending a new question: regenerate and retry (chat/services.py).
     """
     if ui_context is not None:
         ui_context = ui_context_accept(raw=ui_context, user=user, workspace_id=thread.workspace_id,
@@ -94,7 +97,9 @@ def run_create(
         for result in tool_results or ():
             message_create(thread_id=thread.pk, role=Message.Role.TOOL, content=result["content"],
                            tool_call_id=result["tool_call_id"], is_error=bool(result.get("is_error")))
-        user_message = message_create(thread_id=thread.pk, role=Message.Role.USER, content=content) if content else None
+        if user_message is None:
+            user_message = (message_create(thread_id=thread.pk, role=Message.Role.USER, content=content)
+                            if content else None)
         try:
             with transaction.atomic():
                 run = Run.objects.create(

@@ -13,6 +13,7 @@ class MembershipInline(admin.TabularInline):
 class WorkspaceAdmin(admin.ModelAdmin):
     list_display = ["name", "slug", "created_at"]
     search_fields = ["name", "slug"]
+    fields = ["name", "slug", "instructions"]
     inlines = [MembershipInline]
 
 
@@ -29,6 +30,7 @@ class ThreadAdmin(admin.ModelAdmin):
     list_filter = ["workspace", "provider"]
     search_fields = ["title", "owner__username"]
     readonly_fields = ["created_at", "updated_at"]
+    exclude = ["leaf"]  # the selected branch is the owner's choice (chat UI / REST), not the admin's
 
 
 @admin.register(Message)

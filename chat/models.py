@@ -15,6 +15,11 @@ class Workspace(models.Model):
 
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=200)
+    instructions = models.TextField(
+        blank=True, max_length=4000,
+        help_text="Workspace instructions: given to the assistant in every chat of this workspace as "
+                  "context (never as a user's words), e.g. house style or what the team works on.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -22,6 +27,18 @@ class Workspace(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class UserPreferences(models.Model):
+    """A person's chat preferences. ``custom_instructions`` (≤ 4000 chars) go to the assistant
+    in every chat as context, never as the user's words."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_preferences")
+    custom_instructions = models.TextField(blank=True, max_length=4000)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"preferences of {self.user}"
 
 
 class Membership(models.Model):
@@ -58,6 +75,11 @@ class Thread(models.Model):
     include_private_in_ai = models.BooleanField(default=False)
     ui_context = models.JSONField(default=dict, blank=True)
     prompt_tier = models.CharField(max_length=8, choices=PromptTier.choices, default=PromptTier.AUTO)
+    # The newest message of the selected branch: the conversation the user sees and the
+    # history the provider receives run from the root to this message (chat/branches.py).
+    leaf = models.ForeignKey("Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    pinned = models.BooleanField(default=False)
+    archived = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -77,6 +99,9 @@ class Thread(models.Model):
 class Message(models.Model):
     """One message in canonical form.
 
+    Messages form a tree through ``parent`` (the message before this one in its branch):
+    an edited question or a regenerated answer is a sibling of the version it replaces, so
+    nothing is ever overwritten. ``position`` is the append order in the thread (unique).
     ``tool_calls`` is ``[{"id": str, "name": str, "arguments": str}]`` where ``arguments`` is
     the JSON text the model produced ("{}" when it produced none); tool messages carry
     ``tool_call_id`` and the model-facing result in ``content``.
@@ -99,6 +124,15 @@ class Message(models.Model):
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
     run = models.ForeignKey("agents.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
     position = models.PositiveIntegerField()
+    # No database constraint: deleting one message must not cut its branch in two (SET_NULL
+    # would make its children roots). A parent that no longer exists is read as "the message
+    # before this one" (chat.selectors.message_branch_for_thread).
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False,
+                               related_name="children")
+    # The child last shown below this message: going back to this version of the
+    # conversation shows the answer the user was last looking at (LibreChat behaviour).
+    selected_child = models.ForeignKey("self", null=True, blank=True, on_delete=models.DO_NOTHING,
+                                       db_constraint=False, related_name="+")
     role = models.CharField(max_length=12, choices=Role.choices)
     content = models.TextField(blank=True)
     # Hidden reasoning ("thinking"): stored apart, never shown as the answer.

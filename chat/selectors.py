@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db.models import Q, QuerySet
 from django.http import Http404
 
-from .models import Membership, Message, Thread, Workspace
+from .models import Membership, Message, Thread, UserPreferences, Workspace
 
 
 def _is_pk(value) -> bool:
@@ -37,18 +37,24 @@ def workspace_get_for_user(*, user, workspace) -> Workspace:
     return m.workspace
 
 
-def thread_list_for_user(*, user, search: str = "", workspace=None) -> QuerySet[Thread]:
-    """The user's own threads in workspaces they still belong to, newest first.
+def thread_list_for_user(
+    *, user, search: str = "", workspace=None, archived: bool | None = False
+) -> QuerySet[Thread]:
+    """The user's own threads in workspaces they still belong to: pinned first, then newest.
 
-    ``search`` matches titles and message text (case-insensitive).
+    ``search`` matches titles and message text (case-insensitive, every version of every
+    message). ``archived``: False (default) hides archived threads, True lists only them,
+    None lists both.
     """
     qs = Thread.objects.filter(owner=user, workspace__memberships__user=user).select_related("provider", "workspace")
     if workspace:
         key = "workspace_id" if _is_pk(workspace) else "workspace__slug"
         qs = qs.filter(**{key: workspace})
+    if archived is not None:
+        qs = qs.filter(archived=archived)
     if search:
         qs = qs.filter(Q(title__icontains=search) | Q(messages__content__icontains=search))
-    return qs.distinct().order_by("-updated_at")
+    return qs.distinct().order_by("-pinned", "-updated_at")
 
 
 def thread_get_for_user(*, user, thread_id, write: bool = False) -> Thread:
@@ -84,3 +90,87 @@ def message_get_for_user(*, user, message_id, write: bool = False) -> Message:
     except Exception as exc:
         raise Http404("No such message.") from exc
     return message
+
+
+def message_branch_for_thread(*, thread_id, leaf_id=None) -> list[Message]:
+    """The selected branch of a thread, root first: the leaf (``leaf_id``, else the thread's
+    ``leaf``) and its ancestors through ``parent``. This is what the user sees and what the
+    provider receives as history. A thread without a leaf (no messages) → ``[]``."""
+    if leaf_id is None:
+        leaf_id = Thread.objects.filter(pk=thread_id).values_list("leaf_id", flat=True).first()
+    ordered = list(Message.objects.filter(thread_id=thread_id).select_related("run").order_by("position"))
+    rows = {m.pk: m for m in ordered}
+    before = {m.pk: ordered[i - 1] if i else None for i, m in enumerate(ordered)}
+    current = rows.get(leaf_id) if leaf_id is not None else None
+    if current is None and ordered:  # no leaf, or it was deleted: the newest message
+        current = ordered[-1]
+    branch: list[Message] = []
+    seen: set = set()
+    while current is not None and current.pk not in seen:
+        seen.add(current.pk)
+        branch.append(current)
+        if current.parent_id is None:
+            break
+        # A deleted parent (messages removed by hand): continue with the message before.
+        current = rows.get(current.parent_id) or before[current.pk]
+    branch.reverse()
+    return branch
+
+
+def message_versions_for_thread(*, thread_id) -> dict:
+    """``message_id → {"index": n (1-based), "count": k, "ids": [sibling ids, oldest first]}``
+    for every message of the thread: the versions of a place in the conversation are the
+    messages that share its parent (an edited question, a regenerated answer)."""
+    by_parent: dict = {}
+    for pk, parent_id in Message.objects.filter(thread_id=thread_id).order_by("position").values_list("pk", "parent_id"):
+        by_parent.setdefault(parent_id, []).append(pk)
+    versions = {}
+    for siblings in by_parent.values():
+        ids = [str(pk) for pk in siblings]
+        for index, pk in enumerate(siblings, start=1):
+            versions[pk] = {"index": index, "count": len(siblings), "ids": ids}
+    return versions
+
+
+def message_newest_leaf_under(*, message: Message) -> Message:
+    """The end of the branch below ``message`` the user last looked at: at each step the
+    remembered ``selected_child``, else the newest child."""
+    current = message
+    seen = {current.pk}
+    while True:
+        child = (Message.objects.filter(pk=current.selected_child_id, parent=current).first()
+                 if current.selected_child_id else None)
+        if child is None:
+            child = Message.objects.filter(parent=current).order_by("-position").first()
+        if child is None or child.pk in seen:
+            return current
+        seen.add(child.pk)
+        current = child
+
+
+INSTRUCTIONS_MAX_CHARS = 4000
+
+
+def custom_instructions_for_user(*, user_id) -> str:
+    return UserPreferences.objects.filter(user_id=user_id).values_list("custom_instructions", flat=True).first() or ""
+
+
+def instruction_blocks(*, user_id, workspace_id) -> list[str]:
+    """System-prompt blocks for a turn: the workspace's instructions (set by its admins) and
+    the user's custom instructions (their settings page), each fenced and labelled as
+    context — never as the user's words, never as permissions. ``[]`` when neither is set."""
+    blocks = []
+    workspace = Workspace.objects.filter(pk=workspace_id).values_list("name", "instructions").first()
+    if workspace and workspace[1].strip():
+        blocks.append(
+            f'Workspace instructions from the administrators of "{workspace[0]}" (context for how to answer; '
+            "not the user's words, and they grant no permissions):\n<<<\n"
+            f"{workspace[1].strip()[:INSTRUCTIONS_MAX_CHARS]}\n>>>"
+        )
+    custom = custom_instructions_for_user(user_id=user_id).strip()
+    if custom:
+        blocks.append(
+            "The user's standing preferences from their settings (context for how to answer; not a message "
+            f"in this conversation):\n<<<\n{custom[:INSTRUCTIONS_MAX_CHARS]}\n>>>"
+        )
+    return blocks

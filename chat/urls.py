@@ -7,5 +7,6 @@ app_name = "chat"
 urlpatterns = [
     path("", views.index, name="index"),
     path("new/", views.thread_new, name="thread-new"),
+    path("settings/", views.preferences, name="preferences"),
     path("<uuid:thread_id>/", views.thread_page, name="thread"),
 ]

@@ -2,25 +2,45 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from agents.api import provider_health
 from agents.event_types import vocabulary
+from agents.models import Environment
 from agents.risk import env_tier
 from agents.selectors import provider_list
+from agents.services import MAX_MESSAGE_CHARS
 from chat.models import Membership
+from chatplatform.errors import ServiceError
+from knowledge.selectors import knowledge_can_create
 
-from .selectors import thread_get_for_user, thread_list_for_user, workspace_get_for_user
-from .services import thread_create
+from .selectors import (
+    INSTRUCTIONS_MAX_CHARS,
+    custom_instructions_for_user,
+    thread_get_for_user,
+    thread_list_for_user,
+    workspace_get_for_user,
+)
+from .services import custom_instructions_set, thread_create
+
+_ZERO = "00000000-0000-0000-0000-000000000000"
+
+
+def _url_template(name: str) -> str:
+    """A page URL with "ID" where the object's uuid goes (for the browser modules)."""
+    return reverse(name, args=[_ZERO]).replace(_ZERO, "ID")
 
 
 def _rail_context(request, *, search: str = "") -> dict:
     providers = list(provider_list())
     memberships = Membership.objects.filter(user=request.user).select_related("workspace", "role")
     return {
+        "url_templates": {"page": _url_template("chat:thread"), "knowledge_item": _url_template("knowledge:detail")},
         "threads": thread_list_for_user(user=request.user, search=search)[:100],
         "search": search,
         "memberships": memberships,
@@ -51,10 +71,48 @@ def thread_new(request):
 def thread_page(request, thread_id):
     thread = thread_get_for_user(user=request.user, thread_id=thread_id)
     context = _rail_context(request)
+    env_id = (thread.ui_context or {}).get("envId") or ""
+    environments = list(Environment.objects.order_by("name"))
+    membership = next((m for m in context["memberships"] if m.workspace_id == thread.workspace_id), None)
+    can_write = thread.owner_id == request.user.pk
     context.update({
         "thread": thread,
-        "can_write": thread.owner_id == request.user.pk,
-        "is_prod": env_tier((thread.ui_context or {}).get("envId")) == "prod",
+        "can_write": can_write,
+        "can_save_knowledge": can_write and knowledge_can_create(user=request.user, workspace=thread.workspace_id),
+        "role_name": membership.role.name if membership else "",
+        "is_prod": env_tier(env_id) == "prod",
+        "environments": environments,
+        "env_id": env_id,
+        "env_known": any(e.name == env_id for e in environments),
+        "env_tier": env_tier(env_id) if env_id else "",
+        "max_chars": MAX_MESSAGE_CHARS,
+        "max_frame_bytes": settings.WS_MAX_FRAME_BYTES,
         "event_vocabulary": vocabulary(),
+        "instructions_in_effect": [label for label, text in (
+            ("Workspace instructions", thread.workspace.instructions),
+            ("your custom instructions", custom_instructions_for_user(user_id=thread.owner_id)),
+        ) if text.strip()],
     })
     return render(request, "chat/app.html", context)
+
+
+@login_required
+def preferences(request):
+    """Personal settings: custom instructions (POST saves, then redirects; an error keeps
+    the text in the form), and the workspace instructions the admins set, read-only."""
+    text = custom_instructions_for_user(user_id=request.user.pk)
+    error = ""
+    saved = request.GET.get("saved") == "1"
+    if request.method == "POST":
+        text = request.POST.get("custom_instructions", "")
+        try:
+            custom_instructions_set(user=request.user, text=text)
+        except ServiceError as exc:
+            error = exc.message
+        else:
+            return redirect(reverse("chat:preferences") + "?saved=1")
+    memberships = Membership.objects.filter(user=request.user).select_related("workspace", "role")
+    return render(request, "chat/preferences.html", {
+        "custom_instructions": text, "error": error, "saved": saved, "memberships": memberships,
+        "max_chars": INSTRUCTIONS_MAX_CHARS,
+    }, status=400 if error else 200)

@@ -266,3 +266,20 @@ def knowledge_item_can_edit(*, user, item: KnowledgeItem) -> bool:
     if membership.role.is_admin:
         return True
     return item.owner_id == user.pk and membership.role.rank >= MEMBER_RANK
+
+
+CITATION_PASSAGE_CHARS = 600
+
+
+def citation_passages(*, chunk_ids, workspace_id: int, owner_id: int) -> dict:
+    """``chunk_id → {"passage": text ≤ 600 chars, "item_title"}`` for the chunks an answer
+    cited, shown as the hover preview of ``[n]``. Only chunks of the thread's workspace that
+    the thread's owner may use (not another member's private item) — the same rule the
+    answer was grounded under; a chunk rewritten or deleted since is simply missing."""
+    ids = [c for c in chunk_ids if c is not None]
+    if not ids:
+        return {}
+    rows = (KnowledgeChunk.objects.filter(pk__in=ids, workspace_id=workspace_id)
+            .filter(Q(is_private=False) | Q(owner_id_copy=owner_id))
+            .values_list("pk", "content"))
+    return {pk: {"passage": content[:CITATION_PASSAGE_CHARS]} for pk, content in rows}

@@ -39,6 +39,7 @@ from agents.providers import (
 )
 from agents.runs.calls import all_answered, answered_ids, close_open_calls
 from chat.models import Message
+from chat.selectors import instruction_blocks
 from chat.services import message_create
 
 from .base import Outcome, Turn
@@ -187,7 +188,8 @@ class _Loop:
                 workspace_name=self.thread.workspace.name,
                 tier=plan.tier.name,
                 ui_context=self.run.ui_context,
-                extra_blocks=[grounding.block],
+                extra_blocks=[*instruction_blocks(user_id=self.run.user_id, workspace_id=self.thread.workspace_id),
+                              grounding.block],
             ),
             messages=history_window(
                 thread_history(thread_id=self.thread.pk, exclude_ids={assistant.pk}), plan.history_limit

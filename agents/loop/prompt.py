@@ -10,6 +10,7 @@ import json
 
 from agents.providers import ChatMessage
 from chat.models import Message
+from chat.selectors import message_branch_for_thread
 
 SYSTEM_PROMPT_FULL = """You are the AI assistant of the team workspace "{workspace}" on chatplatform.
 Answer clearly and accurately. Use the available tools when they help: search the team's \
@@ -89,6 +90,6 @@ def repair_history(messages: list[ChatMessage]) -> list[ChatMessage]:
 
 
 def thread_history(*, thread_id, exclude_ids: set = frozenset()) -> list[ChatMessage]:
-    """The thread's messages in order, canonical and repaired."""
-    rows = Message.objects.filter(thread_id=thread_id).order_by("position")
+    """The thread's selected branch (chat.selectors), root first, canonical and repaired."""
+    rows = message_branch_for_thread(thread_id=thread_id)
     return repair_history([to_canonical(m) for m in rows if m.pk not in exclude_ids])

@@ -25,12 +25,15 @@ class WorkspaceSerializer(serializers.ModelSerializer):
 class ThreadSerializer(serializers.ModelSerializer):
     workspace = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     provider = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    leaf_id = serializers.UUIDField(read_only=True, allow_null=True,
+                                    help_text="The last message of the selected branch.")
 
     class Meta:
         model = Thread
         fields = [
             "id", "workspace", "title", "provider", "model", "grounded", "allow_model_save",
-            "include_private_in_ai", "ui_context", "prompt_tier", "created_at", "updated_at",
+            "include_private_in_ai", "ui_context", "prompt_tier", "pinned", "archived", "leaf_id",
+            "created_at", "updated_at",
         ]
         read_only_fields = fields
 
@@ -56,6 +59,16 @@ class ThreadUpdateSerializer(serializers.Serializer):
     include_private_in_ai = serializers.BooleanField(required=False)
     prompt_tier = serializers.ChoiceField(choices=Thread.PromptTier.choices, required=False)
     ui_context = serializers.JSONField(required=False)
+    pinned = serializers.BooleanField(required=False)
+    archived = serializers.BooleanField(required=False)
+
+
+def passages_for(messages, thread) -> dict:
+    """The cited passages of ``messages`` (one query), for the ``passages`` context."""
+    from knowledge.selectors import citation_passages
+
+    chunk_ids = {c.get("chunk_id") for m in messages for c in (m.citations or [])}
+    return citation_passages(chunk_ids=chunk_ids, workspace_id=thread.workspace_id, owner_id=thread.owner_id)
 
 
 def ledger_by_call(messages) -> dict[tuple, ToolCall]:
@@ -63,7 +76,8 @@ def ledger_by_call(messages) -> dict[tuple, ToolCall]:
     ids = [m.pk for m in messages if m.role == Message.Role.ASSISTANT and m.tool_calls]
     if not ids:
         return {}
-    return {(tc.message_id, tc.call_id): tc for tc in ToolCall.objects.filter(message_id__in=ids)}
+    rows = ToolCall.objects.filter(message_id__in=ids).select_related("decided_by")
+    return {(tc.message_id, tc.call_id): tc for tc in rows}
 
 
 # A call with no ledger row (a copied thread, or a call the worker never reached).
@@ -75,13 +89,31 @@ class MessageSerializer(serializers.ModelSerializer):
     content_html = serializers.SerializerMethodField()
     tool_calls = serializers.SerializerMethodField()
     run_id = serializers.UUIDField(source="run.pk", read_only=True, allow_null=True, default=None)
+    parent_id = serializers.UUIDField(read_only=True, allow_null=True)
+    versions = serializers.SerializerMethodField(
+        help_text='{"index": n, "count": k, "ids": [...]}: the versions of this place in the conversation '
+                  "(messages with the same parent, oldest first); count 1 when it was never edited or regenerated."
+    )
 
     class Meta:
         model = Message
         fields = [
-            "id", "run_id", "position", "role", "content", "content_html", "tool_calls", "tool_call_id",
-            "is_error", "provider", "model", "status", "citations", "usage", "error", "created_at",
+            "id", "run_id", "parent_id", "versions", "position", "role", "content", "content_html", "tool_calls",
+            "tool_call_id", "is_error", "provider", "model", "status", "citations", "usage", "error", "created_at",
         ]
+
+    citations = serializers.SerializerMethodField(
+        help_text='[{"n", "item_id", "chunk_id", "title", "passage"}]: passage is the cited text (≤ 600 chars) '
+                  "when it can still be shown."
+    )
+
+    def get_citations(self, obj) -> list[dict]:
+        passages = self.context.get("passages", {})
+        return [{**c, **passages.get(c.get("chunk_id"), {})} for c in obj.citations or []]
+
+    def get_versions(self, obj) -> dict:
+        versions = self.context.get("versions", {})
+        return versions.get(obj.pk) or {"index": 1, "count": 1, "ids": [str(obj.pk)]}
 
     def get_content_html(self, obj) -> str:
         return render_markdown(obj.content) if obj.role == Message.Role.ASSISTANT else ""
@@ -91,7 +123,14 @@ class MessageSerializer(serializers.ModelSerializer):
         out = []
         for call in obj.tool_calls or []:
             row = ledger.get((obj.pk, call["id"]))
-            shown = tool_call_presentation(row) if row else NO_LEDGER_ROW
+            if row is None and "status" in call:  # a copied chat: the outcome snapshot taken when copying
+                shown = {**NO_LEDGER_ROW, "decision": "", "decided_by": "",
+                         **{k: call[k] for k in call if k in NO_LEDGER_ROW or k in ("decision", "decided_by")}}
+            elif row is not None:
+                shown = {**tool_call_presentation(row), "decision": row.decision,
+                         "decided_by": row.decided_by.get_username() if row.decided_by else ""}
+            else:
+                shown = {**NO_LEDGER_ROW, "decision": "", "decided_by": ""}
             out.append({"id": call["id"], "name": call["name"], "arguments": call.get("arguments", ""),
                         "tool_call_id": str(row.pk) if row else None, **shown})
         return out
@@ -117,6 +156,42 @@ class RunCreateSerializer(serializers.Serializer):
 
     def validate_env_id(self, value) -> str:
         return value or ""
+
+
+def valid_unicode(value: str) -> str:
+    """Refuse lone UTF-16 surrogates (valid JSON escapes, not storable text): 400, nothing saved."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise serializers.ValidationError("The text contains a lone UTF-16 surrogate; send valid Unicode.") from exc
+    return value
+
+
+class RunOptionsSerializer(serializers.Serializer):
+    """Per-send options of an edit or a regenerate (as in ``RunCreateSerializer``)."""
+
+    grounded = serializers.BooleanField(required=False, allow_null=True, default=None)
+    include_private = serializers.BooleanField(required=False, allow_null=True, default=None)
+    env_id = StrictCharField(required=False, allow_blank=True, allow_null=True, max_length=100, default="")
+
+    def validate_env_id(self, value) -> str:
+        return value or ""
+
+
+class MessageEditSerializer(RunOptionsSerializer):
+    content = StrictCharField(trim_whitespace=False, allow_blank=True, validators=[valid_unicode])
+
+
+class PreferencesSerializer(serializers.Serializer):
+    custom_instructions = serializers.CharField(allow_blank=True, trim_whitespace=False, validators=[valid_unicode])
+
+
+class BranchSelectSerializer(serializers.Serializer):
+    message_id = serializers.CharField(help_text="The version to show (any message of the thread).")
+
+
+class BranchSelectedSerializer(serializers.Serializer):
+    leaf_id = serializers.UUIDField()
 
 
 class RunCreatedSerializer(serializers.Serializer):

@@ -14,26 +14,47 @@ from rest_framework.views import APIView
 
 from agents.selectors import run_get_for_user
 from agents.services import run_cancel, run_create
+from chat.export import thread_export_json, thread_export_markdown
 from chat.models import Membership
 from chat.selectors import (
+    custom_instructions_for_user,
+    message_branch_for_thread,
+    message_get_for_user,
     message_list_for_thread,
+    message_versions_for_thread,
     thread_get_for_user,
     thread_list_for_user,
     workspace_get_for_user,
     workspace_list_for_user,
 )
-from chat.services import thread_create, thread_delete, thread_duplicate, thread_update
+from chat.services import (
+    custom_instructions_set,
+    message_edit,
+    message_regenerate,
+    thread_branch_select,
+    thread_create,
+    thread_delete,
+    thread_duplicate,
+    thread_update,
+)
+from chatplatform.api import ApiError
 
 from .serializers import (
+    BranchSelectedSerializer,
+    BranchSelectSerializer,
+    MessageEditSerializer,
     MessageSerializer,
+    PreferencesSerializer,
     RunCreatedSerializer,
     RunCreateSerializer,
+    RunOptionsSerializer,
     RunSerializer,
     ThreadCreateSerializer,
     ThreadSerializer,
     ThreadUpdateSerializer,
     WorkspaceSerializer,
     ledger_by_call,
+    passages_for,
 )
 
 
@@ -57,14 +78,16 @@ class ThreadListCreateApi(generics.ListAPIView):
     @extend_schema(parameters=[
         OpenApiParameter("search", str, description="Match titles and message text."),
         OpenApiParameter("workspace", str, description="Workspace slug or id."),
+        OpenApiParameter("archived", str, description="true: only archived chats; all: both; default: not archived."),
     ])
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self):
         params = self.request.query_params
+        archived = {"true": True, "1": True, "all": None}.get(params.get("archived", "").lower(), False)
         return thread_list_for_user(user=self.request.user, search=params.get("search", "").strip(),
-                                    workspace=params.get("workspace") or None)
+                                    workspace=params.get("workspace") or None, archived=archived)
 
     @extend_schema(request=ThreadCreateSerializer, responses={201: ThreadSerializer})
     def post(self, request):
@@ -104,6 +127,9 @@ class ThreadDuplicateApi(APIView):
 
 
 class ThreadMessagesApi(generics.ListAPIView):
+    """The selected branch of the conversation, root first (``?all=true``: every version of
+    every message, in append order). Each message carries ``parent_id`` and ``versions``."""
+
     serializer_class = MessageSerializer
     pagination_class = None
 
@@ -111,10 +137,84 @@ class ThreadMessagesApi(generics.ListAPIView):
         thread = thread_get_for_user(user=self.request.user, thread_id=self.kwargs["thread_id"])
         return message_list_for_thread(thread=thread).select_related("run")
 
+    @extend_schema(parameters=[OpenApiParameter("all", bool, description="Every version, not only the selected branch.")])
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
     def list(self, request, *args, **kwargs):
-        messages = list(self.get_queryset())
-        context = {**self.get_serializer_context(), "ledger": ledger_by_call(messages)}
+        thread = thread_get_for_user(user=request.user, thread_id=self.kwargs["thread_id"])
+        if request.query_params.get("all", "").lower() in ("1", "true"):
+            messages = list(message_list_for_thread(thread=thread).select_related("run"))
+        else:
+            messages = message_branch_for_thread(thread_id=thread.pk, leaf_id=thread.leaf_id)
+        context = {**self.get_serializer_context(), "ledger": ledger_by_call(messages),
+                   "versions": message_versions_for_thread(thread_id=thread.pk),
+                   "passages": passages_for(messages, thread)}
         return Response(MessageSerializer(messages, many=True, context=context).data)
+
+
+class ThreadBranchApi(APIView):
+    """Select which version of a place in the conversation is shown and continued."""
+
+    @extend_schema(request=BranchSelectSerializer, responses=BranchSelectedSerializer)
+    def post(self, request, thread_id):
+        thread = thread_get_for_user(user=request.user, thread_id=thread_id, write=True)
+        data = BranchSelectSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        leaf = thread_branch_select(thread=thread, message_id=data.validated_data["message_id"])
+        return Response({"leaf_id": str(leaf.pk)})
+
+
+class ThreadExportApi(APIView):
+    """The chat as a file: ``?as=markdown`` (the selected branch, readable) or ``?as=json``
+    (default: every message with its branch structure, tool calls and citations)."""
+
+    @extend_schema(parameters=[OpenApiParameter("as", str, enum=["json", "markdown"])], responses={200: None})
+    def get(self, request, thread_id):
+        from django.http import HttpResponse, JsonResponse
+
+        thread = thread_get_for_user(user=request.user, thread_id=thread_id)
+        kind = request.query_params.get("as", "json")
+        if kind not in ("json", "markdown"):
+            raise ApiError("invalid", '"as" must be "json" or "markdown".', 400)
+        name = f"chat-{thread.pk}"
+        if kind == "markdown":
+            response = HttpResponse(thread_export_markdown(thread=thread), content_type="text/markdown; charset=utf-8")
+            response["Content-Disposition"] = f'attachment; filename="{name}.md"'
+        else:
+            response = JsonResponse(thread_export_json(thread=thread), json_dumps_params={"ensure_ascii": False})
+            response["Content-Disposition"] = f'attachment; filename="{name}.json"'
+        return response
+
+
+def _run_created(created) -> Response:
+    body = {"run_id": str(created.run.pk), "user_message_id": str(created.user_message.pk)}
+    return Response(body, status=status.HTTP_202_ACCEPTED)
+
+
+class MessageRegenerateApi(APIView):
+    """Answer the same question again (regenerate, or retry after a failure): no new user
+    message; the new answer is a sibling version of the earlier one."""
+
+    @extend_schema(request=RunOptionsSerializer, responses={202: RunCreatedSerializer})
+    def post(self, request, message_id):
+        message = message_get_for_user(user=request.user, message_id=message_id, write=True)
+        data = RunOptionsSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        created = message_regenerate(message=message, user=request.user, **data.validated_data)
+        return _run_created(created)
+
+
+class MessageEditApi(APIView):
+    """Send an edited version of one of your messages; the original stays as version 1."""
+
+    @extend_schema(request=MessageEditSerializer, responses={202: RunCreatedSerializer})
+    def post(self, request, message_id):
+        message = message_get_for_user(user=request.user, message_id=message_id, write=True)
+        data = MessageEditSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        created = message_edit(message=message, user=request.user, **data.validated_data)
+        return _run_created(created)
 
 
 class RunCreateApi(APIView):
@@ -140,3 +240,19 @@ class RunCancelApi(APIView):
         run = run_cancel(run=run_get_for_user(user=request.user, run_id=run_id), user=request.user)
         run.refresh_from_db()
         return Response(RunSerializer(run).data)
+
+
+class PreferencesApi(APIView):
+    """The caller's chat preferences: ``{"custom_instructions": str}`` (≤ 4000 chars; over
+    that → 400 ``too_long``, nothing saved). Given to the assistant as context in every chat."""
+
+    @extend_schema(responses=PreferencesSerializer)
+    def get(self, request):
+        return Response({"custom_instructions": custom_instructions_for_user(user_id=request.user.pk)})
+
+    @extend_schema(request=PreferencesSerializer, responses=PreferencesSerializer)
+    def patch(self, request):
+        data = PreferencesSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        prefs = custom_instructions_set(user=request.user, text=data.validated_data["custom_instructions"])
+        return Response({"custom_instructions": prefs.custom_instructions})

@@ -240,7 +240,16 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        "django.channels.server": {"level": "WARNING"},
+        # Django's default config gives "django" its own console handler as well: with the
+        # root handler every line appeared twice. One handler, at the root.
+        "django": {"handlers": [], "propagate": True},
+        # 4xx answers (403 for a viewer, 404 for another user's object) are expected: no
+        # warning with a traceback for each; 5xx still log as errors.
+        "django.request": {"level": "ERROR"},
+        "django.security": {"level": "ERROR"},
+    },
 }
 
 # --- Tool governance ------------------------------------------------------------------------

@@ -48,6 +48,33 @@ def services_platform():
     platform.stop()
 
 
+CHROMIUM = os.environ.get("E2E_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """The system Chromium driven by Playwright (sync API). Skipped when Chromium or
+    Playwright is missing, unless ``CI=true``: then it fails."""
+    problem = None
+    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+        problem = f"no Chromium at {CHROMIUM}"
+    else:
+        try:
+            from playwright.sync_api import sync_playwright
+        except ImportError as exc:
+            problem = f"playwright not installed: {exc}"
+    if problem:
+        if _ci():
+            pytest.fail(f"CI=true requires the browser tests to run: {problem}", pytrace=False)
+        pytest.skip(problem)
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=15_000)
+        yield b
+        b.close()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

@@ -7,7 +7,6 @@ page goes to ``tests/e2e/artifacts/``. Skipped when Chromium is missing, unless 
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -17,32 +16,9 @@ from .flows import QUESTION, WITH_TOPIC_TITLE
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = os.environ.get("E2E_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).parent / "artifacts"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 STEP_MS = 15_000
 RUN_MS = 60_000
-
-
-@pytest.fixture(scope="module")
-def browser():
-    problem = None
-    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        problem = f"no Chromium at {CHROMIUM}"
-    else:
-        try:
-            from playwright.sync_api import sync_playwright
-        except ImportError as exc:
-            problem = f"playwright not installed: {exc}"
-    if problem:
-        if os.environ.get("CI", "").strip().lower() == "true":
-            pytest.fail(f"CI=true requires the browser test to run: {problem}", pytrace=False)
-        pytest.skip(problem)
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True, timeout=STEP_MS)
-        yield b
-        b.close()
 
 
 def test_chat_in_the_browser(browser, embedded_platform):

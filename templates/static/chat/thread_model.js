@@ -1,11 +1,12 @@
 // Thread header: provider / model / prompt-tier selectors. Saves with PATCH
 // /api/v1/threads/{id}/ (session cookie + CSRF); model suggestions come from the catalogue
-// (GET /api/v1/providers/{slug}/models/), and any model name can be typed.
+// (GET /api/v1/providers/{slug}/models/), and any model name can be typed. An ES module.
+import { api as request } from "./app/api.js";
+
 (function () {
   "use strict";
   var form = document.getElementById("thread-model");
   if (!form) return;
-  var threadId = form.dataset.threadId;
   var providerSel = document.getElementById("thread-provider");
   var modelInput = document.getElementById("thread-model-name");
   var options = document.getElementById("thread-model-options");
@@ -14,9 +15,10 @@
   var saved = {provider: form.dataset.provider, model: form.dataset.model, tier: form.dataset.tier};
   var autoTiers = {};
 
-  function api(method, url, body) {  // chat/api.js, loaded first by base.html
-    return window.chatApi(method, url, body);
+  function api(method, url, body) {
+    return request(method, url, body);
   }
+  form.addEventListener("submit", function (e) { e.preventDefault(); });
 
   function say(text, kind) {
     status.textContent = text || "";
@@ -45,7 +47,7 @@
     options.textContent = "";
     autoTiers = {};
     if (!slug) return Promise.resolve(null);
-    return api("GET", "/api/v1/providers/" + encodeURIComponent(slug) + "/models/").then(function (data) {
+    return api("GET", form.dataset.urlModels.replace("ID", encodeURIComponent(slug))).then(function (data) {
       data.models.forEach(function (m) {
         var o = document.createElement("option");
         o.value = m.name;
@@ -62,7 +64,7 @@
   }
 
   function save(changes, note) {
-    return api("PATCH", "/api/v1/threads/" + threadId + "/", changes).then(function (t) {
+    return api("PATCH", form.dataset.urlThread, changes).then(function (t) {
       saved = {provider: t.provider || "", model: t.model, tier: t.prompt_tier};
       form.dataset.provider = saved.provider; form.dataset.model = saved.model; form.dataset.tier = saved.tier;
       if (note) say(note, "ok");

@@ -1,0 +1,87 @@
+"""A chat as a file: Markdown (the selected branch, for reading) and JSON (everything).
+
+Both are plain functions of a thread the caller may read (``thread_get_for_user``).
+"""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from .models import Message, Thread
+from .selectors import (
+    message_branch_for_thread,
+    message_list_for_thread,
+    message_versions_for_thread,
+)
+
+EXPORT_VERSION = 1
+
+
+def thread_export_json(*, thread: Thread) -> dict:
+    """``{"format": "chatplatform.thread", "version": 1, "exported_at", "thread": {…},
+    "leaf_id", "messages": [every message in append order, with parent_id, versions,
+    tool_calls (with outcome), citations]}`` — the REST shapes of threads and messages."""
+    from .api.serializers import MessageSerializer, ThreadSerializer, ledger_by_call
+
+    messages = list(message_list_for_thread(thread=thread).select_related("run"))
+    context = {"ledger": ledger_by_call(messages), "versions": message_versions_for_thread(thread_id=thread.pk)}
+    data = MessageSerializer(messages, many=True, context=context).data
+    for item in data:
+        item.pop("content_html", None)  # the source text is what an export keeps
+    return {
+        "format": "chatplatform.thread",
+        "version": EXPORT_VERSION,
+        "exported_at": timezone.now().isoformat(),
+        "thread": ThreadSerializer(thread).data,
+        "leaf_id": str(thread.leaf_id) if thread.leaf_id else None,
+        "messages": data,
+    }
+
+
+def thread_export_markdown(*, thread: Thread) -> str:
+    """The selected branch as Markdown: a title, then each question and answer with its
+    time, tool calls as a list, the answer's sources, and a note on other versions."""
+    from .api.serializers import MessageSerializer, ledger_by_call
+
+    branch = message_branch_for_thread(thread_id=thread.pk, leaf_id=thread.leaf_id)
+    versions = message_versions_for_thread(thread_id=thread.pk)
+    rows = MessageSerializer(branch, many=True, context={"ledger": ledger_by_call(branch), "versions": versions}).data
+    out = [f"# {thread.title or 'Chat'}", ""]
+    meta = [f"Workspace: {thread.workspace.name}"]
+    if thread.provider_id:
+        meta.append(f"Model: {thread.provider.slug}/{thread.model}" if thread.model else f"Provider: {thread.provider.slug}")
+    meta.append(f"Exported: {timezone.now():%Y-%m-%d %H:%M} UTC")
+    out += [" · ".join(meta), ""]
+    for row in rows:
+        if row["role"] == Message.Role.USER:
+            stamp = row["created_at"][:16].replace("T", " ")
+            head = f"## You · {stamp}"
+            if row["versions"]["count"] > 1:
+                head += f" (version {row['versions']['index']} of {row['versions']['count']})"
+            out += [head, "", row["content"], ""]
+        elif row["role"] == Message.Role.ASSISTANT:
+            if not row["content"] and not row["tool_calls"]:
+                continue
+            head = "### Assistant"
+            if row["versions"]["count"] > 1:
+                head += f" (version {row['versions']['index']} of {row['versions']['count']})"
+            out += [head, ""]
+            for call in row["tool_calls"]:
+                line = f"- tool `{call['name']}`"
+                if call.get("arguments_summary"):
+                    line += f" ({call['arguments_summary']})"
+                line += f": {call.get('status') or 'unknown'}"
+                if call.get("decided_by"):
+                    line += f", {call.get('decision') or 'decided'} by {call['decided_by']}"
+                out.append(line)
+            if row["tool_calls"]:
+                out.append("")
+            if row["content"]:
+                out += [row["content"], ""]
+            if row["status"] not in ("complete", "streaming"):
+                out += [f"*({row['status']}{': ' + row['error'].get('message', '') if row['error'] else ''})*", ""]
+            if row["citations"]:
+                out += ["Sources:", ""]
+                out += [f"- [{c.get('n')}] {c.get('title', '')}" for c in row["citations"]]
+                out.append("")
+    return "\n".join(out).rstrip() + "\n"

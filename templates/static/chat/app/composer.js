@@ -1,0 +1,96 @@
+// The composer: limits are checked in bytes and characters before sending, a counter
+// appears near them, and the text stays in the box on every error until the server has
+// accepted the message (run.started for it).
+import { el } from "./dom.js";
+
+const encoder = new TextEncoder();
+const FRAME_OVERHEAD = 200;  // the rest of the message.send frame: type and options
+
+export function measure(text, {maxChars, maxBytes}) {
+  const chars = Array.from(text).length;  // code points, as the server counts
+  const bytes = encoder.encode(JSON.stringify(text)).length + FRAME_OVERHEAD;
+  const over = chars > maxChars || bytes > maxBytes;
+  const near = chars > maxChars * 0.8 || bytes > maxBytes * 0.8;
+  return {chars, bytes, over, near};
+}
+
+function kb(n) { return (n / 1024).toFixed(n < 10240 ? 1 : 0) + " KB"; }
+
+export class Composer {
+  constructor({form, input, sendBtn, stopBtn, counter, limits, send, stop}) {
+    Object.assign(this, {form, input, sendBtn, stopBtn, counter, limits});
+    this.pending = null;   // text sent, not yet accepted
+    this.running = false;
+    form.addEventListener("submit", (e) => { e.preventDefault(); this.submit(send); });
+    input.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); this.submit(send); }
+    });
+    input.addEventListener("input", () => this.update());
+    stopBtn.addEventListener("click", stop);
+    this.update();
+  }
+
+  update() {
+    const m = measure(this.input.value, this.limits);
+    this.counter.hidden = !m.near;
+    this.counter.classList.toggle("over", m.over);
+    if (m.over) {
+      const extraChars = m.chars - this.limits.maxChars;
+      this.counter.textContent = extraChars > 0
+        ? `Too long to send: ${m.chars.toLocaleString()} / ${this.limits.maxChars.toLocaleString()} characters — shorten it or save it to the knowledge base and ask about it.`
+        : `Too long to send: ${kb(m.bytes)} / ${kb(this.limits.maxBytes)} — shorten it or save it to the knowledge base and ask about it.`;
+    } else if (m.near) {
+      this.counter.textContent = `${m.chars.toLocaleString()} / ${this.limits.maxChars.toLocaleString()} characters · ${kb(m.bytes)} / ${kb(this.limits.maxBytes)}`;
+    }
+    this.sendBtn.disabled = this.running || m.over || this.pending !== null;
+    return m;
+  }
+
+  submit(send) {
+    const text = this.input.value;
+    if (!text.trim() || this.running || this.pending !== null) return;
+    if (this.update().over) { this.input.focus(); return; }
+    if (!send(text)) { this.say("Not connected — your message is still here; it can be sent once the connection is back."); return; }
+    this.pending = text;
+    this.input.readOnly = true;
+    this.update();
+  }
+
+  // The server accepted a message: clear the box if it is the one we sent.
+  accepted() {
+    if (this.pending !== null && this.input.value === this.pending) this.input.value = "";
+    this.pending = null;
+    this.input.readOnly = false;
+    this.update();
+  }
+
+  // The server refused the send: the text stays, editable, with the reason.
+  rejected(message) {
+    if (this.pending === null) return;
+    this.pending = null;
+    this.input.readOnly = false;
+    this.say(message);
+    this.update();
+    this.input.focus();
+  }
+
+  say(message) {
+    this.counter.hidden = false;
+    this.counter.classList.add("over");
+    this.counter.textContent = message;
+  }
+
+  setRunning(on, {canStop = on} = {}) {
+    this.running = on;
+    this.stopBtn.hidden = !canStop;
+    this.update();
+  }
+}
+
+export function counterElement() {
+  const c = el("div", "composer-counter");
+  c.id = "composer-counter";
+  c.setAttribute("aria-live", "polite");
+  c.hidden = true;
+  return c;
+}

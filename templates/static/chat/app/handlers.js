@@ -1,0 +1,151 @@
+// One handler per server event type (DESIGN §7). Each is idempotent for a replayed event
+// (a resumed stream after a reload replays from seq 1): rows and cards are found by id
+// before they are drawn.
+import { el } from "./dom.js";
+import { LiveText } from "./live-text.js";
+import { toolRow, setToolStatus, approvalCard, resolveCard } from "./tools.js";
+
+// ``vocabulary`` is the server's declaration (agents/event_types.py, embedded by the page):
+// its terminal types end the live run; a handler for an undeclared type is a bug.
+export function makeHandlers(app, vocabulary) {
+  const handlers = baseHandlers(app);
+  for (const name of vocabulary.terminal) handlers[name] = (ev) => app.endLive(ev);
+  for (const name of Object.keys(handlers)) {
+    if (!vocabulary.types[name]) throw new Error("handler for an undeclared event type: " + name);
+  }
+  return handlers;
+}
+
+function baseHandlers(app) {
+  const {view, box} = app;
+
+  function turnOf(live) {
+    if (!live.turn) live.turn = view.newTurn(live.runId);
+    if (!live.textView) live.textView = new LiveText(live.turn.querySelector(".body"));
+    return live.turn;
+  }
+
+  function rowOf(live, id) {
+    return live && live.turn ? live.turn.querySelector('details.tool[data-id="' + CSS.escape(id) + '"]') : null;
+  }
+
+  return {
+    "run.started"(ev) {
+      const live = app.startLive(ev.run_id);
+      app.busy(true);
+      app.composerSent(ev);
+      view.load().then((last) => {
+        if (app.live !== live) return;
+        if (last && last.runId === ev.run_id && last.turn) {
+          live.turn = last.turn;  // the run's message was already drawn: stream into it
+          live.turn.querySelector(".msg-actions").replaceChildren();
+        } else {
+          live.turn = view.newTurn(ev.run_id);
+        }
+        live.textView = new LiveText(live.turn.querySelector(".body"));
+        live.textView.reset();
+        live.turn.querySelector(".body").classList.add("streaming");
+        app.liveReady(live);
+        box.scrollTop = box.scrollHeight;
+      }).catch((e) => app.showConn("could not load messages: " + e.message, "bad"));
+    },
+
+    "text.delta"(ev) {
+      const live = app.live;
+      if (!live) return;
+      turnOf(live);
+      live.textView.append(ev.delta);
+      app.stickToBottom();
+    },
+
+    "tool.started"(ev) {
+      const live = app.live;
+      if (!live) return;
+      const turn = turnOf(live);
+      const row = rowOf(live, ev.tool_call_id);
+      if (row) { setToolStatus(row, "running"); return; }
+      turn.querySelector(".tools").appendChild(toolRow({id: ev.tool_call_id, name: ev.name, summary: ev.arguments_summary,
+                                                         status: "running"}));
+    },
+
+    "tool.progress"(ev) {
+      const row = rowOf(app.live, ev.tool_call_id);
+      if (row) row.querySelector(".tool-detail").textContent = ev.label;
+    },
+
+    "tool.retry"(ev) {
+      const row = rowOf(app.live, ev.tool_call_id);
+      if (row) setToolStatus(row, "retrying", "attempt " + ev.attempt);
+    },
+
+    "tool.timeout"(ev) {
+      const row = rowOf(app.live, ev.tool_call_id);
+      if (row) setToolStatus(row, ev.status_unknown ? "status_unknown" : "timeout",
+                             ev.status_unknown ? "outcome unknown — check before retrying" : "timed out");
+    },
+
+    "tool.completed"(ev) {
+      const row = rowOf(app.live, ev.tool_call_id);
+      if (row) setToolStatus(row, ev.status, ev.summary);
+    },
+
+    "approval.requested"(ev) {
+      const live = app.live;
+      if (!live) return;
+      const turn = turnOf(live);
+      const row = rowOf(live, ev.tool_call_id);
+      if (row) setToolStatus(row, "awaiting_approval");
+      if (!turn.querySelector('.card.approval[data-id="' + CSS.escape(ev.tool_call_id) + '"]')) {
+        turn.querySelector(".tools").appendChild(approvalCard(ev, (d) => app.decide(ev.tool_call_id, d)));
+      }
+      turn.querySelector(".body").classList.remove("streaming");  // waiting for a person, not writing
+      const meta = turn.querySelector(".meta");
+      meta.textContent = "waiting for your approval";
+      meta.className = "meta awaiting";
+      if (ev.env_context === "prod") app.showProd();
+      app.busy(false, {canStop: true});  // a new message may be sent instead of deciding
+    },
+
+    "approval.resolved"(ev) {
+      const card = box.querySelector('.card.approval[data-id="' + CSS.escape(ev.tool_call_id) + '"]');
+      if (card) resolveCard(card, ev.decision, ev.decided_by);
+      if (ev.decision === "approve" || ev.decision === "deny") {
+        app.busy(true);
+        const meta = app.live && app.live.turn && app.live.turn.querySelector(".meta");
+        if (meta) { meta.textContent = ""; meta.className = "meta"; }
+      }
+    },
+
+    "permission.denied"(ev) {
+      const live = app.live;
+      if (!live) return;
+      const card = el("div", "card denied");
+      card.textContent = "Permission denied: " + ev.tool + (ev.required_role ? " needs the " + ev.required_role + " role" : "") +
+        (ev.alternatives && ev.alternatives.length ? ". You can use: " + ev.alternatives.join(", ") : ".");
+      turnOf(live).querySelector(".tools").appendChild(card);
+    },
+
+    "knowledge.saved"(ev) {
+      app.showConn("saved to knowledge: " + ev.title, "ok");
+    },
+
+    "knowledge.changed"(ev) {
+      if (window.BroadcastChannel) new BroadcastChannel("chatplatform-knowledge").postMessage(ev);
+      const link = document.getElementById("rail-knowledge");
+      if (link) link.classList.add("changed");
+    },
+
+    "message.completed"() {},
+
+    "error"(ev) {
+      if (ev.code === "events_missing") { app.live = null; view.load(); return; }
+      app.showConn(ev.message, "bad");
+      if (ev.tool_call_id) {  // a refused decision: let the person try again
+        const card = box.querySelector('.card.approval[data-id="' + CSS.escape(ev.tool_call_id) + '"]');
+        if (card) card.querySelectorAll("button").forEach((b) => { b.disabled = false; });
+      } else {
+        app.composerRejected(ev);
+      }
+    },
+  };
+}

@@ -1,0 +1,136 @@
+// Thread page entry point: wires the view, the stream, the handlers and the composer.
+// Every URL comes from the page's data-url-* attributes (templates/chat/app.html).
+import { api, urlFor } from "./api.js";
+import { ThreadView } from "./thread.js";
+import { ThreadStream } from "./stream.js";
+import { makeHandlers } from "./handlers.js";
+import { Composer } from "./composer.js";
+
+const box = document.getElementById("messages");
+if (box) start(box);
+
+function start(box) {
+  const d = box.dataset;
+  const conn = document.getElementById("conn");
+  const composerForm = document.getElementById("composer");
+  const config = {
+    threadId: d.threadId,
+    canWrite: d.canWrite === "1",
+    canSaveKnowledge: d.canSaveKnowledge === "1",
+    urls: {messages: d.urlMessages, branch: d.urlBranch, regenerate: d.urlRegenerate, edit: d.urlEdit,
+           knowledgeItem: d.urlKnowledgeItem, thread: d.urlThread},
+    showProd: () => { const b = document.getElementById("prod-banner"); if (b) b.hidden = false; },
+  };
+
+  function showConn(text, kind) {
+    if (!conn) return;
+    conn.textContent = text;
+    conn.className = "conn " + (kind || "");
+    conn.title = text;
+  }
+
+  const sendOptions = () => {
+    const out = {};
+    const grounded = document.getElementById("send-grounded");
+    const priv = document.getElementById("send-private");
+    if (grounded) out.grounded = grounded.checked;
+    if (priv) out.include_private = priv.checked;
+    return out;
+  };
+
+  let stream = null;
+  const decide = (id, decision) => stream.send({type: "approval.decide", tool_call_id: id, decision});
+  const view = new ThreadView({box, config, decide, status: showConn, options: sendOptions});
+
+  let composer = null;
+  const app = {
+    box, view, live: null,
+    showConn, showProd: config.showProd, decide,
+    startLive(runId) {
+      app.live = {runId, turn: null, textView: null, ready: false, queue: []};
+      stream.follow(runId);
+      return app.live;
+    },
+    liveReady(live) {
+      live.ready = true;
+      for (const ev of live.queue.splice(0)) dispatch(ev);
+    },
+    endLive(ev) {
+      app.busy(false);
+      app.live = null;
+      stream.resumeRun = null;
+      refreshTitle();
+      if (conn && stream.open && conn.textContent !== "connected") showConn("connected", "ok");  // "regenerating…", an error
+      view.load().then(() => {
+        if (ev.type === "run.failed" && ev.error) showConn(ev.error.message, "bad");
+      });
+    },
+    busy(on, opts) { if (composer) composer.setRunning(on, opts); },
+    composerSent() { if (composer) composer.accepted(); },
+    composerRejected(ev) { if (composer) composer.rejected(ev.message); },
+    stickToBottom() {
+      if (box.scrollHeight - box.scrollTop - box.clientHeight < 160) box.scrollTop = box.scrollHeight;
+    },
+  };
+  view.onBusy = (on) => app.busy(on);
+  const vocabNode = document.getElementById("event-vocabulary");
+  const vocabulary = JSON.parse(vocabNode.textContent);  // agents/event_types.py
+  const handlers = makeHandlers(app, vocabulary);
+
+  function dispatch(ev) {
+    // While the page re-reads the thread after run.started, later events of that run wait
+    // in order (they count as seen when replayed, not when queued).
+    if (app.live && !app.live.ready && ev.type !== "run.started" && ev.run_id === app.live.runId) {
+      app.live.queue.push(ev);
+      return;
+    }
+    if (ev.type === "run.started" && ev.run_id) stream.seen.set(ev.run_id, 0);
+    if (!stream.accept(ev)) return;
+    const handler = handlers[ev.type];
+    if (handler) handler(ev);
+    else if (!vocabulary.types[ev.type]) console.warn("undeclared event type", ev.type);
+  }
+
+  function refreshTitle() {  // the first message names the thread: show it without a reload
+    api("GET", urlFor(config.urls.thread, config.threadId)).then((t) => {
+      if (!t || !t.title) return;
+      document.dispatchEvent(new CustomEvent("chat:renamed", {detail: {id: config.threadId, title: t.title}}));
+    }).catch(() => {});
+  }
+
+  const proto = location.protocol === "https:" ? "wss://" : "ws://";
+  stream = new ThreadStream({
+    url: proto + location.host + d.wsPath,
+    onEvent: dispatch,
+    onState: (state, detail) => {
+      if (state === "open") showConn("connected", "ok");
+      else if (state === "reconnecting") showConn("reconnecting…", "warn");
+      else showConn(detail || "disconnected", "bad");
+    },
+  });
+
+  if (composerForm) {
+    composer = new Composer({
+      form: composerForm,
+      input: document.getElementById("input"),
+      sendBtn: document.getElementById("send"),
+      stopBtn: document.getElementById("stop"),
+      counter: document.getElementById("composer-counter"),
+      limits: {maxChars: Number(d.maxChars), maxBytes: Number(d.maxFrameBytes)},
+      send: (text) => stream.send({type: "message.send", content: text, ...sendOptions()}),
+      stop: () => { if (app.live) stream.send({type: "run.cancel", run_id: app.live.runId}); },
+    });
+  }
+
+  document.addEventListener("chat:stop", () => { if (app.live) stream.send({type: "run.cancel", run_id: app.live.runId}); });
+
+  view.load().then((last) => {
+    if (last.openRun) {
+      // A run still open when the page loaded: follow it from its first event. Its
+      // handlers find the rows already drawn, so nothing appears twice.
+      app.live = {runId: last.openRun, turn: last.turn, textView: null, ready: true, queue: []};
+      stream.follow(last.openRun, true);
+      app.busy(!last.waiting, {canStop: true});
+    }
+  }).catch((e) => showConn("could not load messages: " + e.message, "bad")).finally(() => stream.connect());
+}

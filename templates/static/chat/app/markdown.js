@@ -1,0 +1,129 @@
+// Model output → safe DOM, in the browser, as strictly as the server (chat/rendering.py):
+// markdown-it with the same options (no raw HTML, breaks, tables, strikethrough), then
+// DOMPurify with nh3's allow-list (same tags, same per-tag attributes, http/https/mailto or
+// relative URLs only). Code is highlighted after sanitising (highlight.js only adds spans
+// from text), every code block gets a copy button, links open in a new tab with
+// rel="noopener noreferrer nofollow", and [n] markers become citation links.
+import { MarkdownIt, DOMPurify, hljs } from "../../vendor/chat-vendor.js";
+
+const md = new MarkdownIt("commonmark", {html: false, linkify: false, breaks: true})
+  .enable("table").enable("strikethrough");
+
+const ALLOWED_TAGS = ["p", "br", "strong", "em", "del", "code", "pre", "blockquote", "ul", "ol", "li", "a",
+  "h1", "h2", "h3", "h4", "h5", "h6", "hr", "table", "thead", "tbody", "tr", "th", "td", "sup"];
+const ATTRIBUTES = {a: ["href", "title"], code: ["class"], th: ["align"], td: ["align"], ol: ["start"]};
+const ALL_ATTRIBUTES = [...new Set(Object.values(ATTRIBUTES).flat())];
+const SAFE_URL = /^(?:(?:https?|mailto):|[^a-z]|[a-z+.-]+(?:[^a-z+.\-:]|$))/i;
+
+const purify = DOMPurify(window);
+purify.addHook("uponSanitizeAttribute", (node, data) => {
+  const allowed = ATTRIBUTES[node.nodeName.toLowerCase()] || [];
+  if (!allowed.includes(data.attrName)) data.keepAttr = false;
+});
+
+export function sanitize(html) {
+  return purify.sanitize(html, {
+    ALLOWED_TAGS, ALLOWED_ATTR: ALL_ATTRIBUTES, ALLOWED_URI_REGEXP: SAFE_URL,
+    RETURN_DOM_FRAGMENT: true, ALLOW_DATA_ATTR: false, ALLOW_ARIA_ATTR: false,
+  });
+}
+
+function copyButton(pre) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "copy-code";
+  b.textContent = "Copy";
+  b.setAttribute("aria-label", "Copy code");
+  b.addEventListener("click", () => {
+    const code = pre.querySelector("code");
+    copyText(code ? code.textContent : pre.textContent).then(
+      () => { b.textContent = "Copied"; setTimeout(() => { b.textContent = "Copy"; }, 1500); },
+      () => { b.textContent = "Copy failed"; });
+  });
+  return b;
+}
+
+export function copyText(text) {
+  if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+  // Plain-HTTP deployments: the clipboard API is unavailable, the selection fallback still works.
+  return new Promise((resolve, reject) => {
+    const area = document.createElement("textarea");
+    area.value = text;
+    area.className = "offscreen";
+    document.body.appendChild(area);
+    area.select();
+    const ok = document.execCommand("copy");
+    area.remove();
+    if (ok) resolve(); else reject(new Error("copy refused"));
+  });
+}
+
+const CITE = /\[(\d{1,3})\]/g;
+
+// Wrap "[n]" in text (not inside code or links) in <a class="cite"> for the citations given.
+function linkCitations(root, citations) {
+  const known = new Set(citations.map((c) => String(c.n)));
+  if (!known.size) return;
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const hits = [];
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    if (n.parentElement && n.parentElement.closest("code, pre, a")) continue;
+    if (CITE.test(n.nodeValue)) hits.push(n);
+    CITE.lastIndex = 0;
+  }
+  for (const node of hits) {
+    const frag = document.createDocumentFragment();
+    let last = 0;
+    node.nodeValue.replace(CITE, (whole, num, at) => {
+      frag.appendChild(document.createTextNode(node.nodeValue.slice(last, at)));
+      if (known.has(num)) {
+        const a = document.createElement("a");
+        a.className = "cite";
+        a.href = "#";
+        a.dataset.n = num;
+        a.textContent = whole;
+        a.setAttribute("aria-label", "Source " + num);
+        frag.appendChild(a);
+      } else {
+        frag.appendChild(document.createTextNode(whole));
+      }
+      last = at + whole.length;
+      return whole;
+    });
+    frag.appendChild(document.createTextNode(node.nodeValue.slice(last)));
+    node.replaceWith(frag);
+  }
+}
+
+// Render ``text`` into ``target`` (replacing its content). ``highlight``: false while a
+// long answer streams fast is fine, but the default highlights every time.
+export function renderInto(target, text, {citations = [], highlight = true} = {}) {
+  const frag = sanitize(md.render(text || ""));
+  frag.querySelectorAll("a[href]").forEach((a) => {
+    a.target = "_blank";
+    a.rel = "noopener noreferrer nofollow";
+  });
+  frag.querySelectorAll("pre").forEach((pre) => {
+    const code = pre.querySelector("code");
+    if (code && highlight) {
+      const lang = (code.className.match(/language-([\w+-]+)/) || [])[1];
+      if (lang && hljs.getLanguage(lang)) {
+        code.innerHTML = hljs.highlight(code.textContent, {language: lang, ignoreIllegals: true}).value;
+        code.classList.add("hljs");
+      }
+    }
+    const wrap = document.createElement("div");
+    wrap.className = "code-block";
+    pre.replaceWith(wrap);
+    wrap.appendChild(copyButton(pre));
+    wrap.appendChild(pre);
+  });
+  frag.querySelectorAll("table").forEach((table) => {
+    const wrap = document.createElement("div");
+    wrap.className = "table-wrap";
+    table.replaceWith(wrap);
+    wrap.appendChild(table);
+  });
+  linkCitations(frag, citations);
+  target.replaceChildren(frag);
+}

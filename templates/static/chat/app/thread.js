@@ -1,0 +1,235 @@
+// The conversation: draws the selected branch from GET …/messages/ and owns the message
+// actions (copy, edit and resend, regenerate, ‹ n/k › versions, save to knowledge).
+import { api, urlFor } from "./api.js";
+import { el, button, timeElement } from "./dom.js";
+import { renderInto, copyText } from "./markdown.js";
+import { toolRow, approvalCard, resolveCard } from "./tools.js";
+import { citationList, wireCitationPreviews } from "./citations.js";
+
+const STATUS_LABEL = {complete: "", streaming: "writing…", truncated: "truncated", error: "error", cancelled: "cancelled"};
+
+export class ThreadView {
+  constructor({box, config, decide, status, options}) {
+    this.box = box;
+    this.config = config;
+    this.decide = decide;        // (tool_call_id, decision) → bool (sent?)
+    this.status = status;        // (text, kind) → void
+    this.options = options;      // () → {grounded, include_private}
+    this.citationsByTurn = new WeakMap();
+    this.onBusy = () => {};
+    wireCitationPreviews(box, (a) => {
+      const turn = a.closest("article.msg");
+      const list = (turn && this.citationsByTurn.get(turn)) || [];
+      return list.find((c) => String(c.n) === a.dataset.n);
+    }, config.urls.knowledgeItem);
+  }
+
+  async load() {
+    const messages = await api("GET", urlFor(this.config.urls.messages, this.config.threadId));
+    return this.render(messages);
+  }
+
+  // Draw the branch; returns {runId, turn, openRun} for the last turn and any run that is
+  // still open (streaming, queued or waiting for approval).
+  render(messages) {
+    this.box.replaceChildren();
+    let turn = null, lastRun = null, openRun = null, waiting = false;
+    for (const m of messages) {
+      if (m.role === "user") {
+        this.box.appendChild(this.userMessage(m));
+        turn = null;
+        continue;
+      }
+      if (m.role !== "assistant") continue;
+      if (!turn || m.run_id !== lastRun) {
+        turn = this.newTurn(m.run_id);
+        turn.dataset.firstMessageId = m.id;
+        if (m.versions && m.versions.count > 1) turn.querySelector(".msg-head").appendChild(this.versionNav(m));
+      }
+      lastRun = m.run_id;
+      turn.dataset.lastMessageId = m.id;
+      const tools = turn.querySelector(".tools");
+      for (const c of m.tool_calls || []) {
+        const row = toolRow({id: c.tool_call_id, name: c.name, summary: c.arguments_summary, status: c.status || "failed",
+                             detail: c.summary});
+        tools.appendChild(row);
+        if (c.status === "awaiting_approval") {
+          waiting = true;
+          openRun = m.run_id;
+          tools.appendChild(approvalCard({tool_call_id: c.tool_call_id, tool: c.name, arguments_summary: c.arguments_summary,
+            risk_level: c.risk_level, env_context: c.env_context, countdown_s: c.countdown_s,
+            requested_at_ms: c.requested_at ? Date.parse(c.requested_at) : Date.now()},
+            (d) => this.decide(c.tool_call_id, d)));
+          if (c.env_context === "prod") this.config.showProd();
+        } else if (c.decided_by || ["approve", "deny", "superseded", "cancelled"].includes(c.decision)) {
+          const card = approvalCard({tool_call_id: c.tool_call_id, tool: c.name, arguments_summary: c.arguments_summary,
+            risk_level: c.risk_level, env_context: c.env_context}, null);
+          resolveCard(card, c.decision || "approve", c.decided_by);
+          tools.appendChild(card);
+        }
+      }
+      const body = turn.querySelector(".body");
+      if (m.status === "streaming") {
+        openRun = m.run_id;
+        body.classList.add("streaming");
+        renderInto(body, m.content, {citations: m.citations || []});
+      } else if (m.content) {
+        body.classList.remove("streaming");
+        renderInto(body, m.content, {citations: m.citations || []});
+        turn.dataset.text = m.content;
+      }
+      const meta = turn.querySelector(".meta");
+      const bits = [];
+      if (STATUS_LABEL[m.status]) bits.push(STATUS_LABEL[m.status]);
+      if (m.error && m.error.message) bits.push(m.error.message);
+      meta.textContent = bits.join(" — ");
+      meta.className = "meta " + m.status;
+      turn.dataset.status = m.status;
+      if (m.citations && m.citations.length) {
+        this.citationsByTurn.set(turn, m.citations);
+        const old = turn.querySelector(".sources");
+        if (old) old.remove();
+        turn.querySelector(".body").after(citationList(m.citations, m.content, this.config.urls.knowledgeItem));
+      }
+      if (m.status !== "streaming") body.classList.remove("streaming");
+    }
+    for (const t of this.box.querySelectorAll("article.msg.assistant")) this.finishTurn(t);
+    if (waiting) {
+      const last = this.box.querySelector("article.msg.assistant:last-of-type .meta");
+      if (last) { last.textContent = "waiting for your approval"; last.className = "meta awaiting"; }
+    }
+    this.box.scrollTop = this.box.scrollHeight;
+    return {turn, runId: lastRun, openRun, waiting};
+  }
+
+  userMessage(m) {
+    const u = el("article", "msg user");
+    u.dataset.messageId = m.id;
+    const head = el("div", "msg-head");
+    head.appendChild(el("span", "who", "You"));
+    head.appendChild(timeElement(m.created_at));
+    if (m.versions && m.versions.count > 1) head.appendChild(this.versionNav(m));
+    u.appendChild(head);
+    const body = el("div", "body", m.content);
+    body.dir = "auto";
+    u.appendChild(body);
+    const actions = el("div", "msg-actions");
+    actions.appendChild(this.copyAction(() => m.content));
+    if (this.config.canWrite) actions.appendChild(button("Edit", "link act-edit", () => this.startEdit(u, m), "Edit and resend"));
+    if (this.config.canSaveKnowledge) actions.appendChild(this.saveAction(m.id));
+    u.appendChild(actions);
+    return u;
+  }
+
+  newTurn(runId) {
+    const turn = el("article", "msg assistant");
+    if (runId) turn.dataset.runId = runId;
+    const head = el("div", "msg-head");
+    head.appendChild(el("span", "who", "Assistant"));
+    turn.appendChild(head);
+    turn.appendChild(el("div", "tools"));
+    const body = el("div", "body streaming");
+    body.dir = "auto";
+    turn.appendChild(body);
+    turn.appendChild(el("div", "meta"));
+    turn.appendChild(el("div", "msg-actions"));
+    this.box.appendChild(turn);
+    return turn;
+  }
+
+  // Actions once a turn is finished: copy its answer, regenerate it, save it.
+  finishTurn(turn) {
+    const actions = turn.querySelector(".msg-actions");
+    actions.replaceChildren();
+    if (turn.dataset.status === "streaming") return;
+    if (turn.dataset.text) actions.appendChild(this.copyAction(() => turn.dataset.text));
+    if (this.config.canWrite && turn.dataset.lastMessageId) {
+      const retry = ["error", "truncated", "cancelled"].includes(turn.dataset.status);
+      actions.appendChild(button(retry ? "Retry" : "Regenerate", "link act-regenerate",
+        () => this.regenerate(turn.dataset.lastMessageId), retry ? "Run this turn again" : "Answer the same question again"));
+    }
+    if (this.config.canSaveKnowledge && turn.dataset.text) actions.appendChild(this.saveAction(turn.dataset.lastMessageId));
+  }
+
+  copyAction(text) {
+    const b = button("Copy", "link act-copy", () => copyText(text()).then(
+      () => { b.textContent = "Copied"; setTimeout(() => { b.textContent = "Copy"; }, 1500); },
+      () => { b.textContent = "Copy failed"; }), "Copy message");
+    return b;
+  }
+
+  saveAction(messageId) {  // the form and the request live in knowledge/save.js
+    const slot = el("span", "kb-save-slot");
+    const b = button("Save to knowledge", "link kb-save");
+    b.dataset.messageId = messageId;
+    slot.appendChild(b);
+    return slot;
+  }
+
+  versionNav(m) {
+    const nav = el("span", "versions");
+    nav.setAttribute("role", "group");
+    nav.setAttribute("aria-label", "Versions");
+    const {index, count, ids} = m.versions;
+    const go = (i) => () => this.selectVersion(ids[i - 1]);
+    const prev = button("‹", "link ver-prev", go(index - 1), "Previous version");
+    const next = button("›", "link ver-next", go(index + 1), "Next version");
+    prev.disabled = index <= 1 || !this.config.canWrite;
+    next.disabled = index >= count || !this.config.canWrite;
+    nav.append(prev, el("span", "ver-label", index + "/" + count), next);
+    return nav;
+  }
+
+  async selectVersion(messageId) {
+    try {
+      await api("POST", urlFor(this.config.urls.branch, this.config.threadId), {message_id: messageId});
+      await this.load();
+    } catch (e) {
+      this.status(e.message, "bad");
+    }
+  }
+
+  async regenerate(messageId) {
+    try {
+      this.onBusy(true);
+      await api("POST", urlFor(this.config.urls.regenerate, messageId), this.options());
+      this.status("regenerating…", "ok");
+    } catch (e) {
+      this.onBusy(false);
+      this.status(e.message, "bad");
+    }
+  }
+
+  startEdit(article, m) {
+    if (article.querySelector(".edit-form")) return;
+    const form = el("form", "edit-form");
+    const area = el("textarea");
+    area.value = m.content;
+    area.rows = Math.min(12, Math.max(2, m.content.split("\n").length));
+    area.dir = "auto";
+    area.setAttribute("aria-label", "Edit message");
+    const note = el("span", "edit-note muted");
+    note.setAttribute("role", "status");
+    const send = el("button", "", "Save & send");
+    send.type = "submit";
+    const cancel = button("Cancel", "secondary", () => { form.remove(); article.classList.remove("editing"); });
+    form.append(area, send, cancel, note);
+    article.classList.add("editing");
+    article.querySelector(".body").after(form);
+    area.focus();
+    form.addEventListener("keydown", (e) => { if (e.key === "Escape") cancel.click(); });
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      send.disabled = true;
+      try {
+        this.onBusy(true);
+        await api("POST", urlFor(this.config.urls.edit, m.id), {content: area.value, ...this.options()});
+        note.textContent = "sent";
+      } catch (err) {
+        this.onBusy(false);
+        note.textContent = err.message;  // the edited text stays in the box
+        send.disabled = false;
+      }
+    });
+  }
+}
