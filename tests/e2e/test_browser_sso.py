@@ -12,7 +12,7 @@ import pytest
 from tests.sso.idp import CLIENT_ID, CLIENT_SECRET, IdentityProvider
 
 from .harness import Platform, PlatformError
-from .test_browser import ARTIFACTS, STEP_MS, browser  # noqa: F401  (the module-scoped browser fixture)
+from .test_browser import ARTIFACTS, STEP_MS  # the browser fixture is in tests/e2e/conftest.py
 
 pytestmark = pytest.mark.browser
 
@@ -61,7 +61,7 @@ def sign_in_via_sso(page, idp, username: str = "", password: str = "") -> None:
     assert page.url.startswith("http://127.0.0.1:") and not page.url.startswith(idp.base_url)
 
 
-def test_sign_in_with_the_identity_provider(browser, sso_platform):  # noqa: F811
+def test_sign_in_with_the_identity_provider(browser, sso_platform):
     platform, idp = sso_platform
     idp.user("nora", password="pw-nora", email="nora@example.com", groups=["eng", "ops"])
     context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=platform.base_url)
@@ -99,7 +99,7 @@ def test_sign_in_with_the_identity_provider(browser, sso_platform):  # noqa: F81
     ("expired", "Single sign-on failed: the identity provider's token has expired."),
     ("wrong-audience", "Single sign-on failed: the identity provider's token was issued for another application (audience)."),
 ])
-def test_a_bad_token_lands_on_the_login_page_with_the_reason(browser, sso_platform, fault, reason):  # noqa: F811
+def test_a_bad_token_lands_on_the_login_page_with_the_reason(browser, sso_platform, fault, reason):
     platform, idp = sso_platform
     name = f"browser-{fault}"
     idp.user(name, password="pw", email=f"{name}@example.com", groups=["eng", f"token-fault:{fault}"])

@@ -10,14 +10,14 @@ import pytest
 
 from tests.fakes.documents import encrypt_pdf, make_docx, make_pdf
 
-from .test_browser import ARTIFACTS, STEP_MS, browser  # noqa: F401  (the module-scoped browser fixture)
+from .test_browser import ARTIFACTS, STEP_MS  # the browser fixture is in tests/e2e/conftest.py
 
 pytestmark = pytest.mark.browser
 
 IMPORT_MS = 60_000
 
 
-def test_upload_files_from_the_knowledge_page(browser, embedded_platform):  # noqa: F811
+def test_upload_files_from_the_knowledge_page(browser, embedded_platform):
     context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=embedded_platform.base_url)
     context.set_default_timeout(STEP_MS)
     page = context.new_page()
