@@ -498,11 +498,11 @@ class _Handler(BaseHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         try:
-            raw = self.read_body()
             if self.path_only != "/v1/chat/completions":
+                self.read_body()
                 self._not_found()
                 return
-            self._chat_completions(raw)
+            self._chat_completions(self.read_json())
         except ConnectionDropped:
             self.close_connection = True
 
@@ -512,17 +512,9 @@ class _Handler(BaseHandler):
         )
 
     # -- chat completions -----------------------------------------------------
-    def _chat_completions(self, raw: bytes) -> None:
+    def _chat_completions(self, body: Any) -> None:
+        """``body``: the parsed (and already recorded) JSON of the request."""
         fake = self.fake
-        try:
-            body = json.loads(raw or b"null")
-        except ValueError:
-            body = None
-        recorded = (
-            body if isinstance(body, dict) else {"__invalid_json__": raw.decode("utf-8", "replace")}
-        )
-        fake.record(self.path_only, recorded, self.lower_headers())
-
         if not self._authorized():
             return
         if not isinstance(body, dict):
