@@ -222,10 +222,7 @@ class AnthropicAdapter:
             data = event.to_dict() if hasattr(event, "to_dict") else dict(event)
             kind = data.get("type")
             if kind == "message_start":
-                raw = (data.get("message") or {}).get("usage") or {}
-                usage.input_tokens = (raw.get("input_tokens") or 0) + (raw.get("cache_read_input_tokens") or 0) + (
-                    raw.get("cache_creation_input_tokens") or 0)
-                usage.output_tokens = raw.get("output_tokens") or 0
+                _read_usage(usage, (data.get("message") or {}).get("usage") or {})
             elif kind == "content_block_start":
                 block = dict(data.get("content_block") or {})
                 blocks[data.get("index", len(blocks))] = block
@@ -250,9 +247,7 @@ class AnthropicAdapter:
                 delta = data.get("delta") or {}
                 if delta.get("stop_reason"):
                     stop_reason = delta["stop_reason"]
-                raw = data.get("usage") or {}
-                if raw.get("output_tokens") is not None:
-                    usage.output_tokens = raw["output_tokens"]
+                _read_usage(usage, data.get("usage") or {})
         if stop_reason is not None:
             # A tool_use cut off by the token limit (max_tokens) has partial input: dropped.
             yield Ending(truncated=stop_reason == "max_tokens", calls=_tool_calls(blocks), usage=usage)
@@ -277,6 +272,19 @@ class AnthropicAdapter:
         """``GET /v1/models`` (all pages)."""
         listed = catalogue_call(self, lambda: list(self.client.models.list(limit=100)))
         return [ModelInfo(name=m.id, label=getattr(m, "display_name", "") or "", supports_tools=True) for m in listed]
+
+
+def _read_usage(usage: Usage, raw: dict[str, Any]) -> None:
+    """Fold a ``usage`` object (``message_start``, then cumulative counts in
+    ``message_delta``) into ``usage``. Input tokens include the cache reads and writes;
+    ``cached_tokens`` are the cache reads. The Messages API reports no reasoning count."""
+    parts = [raw.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
+    if any(p is not None for p in parts):
+        usage.input_tokens = sum(p or 0 for p in parts)
+    if raw.get("cache_read_input_tokens") is not None:
+        usage.cached_tokens = raw["cache_read_input_tokens"]
+    if raw.get("output_tokens") is not None:
+        usage.output_tokens = raw["output_tokens"]
 
 
 def _tool_calls(blocks: dict[int, dict[str, Any]]) -> list[StreamedToolCall]:

@@ -190,7 +190,8 @@ class OllamaAdapter:
                 call_id = call.get("id") or f"call_{uuid.uuid4().hex[:24]}"
                 calls.append(StreamedToolCall(id=call_id, name=fn.get("name") or "", arguments=raw))
             if part.get("done"):
-                usage = Usage(part.get("prompt_eval_count") or 0, part.get("eval_count") or 0)
+                # Ollama counts prompt and output tokens only; no cache or reasoning count.
+                usage = Usage(input_tokens=part.get("prompt_eval_count"), output_tokens=part.get("eval_count"))
                 yield Ending(truncated=part.get("done_reason") == "length", calls=calls, usage=usage)
                 return
 

@@ -83,6 +83,20 @@ def _to_wire(msg: ChatMessage, *, echo_reasoning: bool) -> dict[str, Any]:
     return {"role": msg.role, "content": msg.content}
 
 
+def usage_from_wire(raw: dict[str, Any]) -> Usage:
+    """A Chat Completions ``usage`` object (the final chunk with ``include_usage``) →
+    :class:`Usage`; ``prompt_tokens_details.cached_tokens`` and
+    ``completion_tokens_details.reasoning_tokens`` when the server sends them."""
+    prompt_details = raw.get("prompt_tokens_details") or {}
+    completion_details = raw.get("completion_tokens_details") or {}
+    return Usage(
+        input_tokens=raw.get("prompt_tokens"),
+        output_tokens=raw.get("completion_tokens"),
+        cached_tokens=prompt_details.get("cached_tokens"),
+        reasoning_tokens=completion_details.get("reasoning_tokens"),
+    )
+
+
 class ToolCallAssembler:
     """Assemble streamed tool-call fragments into whole calls.
 
@@ -206,8 +220,7 @@ class OpenAICompatAdapter:
         for chunk in upstream:
             data = chunk.to_dict()
             if data.get("usage"):
-                raw = data["usage"]
-                usage = Usage(raw.get("prompt_tokens") or 0, raw.get("completion_tokens") or 0)
+                usage = usage_from_wire(data["usage"])
             for choice in data.get("choices") or []:
                 delta = choice.get("delta") or {}
                 reasoning = delta.get("reasoning_content") or delta.get("reasoning")
