@@ -22,8 +22,8 @@ from rest_framework.exceptions import ValidationError
 
 from agents.event_types import check_event
 from agents.events import GROUP_MESSAGE_TYPE
-from agents.ratelimit import rate_limit_hit
 from agents.metrics import WEBSOCKETS
+from agents.ratelimit import rate_limit_hit
 from agents.replay import RunStreamCursor
 from chatplatform.api import flatten_detail
 from chatplatform.errors import ServiceError
