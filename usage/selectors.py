@@ -69,9 +69,14 @@ def usage_by_day(*, records: QuerySet[UsageRecord], group_by: str, since: date, 
                 entry["cost"][index[row["day"]]] += float(row["cost"])
         if row["cost"] is not None and row["currency"] == currency:
             total_cost += row["cost"]
-        row["cost"] = str(row["cost"]) if row["cost"] is not None else ""
+        row["cost"] = _money(row["cost"]) if row["cost"] is not None else ""
     return {"days": days, "series": list(series.values()), "rows": rows, "currency": currency,
-            "totals": {"tokens": total_tokens, "cost": str(total_cost)}}
+            "totals": {"tokens": total_tokens, "cost": _money(total_cost)}}
+
+
+def _money(value) -> str:
+    """A cost for display and CSV: six decimals (micro-units; a token costs less than a cent)."""
+    return str(Decimal(value).quantize(Decimal("0.000001")))
 
 
 def budget_status_for(*, user, thread) -> list[dict]:
