@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any
 
 from chatplatform import tracing
@@ -20,6 +21,9 @@ from .services import (
     tool_limit_reason,
     usage_record,
 )
+
+
+logger = logging.getLogger("chatplatform.runs")
 
 
 def _model_id(provider, model: str) -> int | None:
@@ -57,15 +61,21 @@ class UsageMeter:
 
     @contextlib.contextmanager
     def run_scope(self, *, run):
+        provider = run.provider.slug if run.provider else ""
         with run_context(run_id=run.pk, thread_id=run.thread_id, user_id=run.user_id):
-            if not tracing.tracing_on():
-                yield
-                return
-            with tracing.tracer().start_as_current_span(
-                "run", attributes={"run.id": str(run.pk), "thread.id": str(run.thread_id), "user.id": str(run.user_id),
-                                   "provider": run.provider.slug if run.provider else "", "model": run.model},
-            ):
-                yield
+            logger.info("run turn starts (provider %s, model %s, attempt %s)", provider or "-", run.model or "-",
+                        run.attempts)
+            try:
+                if not tracing.tracing_on():
+                    yield
+                    return
+                with tracing.tracer().start_as_current_span(
+                    "run", attributes={"run.id": str(run.pk), "thread.id": str(run.thread_id),
+                                       "user.id": str(run.user_id), "provider": provider, "model": run.model},
+                ):
+                    yield
+            finally:
+                logger.info("run turn ends")
 
     def span(self, name: str, **attributes):
         if not tracing.tracing_on():
