@@ -22,7 +22,6 @@ from .services import (
     usage_record,
 )
 
-
 logger = logging.getLogger("chatplatform.runs")
 
 
