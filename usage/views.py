@@ -37,10 +37,15 @@ def _window(request) -> tuple[datetime, datetime, int, str]:
     return until - timedelta(days=days), until, days, group
 
 
-def _page(request, *, own: bool):
+def _usage(request, *, own: bool) -> tuple[dict, datetime, datetime, int, str]:
     since, until, days, group = _window(request)
     records = usage_records(user=request.user if own else None, since=since, until=until)
     data = usage_by_day(records=records, group_by=group, since=since.date(), until=until.date())
+    return data, since, until, days, group
+
+
+def _page(request, *, own: bool):
+    data, _, _, days, group = _usage(request, own=own)
     return render(request, "usage/usage.html", {
         "own": own, "days": days, "group": group, "groups": list(GROUPS), "data": data,
         "day_choices": [7, 30, 90, 365],
@@ -62,9 +67,7 @@ def usage_mine(request):
 
 
 def _csv(request, *, own: bool) -> HttpResponse:
-    since, until, _, group = _window(request)
-    records = usage_records(user=request.user if own else None, since=since, until=until)
-    data = usage_by_day(records=records, group_by=group, since=since.date(), until=until.date())
+    data, since, until, _, group = _usage(request, own=own)
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="usage-{group}-{since:%Y%m%d}-{until:%Y%m%d}.csv"'
     writer = csv.writer(response)

@@ -37,20 +37,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
-from .base import (
-    ChatRequest,
-    Finish,
-    ProviderError,
-    ReasoningDelta,
-    StreamedToolCall,
-    StreamEvent,
-    TextDelta,
-    Usage,
-)
+from .base import Finish, ProviderError, ReasoningDelta, TextDelta
 from .errors import scrub, status_error, unreachable
 from .thinking import ThinkFilter
+
+if TYPE_CHECKING:  # annotations only
+    from .base import ChatRequest, StreamedToolCall, StreamEvent, Usage
 
 T = TypeVar("T")
 
