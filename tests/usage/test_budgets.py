@@ -200,3 +200,19 @@ def test_a_dead_workers_hold_is_forgotten(users, workspaces, settings):
     BudgetWindow.objects.update(hold_until=timezone.now() - timedelta(seconds=1))
     hold = budget_admit(**args)
     assert hold.window_ids and BudgetWindow.objects.get().in_flight == 1
+
+
+def test_budget_status_for_the_thread_banner(users, workspaces, openai_provider):
+    Budget.objects.create(workspace=workspaces["demo"], metric="tokens", period="day", soft_limit=100,
+                          hard_limit=1000)
+    Budget.objects.create(user=users["alice"], metric="tokens", period="month", hard_limit=200)
+    spend(users["alice"], workspaces["demo"], 150)
+    thread = make_thread(users["alice"], workspaces["demo"], openai_provider)
+    client = APIClient()
+    client.force_login(users["alice"])
+    body = client.get(f"/usage/budgets/{thread.pk}/").json()
+    states = {(b["scope"], b["period"]): (b["state"], b["spent"]) for b in body["budgets"]}
+    assert states == {("workspace", "day"): ("warning", "150"), ("user", "month"): ("ok", "150")}
+
+    client.force_login(users["dave"])  # not a member of the thread's workspace: the thread does not exist for him
+    assert client.get(f"/usage/budgets/{thread.pk}/").status_code == 404
