@@ -60,6 +60,26 @@ def test_usage_page_draws_the_seeded_usage(browser, embedded_platform):  # noqa:
         own = member.evaluate("() => JSON.parse(document.getElementById('usage-data').textContent)")
         alice_total = sum(int(r["input_tokens"]) + int(r["output_tokens"]) for r in rows if r["user"] == "alice")
         assert own["totals"]["tokens"] == alice_total
+
+        # In a chat: each reply shows its tokens on hover and the header the chat's total.
+        member.goto("/chat/")
+        member.select_option("#new-chat-form select[name=workspace]", "demo")
+        member.select_option("#new-provider", "offline")
+        member.click("#new-chat")
+        member.wait_for_url(re.compile(r"/chat/[0-9a-f-]{36}/$"))
+        member.wait_for_selector("#conn.ok", state="attached")
+        member.fill("#input", "How does the with statement work?")
+        member.click("#send")
+        member.wait_for_function("() => document.getElementById('thread-usage').textContent.includes('tokens')",
+                                 timeout=60_000)
+        total = int(member.locator("#thread-usage").inner_text().split()[0])
+        turn = member.locator("article.msg.assistant").last
+        assert "output tokens" in (turn.get_attribute("title") or "") and "no price set" in turn.get_attribute("title")
+        thread_id = member.locator("#messages").get_attribute("data-thread-id")
+        stored = member.evaluate("""(id) => fetch('/api/v1/threads/' + id + '/messages/').then(r => r.json())""",
+                                 thread_id)
+        assert total == sum((m["usage"].get("input_tokens") or 0) + (m["usage"].get("output_tokens") or 0)
+                            for m in stored if m["role"] == "assistant") > 0
         member.context.close()
     finally:
         context.close()
