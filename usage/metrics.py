@@ -67,3 +67,15 @@ def register_database_collector() -> None:
         if not _registered:
             REGISTRY.register(DatabaseCollector())
             _registered = True
+
+
+def start_worker_exporter(*, port: int, addr: str = "127.0.0.1"):
+    """Serve this process's series on ``http://<addr>:<port>/metrics`` (a Celery worker's
+    run-path series; started at ``worker_ready`` when ``WORKER_METRICS_PORT`` is set). Binds
+    to loopback unless told otherwise. Returns the server (``shutdown()`` stops it)."""
+    from prometheus_client import start_http_server
+
+    import agents.metrics  # noqa: F401 (registers the run-path series before the first turn)
+
+    server, _thread = start_http_server(port, addr=addr)
+    return server

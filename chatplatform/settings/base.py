@@ -283,6 +283,9 @@ BUDGET_BUSY_RETRY_S = env.int("BUDGET_BUSY_RETRY_S", default=5)
 # /metrics: served to these client addresses, or to anyone sending "Authorization: Bearer <METRICS_TOKEN>".
 METRICS_ALLOWED_IPS = env.list("METRICS_ALLOWED_IPS", default=["127.0.0.1", "::1"])
 METRICS_TOKEN = env("METRICS_TOKEN", default="")
+# A Celery worker's own series (time to first token, tokens/s, provider errors…) on this port.
+WORKER_METRICS_PORT = env.int("WORKER_METRICS_PORT", default=0)
+WORKER_METRICS_ADDR = env("WORKER_METRICS_ADDR", default="127.0.0.1")
 # OpenTelemetry traces: off unless an OTLP endpoint is set (e.g. http://collector:4318).
 OTEL_EXPORTER_OTLP_ENDPOINT = env("OTEL_EXPORTER_OTLP_ENDPOINT", default="")
 OTEL_SERVICE_NAME = env("OTEL_SERVICE_NAME", default="chatplatform")

@@ -93,3 +93,21 @@ def test_metrics_allowlist_takes_networks(db, settings):
     settings.METRICS_ALLOWED_IPS = ["10.0.0.0/8"]
     assert Client(REMOTE_ADDR="10.1.2.3").get("/metrics").status_code == 200
     assert Client(REMOTE_ADDR="127.0.0.1").get("/metrics").status_code == 403
+
+
+def test_a_worker_serves_its_own_series_on_loopback(db):
+    import socket
+
+    import httpx
+
+    from usage.metrics import start_worker_exporter
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = start_worker_exporter(port=port)
+    try:
+        body = httpx.get(f"http://127.0.0.1:{port}/metrics", trust_env=False).text
+        assert "chatplatform_time_to_first_token_seconds" in body and "chatplatform_tokens_total" in body
+    finally:
+        server.shutdown()
