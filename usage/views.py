@@ -111,6 +111,9 @@ def _metrics_allowed(request) -> bool:
     header = request.headers.get("Authorization", "")
     if token and secrets.compare_digest(header, f"Bearer {token}"):
         return True
+    if "X-Forwarded-For" in request.headers or "Forwarded" in request.headers:
+        # Proxied: the peer address is the proxy's (often loopback), not the client's.
+        return False
     try:
         client = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
     except ValueError:
@@ -126,7 +129,8 @@ def _metrics_allowed(request) -> bool:
 
 @require_GET
 def metrics(request):
-    """Prometheus exposition for allowlisted addresses (``METRICS_ALLOWED_IPS``) or a bearer
+    """Prometheus exposition for allowlisted addresses (``METRICS_ALLOWED_IPS``, direct
+    connections only: a request that came through a proxy needs the token) or a bearer
     ``METRICS_TOKEN``; everyone else gets 403."""
     if not _metrics_allowed(request):
         return HttpResponseForbidden("metrics are not public\n", content_type="text/plain")

@@ -89,6 +89,13 @@ def test_metrics_refuse_a_public_request_without_the_token(db, settings, address
     assert allowed.status_code == 200 and b"chatplatform_runs" in allowed.content
 
 
+def test_a_proxied_request_from_loopback_needs_the_token(db, settings):
+    settings.METRICS_TOKEN = "s3cret-token"
+    proxied = Client(REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="203.0.113.7")
+    assert proxied.get("/metrics").status_code == 403
+    assert proxied.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-token").status_code == 200
+
+
 def test_metrics_allowlist_takes_networks(db, settings):
     settings.METRICS_ALLOWED_IPS = ["10.0.0.0/8"]
     assert Client(REMOTE_ADDR="10.1.2.3").get("/metrics").status_code == 200
