@@ -8,9 +8,9 @@ The run path calls the installed :class:`Meter` at five moments:
 * ``before_round(run)`` — before every model request of a run (the first and each one after
   a tool round); raise :class:`DispatchRefused` and the provider is not called. Returns a
   *hold* (opaque) that the round's end gives back;
-* ``after_round(run, message, usage, hold, emit)`` — when the response's usage is known
+* ``after_round(run, message, usage, hold, emitter)`` — when the response's usage is known
   (``usage`` None: the provider reported none). Returns the dict stored as the message's
-  ``usage`` (token counts, cost); ``emit(type, **fields)`` publishes a run event;
+  ``usage`` (token counts, cost); ``emitter`` is the run's ``RunEmitter`` (for ``budget.warning``);
 * ``release(hold)`` — the round ended without a response (provider error, cancel);
 * ``tool_over_limit(run, tool_name)`` — before a tool call executes: a reason string sends
   the call to approval instead of running it; None lets it run;
@@ -45,7 +45,7 @@ class Meter(Protocol):
 
     def before_round(self, *, run) -> Any: ...
 
-    def after_round(self, *, run, message, usage, hold: Any, emit) -> dict: ...
+    def after_round(self, *, run, message, usage, hold: Any, emitter) -> dict: ...
 
     def release(self, hold: Any) -> None: ...
 
@@ -63,7 +63,7 @@ class _NoMeter:
     def before_round(self, *, run) -> Any:
         return None
 
-    def after_round(self, *, run, message, usage, hold: Any, emit) -> dict:
+    def after_round(self, *, run, message, usage, hold: Any, emitter) -> dict:
         return usage.as_dict() if usage is not None else {}
 
     def release(self, hold: Any) -> None:

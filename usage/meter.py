@@ -43,13 +43,13 @@ class UsageMeter:
                             model_id=_model_id(run.provider, run.model),
                             price=price_for(provider=run.provider, model=run.model))
 
-    def after_round(self, *, run, message, usage, hold: Any, emit) -> dict:
+    def after_round(self, *, run, message, usage, hold: Any, emitter) -> dict:
         counts = usage.as_dict() if usage is not None else None
         record = usage_record(run=run, message=message, usage=counts, hold=hold)
         metrics.record_tokens(provider=record.provider if record else "", model=run.model, usage=counts)
         for warning in budget_warnings(user_id=run.user_id, workspace_id=run.thread.workspace_id,
                                        model_id=_model_id(run.provider, run.model)):
-            emit("budget.warning", **warning)
+            emitter.emit("budget.warning", **warning)
         return message_usage(record, counts)
 
     def release(self, hold: Any) -> None:

@@ -253,7 +253,7 @@ class _Loop:
         metrics.record_round(provider=provider, first_token_s=first_text, duration_s=time.monotonic() - started,
                              output_tokens=usage.output_tokens if usage else None)
         streamed.usage = meter().after_round(run=self.run, message=assistant, usage=usage, hold=hold,
-                                             emit=self.emitter.emit)
+                                             emitter=self.emitter)
         return streamed
 
     def _execute_calls(self, assistant: Message) -> str:

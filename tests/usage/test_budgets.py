@@ -11,14 +11,14 @@ from decimal import Decimal
 
 import pytest
 from django.db import close_old_connections
+from django.test import Client
 from django.utils import timezone
-from rest_framework.test import APIClient
 
 from agents.metering import DispatchRefused
 from chat.models import Message
-from tests.agents.wire_helpers import *  # noqa: F403
 from tests.conftest import make_thread, types
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
+from tests.providers.wire_helpers import *  # noqa: F403
 from usage.models import Budget, BudgetWindow, UsageRecord
 from usage.services import Hold, budget_admit, budget_release, usage_record, window_bounds
 
@@ -36,19 +36,14 @@ def spend(user, workspace, tokens: int, *, model="fake-model", provider="fake-op
                                       input_tokens=tokens, output_tokens=0, created_at=timezone.now())
 
 
-def api(user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
 def test_hard_limit_reached_refuses_the_send_with_429_and_retry_after(users, workspaces, openai_provider,
-                                                                        fake_openai):
+                                                                        fake_openai, api_for):
     Budget.objects.create(workspace=workspaces["demo"], metric="tokens", period="day", hard_limit=1000)
     spend(users["bob"], workspaces["demo"], 1000)  # someone else in the workspace used it up
     thread = make_thread(users["alice"], workspaces["demo"], openai_provider)
 
-    response = api(users["alice"]).post(f"/api/v1/threads/{thread.pk}/runs/", {"content": "Hello"}, format="json")
+    response = api_for(users["alice"]).post(f"/api/v1/threads/{thread.pk}/runs/", {"content": "Hello"},
+                                            format="json")
 
     assert response.status_code == 429
     error = response.json()["error"]
@@ -105,7 +100,7 @@ def test_hard_limit_between_tool_rounds_stops_before_the_next_provider_call(user
 
 
 def test_cost_budget_counts_only_priced_usage_in_its_currency(users, workspaces, openai_provider, fake_openai,
-                                                               converse):
+                                                               converse, api_for):
     from agents.models import LLMModel
     from usage.models import ModelPrice
 
@@ -118,7 +113,8 @@ def test_cost_budget_counts_only_priced_usage_in_its_currency(users, workspaces,
     run, events = converse(thread, users["alice"], "Hi")
     assert types(events)[-1] == "run.completed"  # admitted while under the limit: one round may pass it
 
-    response = api(users["alice"]).post(f"/api/v1/threads/{thread.pk}/runs/", {"content": "Again"}, format="json")
+    response = api_for(users["alice"]).post(f"/api/v1/threads/{thread.pk}/runs/", {"content": "Again"},
+                                            format="json")
     assert response.status_code == 429 and "0.06 of 0.05 USD" in response.json()["error"]["message"]
 
 
@@ -208,7 +204,7 @@ def test_budget_status_for_the_thread_banner(users, workspaces, openai_provider)
     Budget.objects.create(user=users["alice"], metric="tokens", period="month", hard_limit=200)
     spend(users["alice"], workspaces["demo"], 150)
     thread = make_thread(users["alice"], workspaces["demo"], openai_provider)
-    client = APIClient()
+    client = Client()
     client.force_login(users["alice"])
     body = client.get(f"/usage/budgets/{thread.pk}/").json()
     states = {(b["scope"], b["period"]): (b["state"], b["spent"]) for b in body["budgets"]}

@@ -4,13 +4,12 @@ the limit is not executed but waits for approval, and runs once when approved.""
 from __future__ import annotations
 
 import pytest
-from rest_framework.test import APIClient
 
 from agents.models import ToolCall, ToolPolicy
 from agents.services import run_create
-from tests.agents.tooltest import call, scoped_toolbox
 from tests.conftest import make_thread, types
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
+from tests.policy.tooltest import call, scoped_toolbox
 from usage.models import ToolLimit
 from usage.services import tool_limit_reason
 
@@ -33,7 +32,7 @@ def lookup_turn(fake, sink_for, thread, user, n):
 
 
 def test_calls_over_the_limit_go_to_approval_and_run_once_approved(box, users, workspaces, openai_provider,
-                                                                    fake_openai, sink_for):
+                                                                    fake_openai, sink_for, api_for):
     ToolLimit.objects.create(tool_name="kb_lookup", max_calls=2, period="day")
     thread = make_thread(users["alice"], workspaces["demo"], openai_provider)
     for n in (1, 2):  # within the limit: no person involved
@@ -49,9 +48,7 @@ def test_calls_over_the_limit_go_to_approval_and_run_once_approved(box, users, w
     ledger = ToolCall.objects.get(pk=request["tool_call_id"])
     assert ledger.status == "awaiting_approval"
 
-    client = APIClient()
-    client.force_authenticate(users["alice"])
-    response = client.post(f"/api/v1/tool-calls/{ledger.pk}/decision/", {"decision": "approve"}, format="json")
+    response = api_for(users["alice"]).post(f"/api/v1/tool-calls/{ledger.pk}/decision/", {"decision": "approve"}, format="json")
     assert response.status_code == 200
     assert types(sink.until_terminal(run.pk))[-1] == "run.completed"
     assert [c[1]["query"] for c in box.calls] == ["q1", "q2", "q3"]

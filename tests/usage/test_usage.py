@@ -9,12 +9,12 @@ import pytest
 
 from agents.models import LLMModel
 from chat.models import Message
-from tests.agents.wire_helpers import *  # noqa: F403
-from tests.agents.wire_helpers import assert_completed
 from tests.conftest import make_thread, types
 from tests.fakes.anthropic_server import message_delta
 from tests.fakes.ollama_server import done, text_parts
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
+from tests.providers.wire_helpers import *  # noqa: F403
+from tests.providers.wire_helpers import assert_completed
 from usage.models import ModelPrice, UsageRecord
 from usage.services import usage_cost
 
