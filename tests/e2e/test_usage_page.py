@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from .test_browser import ARTIFACTS, STEP_MS, browser  # noqa: F401 (the browser fixture)
+from .test_browser import ARTIFACTS, STEP_MS
 
 pytestmark = pytest.mark.browser
 
@@ -24,7 +24,7 @@ def sign_in(context, platform, username):
     return page
 
 
-def test_usage_page_draws_the_seeded_usage(browser, embedded_platform):  # noqa: F811
+def test_usage_page_draws_the_seeded_usage(browser, embedded_platform):
     embedded_platform.manage("seed_usage", "--sample-days", "14")
     context = browser.new_context(viewport={"width": 1280, "height": 1000}, base_url=embedded_platform.base_url)
     context.set_default_timeout(STEP_MS)
