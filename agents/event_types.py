@@ -36,19 +36,24 @@ _ALL = (
     EventType("permission.denied", ("tool", "required_role", "alternatives")),
     EventType("approval.requested", ("tool_call_id", "tool", "arguments_summary", "risk", "risk_level",
                                      "env_context", "dangerous", "countdown_s"),
-              optional=("description",)),  # an agent's own reason for asking (agent_runs)
+              # description: an agent's own reason for asking (agent_runs); reason: a per-tool
+              # call limit sent the call to approval (usage)
+              optional=("description", "reason")),
     EventType("approval.resolved", ("tool_call_id", "decision", "decided_by")),
     EventType("knowledge.saved", ("item_id", "title")),
     EventType("knowledge.changed", ("item_ids",)),
     EventType("message.completed", ("message_id", "status")),
+    # A budget's soft limit (or, without one, its hard limit) reached: once per budget window.
+    EventType("budget.warning", ("budget_id", "scope", "metric", "period", "spent", "soft_limit", "hard_limit",
+                                 "currency", "resets_at")),
     EventType("run.completed", ("status",), terminal=True),
     EventType("run.failed", ("status", "error", "retryable"), terminal=True),
     EventType("run.cancelled", ("status",), terminal=True),
     # Sent to one socket: a bad frame, a refused action, missing events. Extra fields by
     # code: events_missing → run_id, from_seq, to_seq; rate_limited → retry_after; a refused
-    # decision → status, tool_call_id.
+    # decision → status, tool_call_id; budget_exceeded → retry_after, resets_at.
     EventType("error", ("code", "message"),
-              optional=("run_id", "from_seq", "to_seq", "retry_after", "status", "tool_call_id"),
+              optional=("run_id", "from_seq", "to_seq", "retry_after", "status", "tool_call_id", "resets_at"),
               run_event=False),
 )
 

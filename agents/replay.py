@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from .event_log import event_log
 from .event_types import TERMINAL_TYPES
+from .metrics import EVENTS_FILLED
 
 
 class RunStreamCursor:
@@ -35,6 +36,7 @@ class RunStreamCursor:
         out = []
         for event in await self._read(run_id, after_seq):
             out.extend(self._take(event))
+        EVENTS_FILLED.labels("replay").inc(len(out))
         return out
 
     async def catch_up(self, run_id: str) -> list[dict]:
@@ -44,6 +46,7 @@ class RunStreamCursor:
         out = []
         for event in await self._read(run_id, last):
             out.extend(self._take(event))
+        EVENTS_FILLED.labels("gap").inc(len(out))
         return out
 
     def finished(self, run_id: str) -> bool:
@@ -59,7 +62,9 @@ class RunStreamCursor:
             missing = [e for e in await self._read(run_id, last) if e["seq"] < seq]
             for e in missing:
                 out.extend(self._take(e))
+            EVENTS_FILLED.labels("replay" if last == 0 else "gap").inc(len(out))
             if self.delivered.get(run_id, 0) < seq - 1:
+                EVENTS_FILLED.labels("missing").inc(seq - 1 - self.delivered.get(run_id, 0))
                 out.append({
                     "type": "error", "run_id": run_id, "code": "events_missing",
                     "message": f"Events {self.delivered.get(run_id, 0) + 1}–{seq - 1} of this run are no longer "

@@ -16,6 +16,7 @@ from chatplatform.errors import ServiceError
 
 from .backends import abandon_waiting
 from .events import RunEmitter
+from .metering import meter
 from .models import AuditEvent, Run, ToolCall
 from .ratelimit import rate_limit_hit
 from .risk import COUNTDOWN_S
@@ -61,8 +62,10 @@ def run_create(
     them ``content`` may be empty (the run then has no user message). Raises
     :class:`RunRejected`: ``empty_message`` (400), ``message_too_long`` (413, over 32 000
     chars), ``run_in_progress`` (409, the thread already has a queued or running run),
-    ``too_many_active_runs`` / ``rate_limited`` (429 + ``retry_after``); and
-    ``UIContextError`` (413/422, audited) for a context it cannot accept.
+    ``too_many_active_runs`` / ``rate_limited`` (429 + ``retry_after``);
+    ``UIContextError`` (413/422, audited) for a context it cannot accept; and
+    ``DispatchRefused`` ``budget_exceeded`` (429 + ``retry_after``: a budget's hard limit
+    is reached; ``agents.metering``).
     ``user_message`` (a user message of ``thread`` at the end of the selected branch) re-runs
     that turn instead of appending a new question: regenerate and retry (chat/services.py).
     """
@@ -91,6 +94,7 @@ def run_create(
         wait = rate_limit_hit(key=f"runs:{user.pk}", spec=settings.RUN_RATE_LIMIT)
         if wait:
             raise RunRejected("rate_limited", f"Too many messages; try again in {wait:.0f} s.", 429, retry_after=wait)
+        meter().before_run(user=user, thread=thread)  # budgets: a hard limit reached → 429
         for waiting in Run.objects.filter(thread=thread, status=Run.Status.AWAITING_APPROVAL):
             _end_waiting_run(waiting, reason="Not executed: the user sent a new message instead of deciding.",
                              decision="superseded")

@@ -17,7 +17,9 @@ Prints, per concurrency level:
 * ``failed`` — chats that did not complete with the full text.
 
 Usage: ``.venv/bin/python bench/stream_latency.py [--chats 1,10,50] [--tokens 200]
-[--rate 50] [--services]``. Numbers go to stdout; nothing is asserted.
+[--rate 50] [--services] [--observability default|off|tracing]``. Numbers go to stdout;
+nothing is asserted. ``--observability off`` drops the request-metrics middleware;
+``tracing`` also exports traces (OTLP/HTTP) to a collector on loopback.
 """
 
 from __future__ import annotations
@@ -194,13 +196,27 @@ def main() -> None:
     parser.add_argument("--services", action="store_true", help="also run with PostgreSQL + Redis + Celery")
     parser.add_argument("--embedded", action=argparse.BooleanOptionalAction, default=True, help="run embedded mode")
     parser.add_argument("--env", action="append", default=[], help="extra NAME=VALUE for the platform (tuning)")
+    parser.add_argument("--observability", choices=["default", "off", "tracing"], default="default",
+                        help="off: no request metrics middleware (METRICS_ENABLED=false); tracing: also export "
+                             "OpenTelemetry traces to a local OTLP collector")
     args = parser.parse_args()
     levels = [int(x) for x in args.chats.split(",")]
     extra = dict(item.split("=", 1) for item in args.env)
+    collector = None
+    if args.observability == "off":
+        extra["METRICS_ENABLED"] = "false"
+    elif args.observability == "tracing":
+        from tests.fakes.otlp_collector import FakeCollector
+
+        collector = FakeCollector().start()
+        extra["OTEL_EXPORTER_OTLP_ENDPOINT"] = collector.base_url
     if args.embedded:
         run_mode("embedded", levels, args.tokens, args.rate, extra)
     if args.services:
         run_mode("services", levels, args.tokens, args.rate, extra)
+    if collector is not None:
+        print(json.dumps({"spans_exported": len(collector.snapshot())}), flush=True)
+        collector.stop()
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from rest_framework.exceptions import ValidationError
 
 from agents.event_types import check_event
 from agents.events import GROUP_MESSAGE_TYPE
+from agents.metrics import WEBSOCKETS
 from agents.ratelimit import rate_limit_hit
 from agents.replay import RunStreamCursor
 from chatplatform.api import flatten_detail
@@ -75,8 +76,11 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         self.cursor = RunStreamCursor()
         await self.channel_layer.group_add(self.group_name, self.channel_name)
         await self.accept()
+        WEBSOCKETS.inc()
 
     async def disconnect(self, code: int) -> None:
+        if self.group_name:
+            WEBSOCKETS.dec()
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None

@@ -14,6 +14,7 @@ from knowledge import api as knowledge_api
 from knowledge import upload_api as knowledge_upload_api
 from openai_api import views as openai_views
 from sso.views import PlatformLoginView
+from usage import views as usage_views
 
 
 class LoginThrottle(AnonRateThrottle):
@@ -60,6 +61,8 @@ urlpatterns = [
     path("oidc/", include("sso.urls")),
     path("chat/", include("chat.urls")),
     path("knowledge/", include("knowledge.urls")),
+    path("usage/", include("usage.urls")),
+    path("metrics", usage_views.metrics, name="metrics"),
     path("api/v1/", include(api_v1)),
     # OpenAI-compatible API (openai_api/): base URL for OpenAI clients is <host>/v1
     path("v1/chat/completions", csrf_exempt(openai_views.chat_completions), name="openai-chat-completions"),

@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from agents import metrics
 from agents.client_tools import client_tools_for
 from agents.grounding import grounding_for
 from agents.loop.execute import execute_tool_call
 from agents.loop.prompt import system_prompt, thread_history
 from agents.loop.tiers import history_window, run_plan
+from agents.metering import DispatchRefused, meter
 from agents.models import Run
 from agents.pipeline import policy_views, tool_pipeline
 from agents.providers import (
@@ -57,6 +59,8 @@ class Streamed:
     reasoning: list[str] = field(default_factory=list)
     tool_calls: list[StreamedToolCall] = field(default_factory=list)
     finish: Finish | None = None
+    # The response's usage as stored on the message (agents.metering: counts, cost).
+    usage: dict | None = None
 
     @property
     def content(self) -> str:
@@ -112,6 +116,8 @@ class _Loop:
                 return self.close_cancelled(assistant)
             except ProviderError as exc:
                 return self._provider_failed(assistant, exc)
+            except DispatchRefused as exc:  # a budget's hard limit: the provider is not called
+                return self._refused(assistant, exc)
             run.iterations += 1
             Run.objects.filter(pk=run.pk).update(iterations=run.iterations)
             finish = streamed.finish or Finish("stop")
@@ -200,8 +206,13 @@ class _Loop:
             echo_reasoning=plan.echo_reasoning,
             grounding=grounding.sources,
         )
+        hold = meter().before_round(run=self.run)  # may raise DispatchRefused
         streamed = Streamed()
-        last_persist = time.monotonic()
+        last_persist = started = time.monotonic()
+        first_text: float | None = None
+        provider = self.run.provider.slug if self.run.provider else ""
+        span = meter().span("model.request", provider=provider, model=self.run.model)
+        span.__enter__()
         stream = adapter.stream(request)
         try:
             for event in stream:
@@ -211,6 +222,8 @@ class _Loop:
                     self._partial = streamed
                     raise RunCancelled
                 if isinstance(event, TextDelta):
+                    if first_text is None:
+                        first_text = time.monotonic() - started
                     streamed.text.append(event.text)
                     self.emitter.text(event.text)
                 elif isinstance(event, ReasoningDelta):
@@ -225,13 +238,22 @@ class _Loop:
                     last_persist = now
                     assistant.content = streamed.content
                     assistant.save(update_fields=["content", "updated_at"])
-        except ProviderError as exc:
-            exc.partial = streamed  # type: ignore[attr-defined]
+        except BaseException as exc:
+            if isinstance(exc, ProviderError):
+                exc.partial = streamed  # type: ignore[attr-defined]
+                metrics.PROVIDER_ERRORS.labels(exc.code).inc()
+            meter().release(hold)
             raise
         finally:
             close = getattr(stream, "close", None)
             if close:
                 close()
+            span.__exit__(None, None, None)
+        usage = streamed.finish.usage if streamed.finish else None
+        metrics.record_round(provider=provider, first_token_s=first_text, duration_s=time.monotonic() - started,
+                             output_tokens=usage.output_tokens if usage else None)
+        streamed.usage = meter().after_round(run=self.run, message=assistant, usage=usage, hold=hold,
+                                             emitter=self.emitter)
         return streamed
 
     def _execute_calls(self, assistant: Message) -> str:
@@ -243,10 +265,11 @@ class _Loop:
                 continue
             if self.turn.cancelled():
                 return "cancelled"
-            outcome = execute_tool_call(
-                run=self.run, assistant=assistant, call=call, ctx=self.ctx,
-                offered=self.offered, policies=self.policies, emitter=self.emitter, tick=self.turn.cancelled,
-            )
+            with meter().span("tool.call", tool=call["name"]):
+                outcome = execute_tool_call(
+                    run=self.run, assistant=assistant, call=call, ctx=self.ctx,
+                    offered=self.offered, policies=self.policies, emitter=self.emitter, tick=self.turn.cancelled,
+                )
             if outcome.pending:
                 return "awaiting_approval"  # later calls wait until this one is decided
             self.pending_citations.extend(outcome.citations)
@@ -257,8 +280,8 @@ class _Loop:
         assistant.content = streamed.content
         assistant.reasoning = "".join(streamed.reasoning)
         assistant.status = status
-        if streamed.finish and streamed.finish.usage:
-            assistant.usage = streamed.finish.usage.as_dict()
+        if streamed.usage is not None:
+            assistant.usage = streamed.usage
         if self.pending_citations and not assistant.tool_calls:
             assistant.citations = _dedupe(self.pending_citations)
         assistant.save()
@@ -279,6 +302,13 @@ class _Loop:
         assistant.error = {"code": exc.code, "message": exc.message}
         self._close_assistant(assistant, partial, status)
         return Outcome.failed(exc.code, exc.message, retryable=exc.retryable)
+
+    def _refused(self, assistant: Message, exc: DispatchRefused) -> Outcome:
+        """A budget refused the next model request: the reason (with the reset time) is the
+        assistant's message, and the run fails with ``budget_exceeded``."""
+        assistant.error = {"code": exc.code, "message": exc.message}
+        self._close_assistant(assistant, Streamed(text=[exc.message]), Message.Status.ERROR)
+        return Outcome.failed(exc.code, exc.message)
 
     def close_cancelled(self, assistant: Message | None) -> Outcome:
         """End a cancelled run's work: partial text kept as ``cancelled``; unanswered tool

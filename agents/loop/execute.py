@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from agents.events import RunEmitter
+from agents.metering import meter
 from agents.models import AuditEvent, ToolCall
 from agents.pipeline import PolicyView, policy_defaults, tool_guard
 from agents.presentation import arguments_summary
@@ -200,6 +201,9 @@ def execute_tool_call(
 
     if assessment.needs_approval and ledger.status != ToolCall.Status.APPROVED:
         return _request_approval(ledger, emitter, model_args, assessment)
+    over_limit = meter().tool_over_limit(run=run, tool_name=name) if ledger.status != ToolCall.Status.APPROVED else None
+    if over_limit:  # a per-tool call limit: a person decides instead of the limit refusing
+        return _request_approval(ledger, emitter, model_args, assessment, reason=over_limit)
     if not lifecycle.tool_call_claim(ledger=ledger):
         ledger.refresh_from_db()  # claimed elsewhere meanwhile: never run twice
         return _replay(run, assistant, call, ledger, emitter) or CallOutcome(None, [], pending=True)
@@ -229,9 +233,10 @@ def _replay(run, assistant, call, ledger, emitter) -> CallOutcome | None:
     return CallOutcome(_tool_message(run, assistant, call, content, ledger.is_error), [])
 
 
-def _request_approval(ledger, emitter, model_args: dict, assessment) -> CallOutcome:
+def _request_approval(ledger, emitter, model_args: dict, assessment, *, reason: str = "") -> CallOutcome:
     if not lifecycle.tool_call_park(ledger=ledger):
         return CallOutcome(None, [], pending=True)  # parked (or decided) by another attempt
+    extra = {"reason": reason} if reason else {}
     emitter.emit(
         "approval.requested",
         tool_call_id=str(ledger.pk),
@@ -242,6 +247,7 @@ def _request_approval(ledger, emitter, model_args: dict, assessment) -> CallOutc
         env_context=assessment.env_context,
         dangerous=assessment.dangerous,
         countdown_s=assessment.countdown_s,
+        **extra,
     )
     return CallOutcome(None, [], pending=True)
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
-from agents.providers import ChatMessage
+from agents.providers import ChatMessage, capabilities
+from agents.providers.capabilities import CLOUD_HOST_SUFFIXES  # noqa: F401 (re-exported)
 
 logger = logging.getLogger(__name__)
 
@@ -45,12 +45,6 @@ SMALL = TierSpec("small", history_limit=SMALL_HISTORY_MESSAGES, max_output_token
 FULL = TierSpec("full", history_limit=None, max_output_tokens=None, num_ctx=16384, think=None)
 TIERS = {"small": SMALL, "full": FULL}
 
-# Hosts whose models are large hosted models: never the small tier unless overridden.
-CLOUD_HOST_SUFFIXES = (
-    "openai.com", "anthropic.com", "deepseek.com", "mistral.ai", "groq.com", "together.xyz", "together.ai",
-    "openrouter.ai", "googleapis.com", "fireworks.ai", "x.ai", "azure.com", "perplexity.ai", "cohere.ai",
-    "cohere.com", "moonshot.cn", "moonshot.ai", "dashscope.aliyuncs.com", "bigmodel.cn", "cerebras.ai",
-)
 _SIZE_RE = re.compile(r"(?:^|[^a-z0-9.])e?(\d+(?:\.\d+)?)([bm])(?![a-z0-9])")
 _MOE_RE = re.compile(r"(?:^|[^a-z0-9.])(\d+)x(\d+(?:\.\d+)?)b(?![a-z0-9])")
 # Small models whose usual tag carries no size ("phi3" is phi-3-mini, "llama3.2" is 3B).
@@ -90,14 +84,7 @@ def name_suggests_small(name: str) -> bool:
 
 
 def is_cloud(provider) -> bool:
-    if provider is None:
-        return False
-    if provider.kind == "anthropic":
-        return True
-    if provider.kind != "openai_compatible":
-        return False
-    host = (urlsplit(provider.base_url or "https://api.openai.com/v1").hostname or "").lower()
-    return any(host == s or host.endswith("." + s) for s in CLOUD_HOST_SUFFIXES)
+    return provider is not None and capabilities(provider).cloud(provider.base_url)
 
 
 def resolve_tier(*, thread_tier: str, provider, model_name: str, model_row=None,
@@ -107,7 +94,7 @@ def resolve_tier(*, thread_tier: str, provider, model_name: str, model_row=None,
         return TIERS[thread_tier], "set on the thread"
     if model_row is not None and model_row.prompt_tier in TIERS:
         return TIERS[model_row.prompt_tier], "set on the model"
-    if provider is None or provider.kind in ("offline", "agent_runs"):
+    if not capabilities(provider).tier_by_size:
         return FULL, "default"
     if is_cloud(provider):
         return FULL, "cloud provider"
@@ -160,16 +147,9 @@ class RunPlan:
 
 
 def provider_options(tier: TierSpec, provider) -> dict:
-    """Provider-specific request options for ``tier``: Ollama's ``num_ctx`` / ``num_predict``
-    / ``think``; nothing for any other provider."""
-    if provider is None or provider.kind != "ollama":
-        return {}
-    options: dict = {"num_ctx": tier.num_ctx}
-    if tier.max_output_tokens:
-        options["num_predict"] = tier.max_output_tokens
-    if tier.think is not None:
-        options["think"] = tier.think
-    return options
+    """Provider-specific request options for ``tier`` (the adapter's ``request_options``:
+    Ollama's ``num_ctx`` / ``num_predict`` / ``think``; nothing for any other provider)."""
+    return capabilities(provider).request_options(tier)
 
 
 def run_plan(*, thread, provider, model_name: str) -> RunPlan:
@@ -185,7 +165,7 @@ def run_plan(*, thread, provider, model_name: str) -> RunPlan:
         model_row = LLMModel.objects.filter(provider=provider, name=model_name).first()
     parameter_size = None
     needs_size = (
-        provider is not None and provider.kind == "ollama" and thread.prompt_tier not in TIERS
+        capabilities(provider).model_details and thread.prompt_tier not in TIERS
         and (model_row is None or (model_row.prompt_tier not in TIERS and not model_row.parameter_size))
     )
     if needs_size and model_name:

@@ -2,7 +2,19 @@
 
 ``provider_for(provider_row)`` builds an adapter with the row's key (read now, from the
 environment or the encrypted field) and raises :class:`ProviderError` ``not_configured``
-when a required key is missing.
+when a required key is missing. ``capabilities(provider_row)`` says what the row's adapter
+can do (key rule, model listing and details, request options per prompt tier, cloud);
+nothing outside this package branches on ``provider.kind``.
+
+An adapter (``capabilities.CAPABILITIES`` names its class) has:
+
+* ``from_provider(row, *, api_key, max_retries, connect_timeout_s, read_timeout_s)``;
+* ``stream(ChatRequest) -> Iterator[StreamEvent]`` — for an HTTP adapter
+  ``wire.relay(self, request)``, the adapter implementing the :class:`wire.Wire` protocol
+  (``build_body``, ``open``, ``read`` → text/reasoning/one ``Ending``, ``close``,
+  ``failure(exc)``); the error, close and finish rules live once in ``wire.py``;
+* with ``lists_models``: ``list_models()``; with ``model_details``: ``model_info(name)``
+  and ``list_models(skip_details=names)``.
 """
 
 from __future__ import annotations
@@ -27,9 +39,11 @@ from .base import (
     ToolDefinition,
     Usage,
 )
+from .capabilities import Capabilities, adapter_class, capabilities
 from .keys import key_status, provider_api_key
 
 __all__ = [
+    "Capabilities",
     "ChatMessage",
     "ChatRequest",
     "Finish",
@@ -42,6 +56,7 @@ __all__ = [
     "TextDelta",
     "ToolDefinition",
     "Usage",
+    "capabilities",
     "provider_for",
 ]
 
@@ -53,54 +68,6 @@ def _limits(overrides: dict) -> dict:
         "connect_timeout_s": overrides.get("connect_timeout_s", settings.PROVIDER_CONNECT_TIMEOUT_S),
         "read_timeout_s": overrides.get("read_timeout_s", settings.PROVIDER_READ_TIMEOUT_S),
     }
-
-
-def _openai_compatible(provider, **overrides) -> ProviderAdapter:
-    from .openai_compat import OpenAICompatAdapter
-
-    return OpenAICompatAdapter(
-        base_url=provider.base_url or "https://api.openai.com/v1",
-        api_key=provider_api_key(provider) or None,
-        echo_reasoning=provider.echo_reasoning,
-        **_limits(overrides),
-    )
-
-
-def _anthropic(provider, **overrides) -> ProviderAdapter:
-    from .anthropic import DEFAULT_BASE_URL, AnthropicAdapter
-
-    return AnthropicAdapter(
-        base_url=provider.base_url or DEFAULT_BASE_URL,
-        api_key=provider_api_key(provider),
-        **_limits(overrides),
-    )
-
-
-def _ollama(provider, **overrides) -> ProviderAdapter:
-    from .ollama import OllamaAdapter
-
-    limits = _limits(overrides)
-    limits.pop("max_retries")  # a local server: no SDK retry loop
-    return OllamaAdapter(
-        base_url=provider.base_url,
-        api_key=provider_api_key(provider) or None,
-        echo_reasoning=provider.echo_reasoning,
-        **limits,
-    )
-
-
-def _offline(provider, **overrides) -> ProviderAdapter:
-    from .offline import OfflineAdapter
-
-    return OfflineAdapter(delta_delay_s=settings.OFFLINE_DELTA_DELAY_S)
-
-
-ADAPTERS = {
-    "openai_compatible": _openai_compatible,
-    "anthropic": _anthropic,
-    "ollama": _ollama,
-    "offline": _offline,
-}
 
 
 def provider_for(provider, **overrides) -> ProviderAdapter:
@@ -119,11 +86,15 @@ def provider_for(provider, **overrides) -> ProviderAdapter:
     missing = key_status(provider)
     if missing:
         raise ProviderError("not_configured", f"provider {provider.slug!r} is not configured: {missing}")
-    factory = ADAPTERS.get(provider.kind)
-    if factory is None:
+    caps = capabilities(provider)
+    if not caps.adapter:  # agent_runs is served by its backend, never by a stream adapter
         raise ProviderError("not_configured", f"provider kind {provider.kind!r} is not available in this version")
-    if provider.kind == "offline":
-        return factory(provider, **overrides)
+
+    def build() -> ProviderAdapter:
+        return adapter_class(caps).from_provider(provider, api_key=provider_api_key(provider), **_limits(overrides))
+
+    if not caps.shares_client:
+        return build()
     # Building an SDK client (HTTP pool, TLS context) costs tens of ms of CPU: reuse one per
     # provider configuration. The key includes a digest of the API key, so a changed key or
     # setting builds a new client; SDK clients are safe to share between threads.
@@ -139,7 +110,7 @@ def provider_for(provider, **overrides) -> ProviderAdapter:
         if adapter is None:
             if len(_adapter_cache) >= 64:
                 _adapter_cache.pop(next(iter(_adapter_cache)))
-            adapter = _adapter_cache[key] = factory(provider, **overrides)
+            adapter = _adapter_cache[key] = build()
         return adapter
 
 

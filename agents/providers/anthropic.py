@@ -37,7 +37,6 @@ import httpx2
 from .base import (
     ChatMessage,
     ChatRequest,
-    Finish,
     ModelInfo,
     ProviderError,
     ReasoningDelta,
@@ -46,8 +45,9 @@ from .base import (
     TextDelta,
     Usage,
 )
-from .errors import scrub, sdk_error_detail, status_error, unreachable
+from .errors import scrub, sdk_error_detail
 from .tls import ssl_context
+from .wire import Ending, Failure, catalogue_call, relay
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 # Anthropic requires max_tokens; used when the tier sets no limit (the small tier sets 4096).
@@ -149,7 +149,12 @@ def tool_schema(parameters: dict | None) -> dict:
 
 
 class AnthropicAdapter:
-    """One provider row's client. ``api_key`` is read when the adapter is built."""
+    """One provider row's client. ``api_key`` is read when the adapter is built. The
+    stream, error and finish plumbing is :mod:`agents.providers.wire`; this class maps the
+    Messages API wire format."""
+
+    think_tags = False  # thinking arrives in its own blocks
+    unfinished = "the provider's stream ended without a stop reason"
 
     def __init__(
         self,
@@ -175,6 +180,10 @@ class AnthropicAdapter:
             http_client=anthropic.DefaultHttpxClient(verify=ssl_context()),
         )
 
+    @classmethod
+    def from_provider(cls, provider, *, api_key: str, **limits) -> AnthropicAdapter:
+        return cls(base_url=provider.base_url or DEFAULT_BASE_URL, api_key=api_key, **limits)
+
     def build_body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body sent to ``/v1/messages`` (minus ``stream``). Provider options of
         other providers (Ollama's ``num_ctx``, ``think``) are never read here."""
@@ -193,36 +202,27 @@ class AnthropicAdapter:
         return body
 
     def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
-        body = self.build_body(request)
-        try:
-            stream = self.client.messages.create(stream=True, **body)
-        except anthropic.APIError as exc:
-            raise self._translate(exc, request) from exc
-        except (httpx2.HTTPError, httpx.HTTPError) as exc:
-            raise unreachable(self.base_url, exc) from exc
-        try:
-            yield from self._read(stream)
-        except anthropic.APIError as exc:
-            raise self._translate(exc, request, midstream=True) from exc
-        except (httpx2.HTTPError, httpx.HTTPError) as exc:
-            detail = scrub(str(exc), self._api_key) or type(exc).__name__
-            raise ProviderError("stream_interrupted", f"the provider's stream broke off: {detail}",
-                                retryable=True) from exc
-        finally:
-            stream.close()
+        return relay(self, request)
 
-    def _read(self, stream: Any) -> Iterator[StreamEvent]:
+    # -- the Wire protocol -------------------------------------------------------------
+    def open(self, body: dict[str, Any], request: ChatRequest) -> Any:
+        return self.client.messages.create(stream=True, **body)
+
+    def close(self, upstream: Any) -> None:
+        upstream.close()
+
+    def prefilled_thinking(self, request: ChatRequest) -> bool:
+        return False
+
+    def read(self, upstream: Any, request: ChatRequest) -> Iterator[StreamEvent | Ending]:
         blocks: dict[int, dict[str, Any]] = {}
         usage = Usage()
         stop_reason: str | None = None
-        for event in stream:
+        for event in upstream:
             data = event.to_dict() if hasattr(event, "to_dict") else dict(event)
             kind = data.get("type")
             if kind == "message_start":
-                raw = (data.get("message") or {}).get("usage") or {}
-                usage.input_tokens = (raw.get("input_tokens") or 0) + (raw.get("cache_read_input_tokens") or 0) + (
-                    raw.get("cache_creation_input_tokens") or 0)
-                usage.output_tokens = raw.get("output_tokens") or 0
+                _read_usage(usage, (data.get("message") or {}).get("usage") or {})
             elif kind == "content_block_start":
                 block = dict(data.get("content_block") or {})
                 blocks[data.get("index", len(blocks))] = block
@@ -247,58 +247,68 @@ class AnthropicAdapter:
                 delta = data.get("delta") or {}
                 if delta.get("stop_reason"):
                     stop_reason = delta["stop_reason"]
-                raw = data.get("usage") or {}
-                if raw.get("output_tokens") is not None:
-                    usage.output_tokens = raw["output_tokens"]
-        if stop_reason is None:
-            raise ProviderError("stream_interrupted", "the provider's stream ended without a stop reason",
-                                retryable=True)
-        if stop_reason == "max_tokens":
-            # A tool_use cut off by the token limit has partial input: never executed.
-            yield Finish("length", usage)
-            return
-        calls = []
-        for index in sorted(blocks):
-            block = blocks[index]
-            if block.get("type") != "tool_use":
-                continue
-            raw_args = "".join(block.get("partial") or [])
-            if not raw_args.strip():
-                raw_args = json.dumps(block["input"]) if block.get("input") else "{}"
-            calls.append(StreamedToolCall(id=block.get("id") or f"toolu_{index}", name=block.get("name") or "",
-                                          arguments=raw_args))
-        yield from calls
-        yield Finish("tool_calls" if calls else "stop", usage)
+                _read_usage(usage, data.get("usage") or {})
+        if stop_reason is not None:
+            # A tool_use cut off by the token limit (max_tokens) has partial input: dropped.
+            yield Ending(truncated=stop_reason == "max_tokens", calls=_tool_calls(blocks), usage=usage)
 
+    def failure(self, exc: BaseException) -> Failure | ProviderError | None:
+        if isinstance(exc, anthropic.APITimeoutError):
+            return Failure("timeout")
+        if isinstance(exc, anthropic.APIConnectionError):
+            return Failure("connect")
+        if isinstance(exc, anthropic.APIStatusError):
+            if exc.status_code < 400:  # an "error" event inside a 200 stream
+                return _error_event(exc, scrub(sdk_error_detail(exc), self._api_key))
+            return Failure("status", exc.status_code, sdk_error_detail(exc), exc.response.headers.get("retry-after"))
+        if isinstance(exc, anthropic.APIError):
+            return Failure("other")
+        if isinstance(exc, httpx2.HTTPError | httpx.HTTPError):
+            return Failure("transport")
+        return None
+
+    # -- catalogue ---------------------------------------------------------------------
     def list_models(self) -> list[ModelInfo]:
         """``GET /v1/models`` (all pages)."""
-        try:
-            return [ModelInfo(name=m.id, label=getattr(m, "display_name", "") or "", supports_tools=True)
-                    for m in self.client.models.list(limit=100)]
-        except anthropic.APIError as exc:
-            raise self._translate(exc, None) from exc
-        except (httpx2.HTTPError, httpx.HTTPError) as exc:
-            raise unreachable(self.base_url, exc) from exc
+        listed = catalogue_call(self, lambda: list(self.client.models.list(limit=100)))
+        return [ModelInfo(name=m.id, label=getattr(m, "display_name", "") or "", supports_tools=True) for m in listed]
 
-    def _translate(self, exc: anthropic.APIError, request: ChatRequest | None, *, midstream: bool = False) -> ProviderError:
-        if isinstance(exc, anthropic.APITimeoutError):
-            return ProviderError("timeout", f"provider timed out ({self.base_url})", retryable=True)
-        if isinstance(exc, anthropic.APIConnectionError):
-            if midstream:
-                return ProviderError("stream_interrupted", "the provider's stream broke off", retryable=True)
-            return unreachable(self.base_url, exc)
-        if isinstance(exc, anthropic.APIStatusError):
-            detail = scrub(sdk_error_detail(exc), self._api_key)
-            err_type = _error_type(exc)
-            status = exc.status_code
-            if status < 400:  # an "error" event inside a 200 stream
-                if err_type == "overloaded_error":
-                    return ProviderError("upstream_error", f"provider overloaded mid-stream: {detail}", retryable=True)
-                return ProviderError("stream_interrupted", f"provider error mid-stream ({err_type or 'error'}): {detail}",
-                                     retryable=True)
-            model = request.model if request else ""
-            return status_error(status, detail, model=model, retry_after=exc.response.headers.get("retry-after"))
-        return ProviderError("upstream_error", scrub(str(exc), self._api_key) or type(exc).__name__)
+
+def _read_usage(usage: Usage, raw: dict[str, Any]) -> None:
+    """Fold a ``usage`` object (``message_start``, then cumulative counts in
+    ``message_delta``) into ``usage``. Input tokens include the cache reads and writes;
+    ``cached_tokens`` are the cache reads. The Messages API reports no reasoning count."""
+    parts = [raw.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
+    if any(p is not None for p in parts):
+        usage.input_tokens = sum(p or 0 for p in parts)
+    if raw.get("cache_read_input_tokens") is not None:
+        usage.cached_tokens = raw["cache_read_input_tokens"]
+    if raw.get("output_tokens") is not None:
+        usage.output_tokens = raw["output_tokens"]
+
+
+def _tool_calls(blocks: dict[int, dict[str, Any]]) -> list[StreamedToolCall]:
+    """The ``tool_use`` blocks of a response as calls, in block order."""
+    calls = []
+    for index in sorted(blocks):
+        block = blocks[index]
+        if block.get("type") != "tool_use":
+            continue
+        raw_args = "".join(block.get("partial") or [])
+        if not raw_args.strip():
+            raw_args = json.dumps(block["input"]) if block.get("input") else "{}"
+        calls.append(StreamedToolCall(id=block.get("id") or f"toolu_{index}", name=block.get("name") or "",
+                                      arguments=raw_args))
+    return calls
+
+
+def _error_event(exc: anthropic.APIStatusError, detail: str) -> ProviderError:
+    """An ``event: error`` inside a 200 stream (overloaded, api_error …)."""
+    err_type = _error_type(exc)
+    if err_type == "overloaded_error":
+        return ProviderError("upstream_error", f"provider overloaded mid-stream: {detail}", retryable=True)
+    return ProviderError("stream_interrupted", f"provider error mid-stream ({err_type or 'error'}): {detail}",
+                         retryable=True)
 
 
 def _error_type(exc: anthropic.APIStatusError) -> str:
@@ -308,5 +318,3 @@ def _error_type(exc: anthropic.APIStatusError) -> str:
         if isinstance(err, dict) and isinstance(err.get("type"), str):
             return err["type"]
     return ""
-
-

@@ -72,11 +72,22 @@ class StreamedToolCall:
 
 @dataclass
 class Usage:
-    input_tokens: int = 0
-    output_tokens: int = 0
+    """Token counts of one model response, as the provider reported them.
+
+    A count the wire format does not give is None (never guessed). ``cached_tokens``: input
+    tokens read from the provider's prompt cache (included in ``input_tokens``);
+    ``reasoning_tokens``: output tokens spent on hidden reasoning (included in
+    ``output_tokens``).
+    """
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
 
     def as_dict(self) -> dict:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "cached_tokens": self.cached_tokens, "reasoning_tokens": self.reasoning_tokens}
 
 
 @dataclass

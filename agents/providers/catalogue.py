@@ -10,7 +10,8 @@
   by the admin action "Refresh models and health", ``manage.py providers_refresh``, and
   :func:`refresh_if_stale` (the models endpoint, at most once per
   ``PROVIDER_HEALTH_TTL_S``).
-* :func:`model_details_refresh` — one Ollama model's parameter size for the prompt tier.
+* :func:`model_details_refresh` — one model's parameter size for the prompt tier (adapters
+  with ``model_details``: Ollama).
 
 Admin choices on a model row (enabled, prompt tier, echo reasoning, label) are never
 overwritten by a refresh; a model gone from the listing keeps its row (threads name it)
@@ -20,7 +21,6 @@ with ``listed_at`` cleared.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -28,16 +28,12 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from . import ADAPTERS, ModelInfo, ProviderError, provider_for
+from . import ModelInfo, ProviderError, provider_for
+from .capabilities import capabilities
 from .keys import key_status
 
 logger = logging.getLogger(__name__)
 
-LISTING_KINDS = frozenset({"openai_compatible", "anthropic", "ollama"})
-PROBED_KINDS = LISTING_KINDS | {"agent_runs"}  # agent_runs: /health + /v1/capabilities (agents.agent_runs.health)
-# Entries of an OpenAI /v1/models listing that cannot chat.
-_NOT_CHAT_RE = re.compile(r"(embed|whisper|tts|dall-e|moderation|davinci|babbage|transcribe|realtime|-audio|image)",
-                          re.IGNORECASE)
 
 
 def health_ttl_s() -> float:
@@ -55,7 +51,7 @@ def setup_hint(provider) -> str:
 
 def lists_models(provider) -> bool:
     """Whether the provider has a model listing (otherwise model names are typed)."""
-    return provider.kind in LISTING_KINDS
+    return capabilities(provider).lists_models
 
 
 def provider_health(provider) -> str:
@@ -65,15 +61,16 @@ def provider_health(provider) -> str:
     missing = key_status(provider)
     if missing:
         return f"not configured: {missing}"
-    if provider.kind not in ADAPTERS and provider.kind not in PROBED_KINDS:
+    caps = capabilities(provider)
+    if not caps.available:
         return f"not available: provider kind {provider.kind!r} has no adapter in this version"
-    if provider.kind not in PROBED_KINDS:
+    if not caps.probed:
         return "ok"
     return provider.health_status or "ok"
 
 
 def health_is_stale(provider, *, now=None) -> bool:
-    if provider.kind not in PROBED_KINDS:
+    if not capabilities(provider).probed:
         return False
     checked = provider.health_checked_at
     return checked is None or ((now or timezone.now()) - checked) > timedelta(seconds=health_ttl_s())
@@ -103,29 +100,29 @@ class RefreshResult:
 def models_refresh(*, provider, details: bool = True, timeout_s: float | None = None) -> RefreshResult:
     """Probe ``provider`` by listing its models; cache the listing and the health status.
 
-    ``details``: for Ollama, ask ``/api/show`` about every model (context length, tool
-    support); otherwise only about models not listed before. Never raises for provider
+    ``details``: with ``model_details`` (Ollama's ``/api/show``), ask about every model
+    (context length, tool support); otherwise only about models not listed before. Non-chat
+    entries (embeddings, speech) are left out by the adapter. Never raises for provider
     failures: they become the status.
     """
     from agents.models import LLMModel
 
     now = timezone.now()
     missing = key_status(provider)
-    if provider.kind == "agent_runs" and not missing and provider.enabled:
-        from agents.agent_runs.health import agent_probe
-
-        status = agent_probe(provider, timeout_s=probe_timeout_s() if timeout_s is None else timeout_s)
+    caps = capabilities(provider)
+    if caps.probe and not missing and provider.enabled:  # a health probe instead of a model listing
+        status = caps.health_probe()(provider, timeout_s=probe_timeout_s() if timeout_s is None else timeout_s)
         _save_health(provider, status, now, listed=status == "ok")
         return RefreshResult(status=status, listed=[provider.default_model] if status == "ok" else [])
-    if missing or provider.kind not in LISTING_KINDS:
+    if missing or not caps.lists_models:
         status = provider_health(provider)
         _save_health(provider, status, now, listed=False)
         return RefreshResult(status=status)
     timeout = probe_timeout_s() if timeout_s is None else timeout_s
     try:
         adapter = provider_for(provider, max_retries=0, connect_timeout_s=timeout, read_timeout_s=timeout)
-        if provider.kind == "ollama":
-            # Without ``details``, /api/show is asked only about models not listed before.
+        if caps.model_details:
+            # Without ``details``, per-model details are asked only about models not listed before.
             known = () if details else set(
                 LLMModel.objects.filter(provider=provider, listed_at__isnull=False).values_list("name", flat=True))
             infos = adapter.list_models(skip_details=known)
@@ -136,7 +133,7 @@ def models_refresh(*, provider, details: bool = True, timeout_s: float | None = 
         _save_health(provider, status, now, listed=False)
         logger.info("provider %s: %s", provider.slug, status)
         return RefreshResult(status=status, error=exc)
-    infos = [i for i in infos if i.name and not (provider.kind == "openai_compatible" and _NOT_CHAT_RE.search(i.name))]
+    infos = [i for i in infos if i.name]
     _store_listing(provider, infos, now)
     _save_health(provider, "ok", now, listed=True)
     return RefreshResult(status="ok", listed=[i.name for i in infos])
@@ -152,9 +149,10 @@ def refresh_if_stale(provider) -> str:
 
 
 def model_details_refresh(*, provider, name: str):
-    """Ask an Ollama server about one model (``/api/show``, short timeout) and cache the
-    answer on its LLMModel row; return the row, or None when the server cannot tell."""
-    if provider.kind != "ollama" or not name:
+    """Ask a provider with model details (Ollama's ``/api/show``, short timeout) about one
+    model and cache the answer on its LLMModel row; return the row, or None when the
+    provider has no details or cannot tell."""
+    if not capabilities(provider).model_details or not name:
         return None
     try:
         adapter = provider_for(provider, connect_timeout_s=probe_timeout_s(), read_timeout_s=probe_timeout_s())

@@ -41,13 +41,16 @@ def provider_api_key(provider) -> str:
 
 
 def key_status(provider) -> str | None:
-    """``None`` when usable, else what to set ("set ANTHROPIC_API_KEY")."""
-    if provider.kind in ("offline", "ollama"):
-        return None
-    if provider_api_key(provider):
+    """``None`` when usable, else what to set ("set ANTHROPIC_API_KEY"), by the adapter's key
+    rule (``capabilities.KEY_*``): an optional key is never missing; a named env var must
+    be set; a required key must be set somewhere."""
+    from .capabilities import KEY_OPTIONAL, KEY_REQUIRED, capabilities
+
+    rule = capabilities(provider).key
+    if rule == KEY_OPTIONAL or provider_api_key(provider):
         return None
     if provider.api_key_env:
         return f"set {provider.api_key_env}"
-    if provider.kind in ("anthropic", "agent_runs"):
+    if rule == KEY_REQUIRED:
         return "enter an API key in the admin"
     return None  # an OpenAI-compatible local server may need no key

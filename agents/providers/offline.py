@@ -47,6 +47,13 @@ class OfflineAdapter:
     def __init__(self, *, delta_delay_s: float = 0.0) -> None:
         self.delta_delay_s = delta_delay_s
 
+    @classmethod
+    def from_provider(cls, provider, **ignored) -> OfflineAdapter:
+        """No key, no client, no network: only the demo's streaming pace (a setting)."""
+        from django.conf import settings
+
+        return cls(delta_delay_s=settings.OFFLINE_DELTA_DELAY_S)
+
     def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
         tool_names = {t.name for t in request.tools}
         last = request.messages[-1] if request.messages else None

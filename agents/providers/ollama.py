@@ -31,7 +31,6 @@ from .anthropic import arguments_object
 from .base import (
     ChatMessage,
     ChatRequest,
-    Finish,
     ModelInfo,
     ProviderError,
     ReasoningDelta,
@@ -40,9 +39,9 @@ from .base import (
     TextDelta,
     Usage,
 )
-from .errors import scrub, status_error, unreachable
-from .thinking import ThinkFilter
+from .errors import scrub, status_error
 from .tls import ssl_context
+from .wire import Ending, Failure, catalogue_call, relay
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434"
 #: Keys of ``ChatRequest.options`` that go into Ollama's ``options`` object.
@@ -88,7 +87,11 @@ def _to_wire(msg: ChatMessage, names: dict[str, str], *, echo_reasoning: bool) -
 
 class OllamaAdapter:
     """One provider row's client. ``api_key`` (optional: a remote Ollama behind a proxy or
-    ollama.com) is sent as a bearer token."""
+    ollama.com) is sent as a bearer token. The stream, error and finish plumbing is
+    :mod:`agents.providers.wire`; this class maps Ollama's native wire format."""
+
+    think_tags = True
+    unfinished = "the provider's stream ended before it was done"
 
     def __init__(
         self,
@@ -106,6 +109,12 @@ class OllamaAdapter:
         timeout = httpx.Timeout(read_timeout_s, connect=connect_timeout_s)
         self.http = httpx.Client(base_url=self.base_url, timeout=timeout, verify=ssl_context(), headers=headers)
         self.client = ollama.Client(host=self.base_url, timeout=timeout, verify=ssl_context(), headers=headers)
+
+    @classmethod
+    def from_provider(cls, provider, *, api_key: str, max_retries: int = 0, **limits) -> OllamaAdapter:
+        """``max_retries`` is ignored: a local server gets no retry loop."""
+        return cls(base_url=provider.base_url, api_key=api_key or None, echo_reasoning=provider.echo_reasoning,
+                   **limits)
 
     def build_body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body of ``POST /api/chat``."""
@@ -133,30 +142,29 @@ class OllamaAdapter:
         return body
 
     def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
-        body = self.build_body(request)
-        try:
-            with self.http.stream("POST", "/api/chat", json=body) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    raise status_error(response.status_code, self._detail(response), model=request.model,
-                                       retry_after=response.headers.get("retry-after"))
-                yield from self._read(response, request)
-        except ProviderError:
-            raise
-        except httpx.TimeoutException as exc:
-            raise ProviderError("timeout", f"provider timed out ({self.base_url})", retryable=True) from exc
-        except (httpx.ConnectError, httpx.UnsupportedProtocol) as exc:
-            raise unreachable(self.base_url, exc) from exc
-        except httpx.HTTPError as exc:
-            detail = scrub(str(exc), self._api_key) or type(exc).__name__
-            raise ProviderError("stream_interrupted", f"the provider's stream broke off: {detail}",
-                                retryable=True) from exc
+        return relay(self, request)
 
-    def _read(self, response: httpx.Response, request: ChatRequest) -> Iterator[StreamEvent]:
-        think = ThinkFilter()
+    # -- the Wire protocol -------------------------------------------------------------
+    def open(self, body: dict[str, Any], request: ChatRequest) -> httpx.Response:
+        response = self.http.send(self.http.build_request("POST", "/api/chat", json=body), stream=True)
+        if response.status_code >= 400:
+            try:
+                response.read()
+                raise status_error(response.status_code, self._detail(response), model=request.model,
+                                   retry_after=response.headers.get("retry-after"))
+            finally:
+                response.close()
+        return response
+
+    def close(self, upstream: httpx.Response) -> None:
+        upstream.close()
+
+    def prefilled_thinking(self, request: ChatRequest) -> bool:
+        return False
+
+    def read(self, upstream: httpx.Response, request: ChatRequest) -> Iterator[StreamEvent | Ending]:
         calls: list[StreamedToolCall] = []
-        final: dict | None = None
-        for line in response.iter_lines():
+        for line in upstream.iter_lines():
             if not line.strip():
                 continue
             try:
@@ -171,11 +179,7 @@ class OllamaAdapter:
             if message.get("thinking"):
                 yield ReasoningDelta(message["thinking"])
             if message.get("content"):
-                answer, hidden = think.feed(message["content"])
-                if hidden:
-                    yield ReasoningDelta(hidden)
-                if answer:
-                    yield TextDelta(answer)
+                yield TextDelta(message["content"])
             for call in message.get("tool_calls") or []:
                 fn = call.get("function") or {}
                 args = fn.get("arguments")
@@ -186,22 +190,23 @@ class OllamaAdapter:
                 call_id = call.get("id") or f"call_{uuid.uuid4().hex[:24]}"
                 calls.append(StreamedToolCall(id=call_id, name=fn.get("name") or "", arguments=raw))
             if part.get("done"):
-                final = part
-                break
-        answer, hidden = think.finish()
-        if hidden:
-            yield ReasoningDelta(hidden)
-        if answer:
-            yield TextDelta(answer)
-        if final is None:
-            raise ProviderError("stream_interrupted", "the provider's stream ended before it was done",
-                                retryable=True)
-        usage = Usage(final.get("prompt_eval_count") or 0, final.get("eval_count") or 0)
-        if final.get("done_reason") == "length":
-            yield Finish("length", usage)
-            return
-        yield from calls
-        yield Finish("tool_calls" if calls else "stop", usage)
+                # Ollama counts prompt and output tokens only; no cache or reasoning count.
+                usage = Usage(input_tokens=part.get("prompt_eval_count"), output_tokens=part.get("eval_count"))
+                yield Ending(truncated=part.get("done_reason") == "length", calls=calls, usage=usage)
+                return
+
+    def failure(self, exc: BaseException) -> Failure | None:
+        if isinstance(exc, ollama.ResponseError):
+            return Failure("status", exc.status_code if exc.status_code > 0 else 502, str(exc.error)[:300])
+        if isinstance(exc, httpx.TimeoutException):
+            return Failure("timeout")
+        if isinstance(exc, httpx.ConnectError | httpx.UnsupportedProtocol):
+            return Failure("connect")
+        if isinstance(exc, httpx.HTTPError | ConnectionError):
+            # ollama raises a bare ConnectionError "from None"; the httpx error (and the
+            # OSError under it) is still on __context__ for the root cause.
+            return Failure("transport")
+        return None
 
     def _detail(self, response: httpx.Response) -> str:
         try:
@@ -215,7 +220,7 @@ class OllamaAdapter:
     def list_models(self, *, skip_details: Collection[str] = ()) -> list[ModelInfo]:
         """``/api/tags``, plus ``/api/show`` (context length, tool support) for every model
         not in ``skip_details``. Embedding-only models are left out: they cannot chat."""
-        listing = self._call(self.client.list)
+        listing = catalogue_call(self, self.client.list)
         out = []
         for item in listing.models:
             name = item.model or ""
@@ -235,7 +240,7 @@ class OllamaAdapter:
         return self._show(name)[0]
 
     def _show(self, name: str, *, listed: ModelInfo | None = None) -> tuple[ModelInfo, bool]:
-        shown = self._call(self.client.show, name)
+        shown = catalogue_call(self, self.client.show, name, model=name)
         details = shown.details
         model_info = dict(shown.modelinfo or {})
         context = next((v for k, v in model_info.items() if k.endswith(".context_length") and isinstance(v, int)), None)
@@ -247,17 +252,3 @@ class OllamaAdapter:
         info = ModelInfo(name=name, parameter_size=size or "", context_window=context,
                          supports_tools=("tools" in caps) if caps else None)
         return info, (not caps or "completion" in caps)
-
-    def _call(self, func, *args):
-        try:
-            return func(*args)
-        except ollama.ResponseError as exc:
-            detail = scrub(str(exc.error), self._api_key)[:300]
-            raise status_error(exc.status_code if exc.status_code > 0 else 502, detail,
-                               model=args[0] if args else "") from exc
-        except httpx.TimeoutException as exc:
-            raise ProviderError("timeout", f"provider timed out ({self.base_url})", retryable=True) from exc
-        except (ConnectionError, httpx.HTTPError) as exc:
-            # ollama raises a bare ConnectionError "from None"; the httpx error (and the
-            # OSError under it) is still on __context__ for the root cause.
-            raise unreachable(self.base_url, exc) from exc

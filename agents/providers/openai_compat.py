@@ -21,18 +21,17 @@ import openai
 from .base import (
     ChatMessage,
     ChatRequest,
-    Finish,
     ModelInfo,
-    ProviderError,
     ReasoningDelta,
     StreamedToolCall,
     StreamEvent,
     TextDelta,
     Usage,
 )
-from .errors import scrub, sdk_error_detail, status_error, unreachable
-from .thinking import ThinkFilter
+from .capabilities import OPENAI_DEFAULT_BASE_URL
+from .errors import sdk_error_detail
 from .tls import ssl_context
+from .wire import Ending, Failure, catalogue_call, relay
 
 # Models whose chat template opens the think block itself (only "</think>" is streamed).
 PREFILLED_THINKING_RE = re.compile(r"(deepseek-r1|\br1\b|qwq|thinking)", re.IGNORECASE)
@@ -84,6 +83,20 @@ def _to_wire(msg: ChatMessage, *, echo_reasoning: bool) -> dict[str, Any]:
     return {"role": msg.role, "content": msg.content}
 
 
+def usage_from_wire(raw: dict[str, Any]) -> Usage:
+    """A Chat Completions ``usage`` object (the final chunk with ``include_usage``) →
+    :class:`Usage`; ``prompt_tokens_details.cached_tokens`` and
+    ``completion_tokens_details.reasoning_tokens`` when the server sends them."""
+    prompt_details = raw.get("prompt_tokens_details") or {}
+    completion_details = raw.get("completion_tokens_details") or {}
+    return Usage(
+        input_tokens=raw.get("prompt_tokens"),
+        output_tokens=raw.get("completion_tokens"),
+        cached_tokens=prompt_details.get("cached_tokens"),
+        reasoning_tokens=completion_details.get("reasoning_tokens"),
+    )
+
+
 class ToolCallAssembler:
     """Assemble streamed tool-call fragments into whole calls.
 
@@ -124,8 +137,18 @@ class ToolCallAssembler:
         return done
 
 
+# Entries of a /v1/models listing that cannot chat.
+NOT_CHAT_RE = re.compile(r"(embed|whisper|tts|dall-e|moderation|davinci|babbage|transcribe|realtime|-audio|image)",
+                         re.IGNORECASE)
+
+
 class OpenAICompatAdapter:
-    """One provider row's client. ``api_key`` is read when the adapter is built."""
+    """One provider row's client. ``api_key`` is read when the adapter is built. The
+    stream, error and finish plumbing is :mod:`agents.providers.wire`; this class maps the
+    Chat Completions wire format."""
+
+    think_tags = True
+    unfinished = "the provider's stream ended without a finish reason"
 
     def __init__(
         self,
@@ -151,6 +174,11 @@ class OpenAICompatAdapter:
             http_client=openai.DefaultHttpxClient(verify=ssl_context()),
         )
 
+    @classmethod
+    def from_provider(cls, provider, *, api_key: str, **limits) -> OpenAICompatAdapter:
+        return cls(base_url=provider.base_url or OPENAI_DEFAULT_BASE_URL, api_key=api_key or None,
+                   echo_reasoning=provider.echo_reasoning, **limits)
+
     def build_body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body sent to ``/chat/completions`` (minus ``stream``)."""
         echo = self.echo_reasoning if request.echo_reasoning is None else request.echo_reasoning
@@ -173,80 +201,56 @@ class OpenAICompatAdapter:
         return body
 
     def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
-        body = self.build_body(request)
-        try:
-            stream = self.client.chat.completions.create(stream=True, **body)
-        except openai.APIError as exc:
-            raise self._translate(exc, request) from exc
-        try:
-            yield from self._read(stream, request)
-        except openai.APIError as exc:
-            raise self._translate(exc, request, midstream=True) from exc
-        except httpx.HTTPError as exc:
-            raise ProviderError(
-                "stream_interrupted", f"the provider's stream broke off: {scrub(str(exc), self._api_key) or type(exc).__name__}",
-                retryable=True,
-            ) from exc
-        finally:
-            stream.close()
+        return relay(self, request)
 
-    def _read(self, stream: Any, request: ChatRequest) -> Iterator[StreamEvent]:
-        think = ThinkFilter(prefilled=bool(PREFILLED_THINKING_RE.search(request.model)))
+    # -- the Wire protocol -------------------------------------------------------------
+    def open(self, body: dict[str, Any], request: ChatRequest) -> Any:
+        return self.client.chat.completions.create(stream=True, **body)
+
+    def close(self, upstream: Any) -> None:
+        upstream.close()
+
+    def prefilled_thinking(self, request: ChatRequest) -> bool:
+        return bool(PREFILLED_THINKING_RE.search(request.model))
+
+    def read(self, upstream: Any, request: ChatRequest) -> Iterator[StreamEvent | Ending]:
         calls = ToolCallAssembler()
         usage: Usage | None = None
         finish_reason: str | None = None
-        for chunk in stream:
+        for chunk in upstream:
             data = chunk.to_dict()
             if data.get("usage"):
-                raw = data["usage"]
-                usage = Usage(raw.get("prompt_tokens") or 0, raw.get("completion_tokens") or 0)
+                usage = usage_from_wire(data["usage"])
             for choice in data.get("choices") or []:
                 delta = choice.get("delta") or {}
                 reasoning = delta.get("reasoning_content") or delta.get("reasoning")
                 if reasoning:
                     yield ReasoningDelta(reasoning)
                 if delta.get("content"):
-                    answer, hidden = think.feed(delta["content"])
-                    if hidden:
-                        yield ReasoningDelta(hidden)
-                    if answer:
-                        yield TextDelta(answer)
+                    yield TextDelta(delta["content"])
                 for fragment in delta.get("tool_calls") or []:
                     calls.add(fragment)
                 if choice.get("finish_reason"):
                     finish_reason = choice["finish_reason"]
-        answer, hidden = think.finish()
-        if hidden:
-            yield ReasoningDelta(hidden)
-        if answer:
-            yield TextDelta(answer)
-        if finish_reason is None:
-            raise ProviderError(
-                "stream_interrupted", "the provider's stream ended without a finish reason", retryable=True
-            )
-        if finish_reason == "length":
-            yield Finish("length", usage)
-            return
-        tool_calls = calls.finished()
-        yield from tool_calls
-        yield Finish("tool_calls" if tool_calls else "stop", usage)
+        if finish_reason is not None:
+            yield Ending(truncated=finish_reason == "length", calls=calls.finished(), usage=usage)
 
-    def list_models(self) -> list[ModelInfo]:
-        """``GET /models`` (the catalogue's cached listing)."""
-        try:
-            return [ModelInfo(name=m.id) for m in self.client.models.list()]
-        except openai.APIError as exc:
-            raise self._translate(exc, None) from exc
-
-    def _translate(self, exc: openai.APIError, request: ChatRequest | None, *, midstream: bool = False) -> ProviderError:
+    def failure(self, exc: BaseException) -> Failure | None:
         if isinstance(exc, openai.APITimeoutError):
-            return ProviderError("timeout", f"provider timed out ({self.base_url})", retryable=True)
+            return Failure("timeout")
         if isinstance(exc, openai.APIConnectionError):
-            if midstream:
-                return ProviderError("stream_interrupted", "the provider's stream broke off", retryable=True)
-            return unreachable(self.base_url, exc)
+            return Failure("connect")
         if isinstance(exc, openai.APIStatusError):
-            detail = scrub(sdk_error_detail(exc), self._api_key)
-            return status_error(exc.status_code, detail, model=request.model if request else "",
-                                retry_after=exc.response.headers.get("retry-after"))
-        return ProviderError("upstream_error", scrub(str(exc), self._api_key) or type(exc).__name__)
+            return Failure("status", exc.status_code, sdk_error_detail(exc), exc.response.headers.get("retry-after"))
+        if isinstance(exc, openai.APIError):
+            return Failure("other")
+        if isinstance(exc, httpx.HTTPError):
+            return Failure("transport")
+        return None
+
+    # -- catalogue ---------------------------------------------------------------------
+    def list_models(self) -> list[ModelInfo]:
+        """``GET /models`` (the catalogue's cached listing), without entries that cannot chat
+        (embeddings, speech, images, moderation)."""
+        listed = catalogue_call(self, lambda: list(self.client.models.list()))
+        return [ModelInfo(name=m.id) for m in listed if m.id and not NOT_CHAT_RE.search(m.id)]

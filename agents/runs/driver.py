@@ -28,6 +28,7 @@ import logging
 
 from agents.backends import Outcome, Turn, backend_for
 from agents.events import RunEmitter
+from agents.metering import meter
 from agents.models import Run
 from agents.tools import ToolContext
 from chat.models import Membership, Message
@@ -51,13 +52,14 @@ def run_turn(*, run_id) -> None:
     turn = _turn(run, emitter, lease)
     backend = backend_for(run.provider)
     try:
-        if not turn.role:
-            outcome = Outcome.failed("forbidden", "you are no longer a member of this workspace")
-        else:
-            outcome = backend.advance(turn)
-        lease.tick()  # raises LeaseLost: a fenced worker never writes the end
-        lease.stop()  # the end below is one transition; no renewal may race it
-        _end(turn, backend, outcome, owner)
+        with meter().run_scope(run=run):  # log context and the run's trace span (agents.metering)
+            if not turn.role:
+                outcome = Outcome.failed("forbidden", "you are no longer a member of this workspace")
+            else:
+                outcome = backend.advance(turn)
+            lease.tick()  # raises LeaseLost: a fenced worker never writes the end
+            lease.stop()  # the end below is one transition; no renewal may race it
+            _end(turn, backend, outcome, owner)
     except LeaseLost:
         logger.warning("run %s: lease lost (taken over, or not renewable); this worker stops here", run.pk)
         lease.stop()

@@ -11,6 +11,7 @@ tests of the HTTP layer only).
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 import logging
 import threading
 
@@ -70,4 +71,5 @@ def enqueue_run(run_id) -> concurrent.futures.Future | None:
             logger.warning("run %s: could not reach the broker (%s: %s); the reaper will enqueue it again",
                            run_id, type(exc).__name__, exc)
         return None
-    return _embedded_pool().submit(_run_embedded, str(run_id))
+    # The caller's context (an OpenTelemetry span of the request) goes along into the thread.
+    return _embedded_pool().submit(contextvars.copy_context().run, _run_embedded, str(run_id))

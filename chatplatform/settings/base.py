@@ -37,6 +37,8 @@ INSTALLED_APPS = [
     "knowledge",
     "sso",
     "openai_api",
+    "usage",
+    "django_prometheus",
 ]
 
 MIDDLEWARE = [
@@ -49,6 +51,14 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+# Request metrics (django-prometheus) around everything else; METRICS_ENABLED=false drops them.
+METRICS_ENABLED = env.bool("METRICS_ENABLED", default=True)
+if METRICS_ENABLED:
+    MIDDLEWARE = [
+        "django_prometheus.middleware.PrometheusBeforeMiddleware",
+        *MIDDLEWARE,
+        "django_prometheus.middleware.PrometheusAfterMiddleware",
+    ]
 
 ROOT_URLCONF = "chatplatform.urls"
 ASGI_APPLICATION = "chatplatform.asgi.application"
@@ -234,11 +244,23 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
+# LOG_FORMAT=json: one JSON object per line, with run_id / thread_id / user_id on every
+# line written while a run executes (usage/logs.py).
+LOG_FORMAT = env("LOG_FORMAT", default="plain")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"run_context": {"()": "usage.logs.RunContextFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(run_id)s %(thread_id)s %(user_id)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json" if LOG_FORMAT == "json" else "plain",
+                             "filters": ["run_context"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {
         "django.channels.server": {"level": "WARNING"},
@@ -251,6 +273,22 @@ LOGGING = {
         "django.security": {"level": "ERROR"},
     },
 }
+
+# --- Usage, budgets, operators (usage/) -----------------------------------------------------
+# A model round's reserve when budgets admit concurrent rounds (usage/services.py), the age
+# after which a dead worker's hold is forgotten, and the Retry-After while others hold the rest.
+BUDGET_ROUND_RESERVE_TOKENS = env.int("BUDGET_ROUND_RESERVE_TOKENS", default=8000)
+BUDGET_HOLD_S = env.int("BUDGET_HOLD_S", default=300)
+BUDGET_BUSY_RETRY_S = env.int("BUDGET_BUSY_RETRY_S", default=5)
+# /metrics: served to these client addresses, or to anyone sending "Authorization: Bearer <METRICS_TOKEN>".
+METRICS_ALLOWED_IPS = env.list("METRICS_ALLOWED_IPS", default=["127.0.0.1", "::1"])
+METRICS_TOKEN = env("METRICS_TOKEN", default="")
+# A Celery worker's own series (time to first token, tokens/s, provider errors…) on this port.
+WORKER_METRICS_PORT = env.int("WORKER_METRICS_PORT", default=0)
+WORKER_METRICS_ADDR = env("WORKER_METRICS_ADDR", default="127.0.0.1")
+# OpenTelemetry traces: off unless an OTLP endpoint is set (e.g. http://collector:4318).
+OTEL_EXPORTER_OTLP_ENDPOINT = env("OTEL_EXPORTER_OTLP_ENDPOINT", default="")
+OTEL_SERVICE_NAME = env("OTEL_SERVICE_NAME", default="chatplatform")
 
 # --- Tool governance ------------------------------------------------------------------------
 # Object types a UI context may name (anything else is rejected with 422).

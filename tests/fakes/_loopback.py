@@ -137,6 +137,19 @@ class BaseHandler(BaseHTTPRequestHandler):
     def lower_headers(self) -> dict[str, str]:
         return {k.lower(): v for k, v in self.headers.items()}
 
+    def read_json(self) -> Any:
+        """Read the request body, record it on the fake (a body that is not a JSON object
+        as ``{"__invalid_json__": <text>}``) with its path and headers, and return the
+        parsed JSON (None when it does not parse)."""
+        raw = self.read_body()
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError:
+            body = None
+        recorded = body if isinstance(body, dict) else {"__invalid_json__": raw.decode("utf-8", "replace")}
+        self.fake.record(self.path_only, recorded, self.lower_headers())
+        return body
+
 
 def _multibyte_cut(data: bytes) -> int | None:
     """An offset inside the first multibyte UTF-8 sequence of ``data`` (None if none)."""

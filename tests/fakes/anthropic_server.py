@@ -339,14 +339,8 @@ class _Handler(BaseHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         try:
-            raw = self.read_body()
             path = self.path_only
-            try:
-                body = json.loads(raw or b"null")
-            except ValueError:
-                body = None
-            self.fake.record(path, body if isinstance(body, dict) else {"__invalid_json__": raw.decode("utf-8", "replace")},
-                             self.lower_headers())
+            body = self.read_json()
             if path != "/v1/messages":
                 self._error(404, f"Not found: {path}", "not_found_error")
                 return

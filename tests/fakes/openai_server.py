@@ -11,8 +11,9 @@ The fake listens on ``127.0.0.1`` on a random free port and is meant to be the
         ...
         assert fake.requests[0]["messages"] == [...]
 
-Only the standard library is used: a ``ThreadingHTTPServer`` runs in a daemon
-thread, every request is handled on its own daemon thread.
+The HTTP server, writers, lifecycle and script queue are the shared loopback base
+(:mod:`tests.fakes._loopback`, as for the Anthropic and Ollama fakes); this module only
+speaks the Chat Completions wire format.
 
 Endpoints
 ---------
@@ -61,15 +62,12 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import sys
-import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import unquote, urlsplit
+
+from ._loopback import BaseHandler, ConnectionDropped, FakeServer
 
 __all__ = [
     "DieAfter",
@@ -441,71 +439,10 @@ def _assemble_completion(chunks: Iterable[Chunk], *, cid: str, model: str, creat
 
 
 # --------------------------------------------------------------------------- #
-# HTTP plumbing
+# HTTP (the server, writers and lifecycle are the shared loopback base)
 # --------------------------------------------------------------------------- #
-class _Server(ThreadingHTTPServer):
-    """Threading server with daemon handler threads and silenced errors."""
-
-    daemon_threads = True
-    block_on_close = False  # server_close() must not wait for a sleeping stream
-    allow_reuse_address = True
-
-    fake: FakeOpenAI
-
-    def handle_error(self, request, client_address) -> None:  # noqa: D401
-        """Record the exception instead of printing a traceback."""
-        self.fake.server_errors.append(sys.exc_info()[1])
-
-
-class _ConnectionDropped(Exception):
-    """The client went away while we were writing."""
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(BaseHandler):
     server_version = "FakeOpenAI/1.0"
-    sys_version = ""
-    timeout = 30  # socket timeout for reads, so a stuck client can't pin a thread
-    server: _Server
-
-    # -- housekeeping -------------------------------------------------------
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        """Silence the default per-request stderr logging."""
-
-    def setup(self) -> None:
-        super().setup()
-        try:
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:
-            pass
-
-    @property
-    def fake(self) -> FakeOpenAI:
-        return self.server.fake
-
-    @property
-    def _path(self) -> str:
-        return unquote(urlsplit(self.path).path).rstrip("/") or "/"
-
-    # -- low-level writers ----------------------------------------------------
-    def _write(self, data: bytes) -> None:
-        try:
-            self.wfile.write(data)
-            self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, OSError) as exc:
-            raise _ConnectionDropped() from exc
-
-    def _send_json(self, status: int, body: Any, headers: dict | None = None) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Connection", "close")
-        for k, v in (headers or {}).items():
-            self.send_header(k, str(v))
-        self.end_headers()
-        self.close_connection = True
-        self._write(data)
 
     def _send_error_json(
         self,
@@ -516,38 +453,11 @@ class _Handler(BaseHTTPRequestHandler):
         param: str | None = None,
         headers: dict | None = None,
     ) -> None:
-        self._send_json(status, _error_body(message, err_type, code, param), headers)
-
-    def _start_stream(self, request_id: str) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("Connection", "close")
-        self.send_header("x-request-id", request_id)
-        self.end_headers()
-        self.close_connection = True
-        self._write(b"")  # flush the header block (wfile is unbuffered anyway)
+        self.send_json(status, _error_body(message, err_type, code, param), headers)
 
     def _send_event(self, payload: str) -> None:
-        data = f"data: {payload}\n\n".encode()
-        # One HTTP chunk per SSE event, written with a single sendall.
-        self._write(b"%X\r\n%s\r\n" % (len(data), data))
-
-    def _end_stream(self) -> None:
-        self._write(b"0\r\n\r\n")
-
-    def _die(self) -> None:
-        """Abruptly close the TCP connection (FIN mid-body, nothing more sent)."""
-        self.close_connection = True
-        try:
-            self.wfile.flush()
-        except OSError:
-            pass
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        """One SSE event (``data: <payload>``) as one HTTP chunk (two with ``split_utf8``)."""
+        self.send_chunk(f"data: {payload}\n\n".encode(), split_utf8=self.fake.split_utf8)
 
     # -- routing --------------------------------------------------------------
     def _authorized(self) -> bool:
@@ -559,23 +469,20 @@ class _Handler(BaseHTTPRequestHandler):
         )
         return False
 
-    def _read_body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length > 0 else b""
-
     def do_GET(self) -> None:  # noqa: N802
         try:
-            if self._path.startswith("/v1/models") and not self._authorized():
+            path = self.path_only
+            if path.startswith("/v1/models") and not self._authorized():
                 return
-            if self._path == "/v1/models":
-                self._send_json(
+            if path == "/v1/models":
+                self.send_json(
                     200,
-                    {"object": "list", "data": [self.fake._model_obj(m) for m in self.fake.models]},
+                    {"object": "list", "data": [self.fake.model_obj(m) for m in self.fake.models]},
                 )
-            elif self._path.startswith("/v1/models/"):
-                model = self._path[len("/v1/models/") :]
+            elif path.startswith("/v1/models/"):
+                model = path[len("/v1/models/") :]
                 if model in self.fake.models:
-                    self._send_json(200, self.fake._model_obj(model))
+                    self.send_json(200, self.fake.model_obj(model))
                 else:
                     self._send_error_json(
                         404,
@@ -586,17 +493,17 @@ class _Handler(BaseHTTPRequestHandler):
                     )
             else:
                 self._not_found()
-        except _ConnectionDropped:
+        except ConnectionDropped:
             self.close_connection = True
 
     def do_POST(self) -> None:  # noqa: N802
         try:
-            raw = self._read_body()
-            if self._path != "/v1/chat/completions":
+            if self.path_only != "/v1/chat/completions":
+                self.read_body()
                 self._not_found()
                 return
-            self._chat_completions(raw)
-        except _ConnectionDropped:
+            self._chat_completions(self.read_json())
+        except ConnectionDropped:
             self.close_connection = True
 
     def _not_found(self) -> None:
@@ -605,17 +512,9 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     # -- chat completions -----------------------------------------------------
-    def _chat_completions(self, raw: bytes) -> None:
+    def _chat_completions(self, body: Any) -> None:
+        """``body``: the parsed (and already recorded) JSON of the request."""
         fake = self.fake
-        try:
-            body = json.loads(raw or b"null")
-        except ValueError:
-            body = None
-        recorded = (
-            body if isinstance(body, dict) else {"__invalid_json__": raw.decode("utf-8", "replace")}
-        )
-        fake._record(recorded, {k.lower(): v for k, v in self.headers.items()})
-
         if not self._authorized():
             return
         if not isinstance(body, dict):
@@ -636,7 +535,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_error_json(400, exc.message, "invalid_request_error", None, exc.param)
                 return
 
-        n, scripted = fake._next_iteration()
+        n, scripted = fake.next_iteration()
         cid = f"chatcmpl-fake-{n}"
         model = body.get("model") if isinstance(body.get("model"), str) else fake.models[0]
         created = int(time.time())
@@ -644,7 +543,7 @@ class _Handler(BaseHTTPRequestHandler):
         item = scripted.item
 
         if isinstance(item, Failure):
-            self._send_json(
+            self.send_json(
                 item.status, item.error_body(), {"x-request-id": f"req-fake-{n}", **item.headers}
             )
             return
@@ -664,28 +563,28 @@ class _Handler(BaseHTTPRequestHandler):
 
         if not stream:
             if dying:
-                self._die()
+                self.die()
                 return
-            self._send_json(
+            self.send_json(
                 200,
                 _assemble_completion(chunks, cid=cid, model=model, created=created),
                 {"x-request-id": f"req-fake-{n}"},
             )
             return
 
-        self._start_stream(f"req-fake-{n}")
+        self.start_chunked("text/event-stream; charset=utf-8", {"x-request-id": f"req-fake-{n}"})
         for i, chunk in enumerate(chunks):
             if i and fake.delay_s:
                 time.sleep(fake.delay_s)
             self._send_event(json.dumps(chunk))
         if dying:
-            self._die()
+            self.die()
             return
         if fake.send_done:
             if fake.delay_s and chunks:
                 time.sleep(fake.delay_s)
             self._send_event("[DONE]")
-        self._end_stream()
+        self.end_chunked()
 
 
 def _validate_reasoning_only(body: dict, require: str | bool | None) -> None:
@@ -699,7 +598,7 @@ def _validate_reasoning_only(body: dict, require: str | bool | None) -> None:
 # --------------------------------------------------------------------------- #
 # The fake
 # --------------------------------------------------------------------------- #
-class FakeOpenAI:
+class FakeOpenAI(FakeServer):
     """A scripted OpenAI-compatible server on ``127.0.0.1:<random port>``.
 
     Parameters
@@ -725,6 +624,10 @@ class FakeOpenAI:
         If a string ``S``: assistant messages with ``tool_calls`` must carry
         ``"reasoning_content": S`` (DeepSeek thinking mode), else 400.  ``True``
         accepts any non-empty string.
+    tls, split_utf8:
+        As for every loopback fake (:class:`tests.fakes._loopback.FakeServer`): serve
+        HTTPS with ``(certfile, keyfile)``; cut each SSE event inside its first
+        multibyte character across two network writes.
 
     Attributes
     ----------
@@ -740,6 +643,10 @@ class FakeOpenAI:
         Exceptions raised inside handler threads (normally empty).
     """
 
+    handler = _Handler
+    url_suffix = "/v1"
+    name = "FakeOpenAI"
+
     def __init__(
         self,
         iterations: Sequence[Iteration] | None = None,
@@ -749,125 +656,44 @@ class FakeOpenAI:
         models: Sequence[str] = ("fake-model",),
         validate_history: bool = True,
         send_done: bool = True,
-        delay_s: float = 0.0,
         require_reasoning_content: str | bool | None = None,
+        **kwargs: Any,
     ) -> None:
+        super().__init__(iterations, **kwargs)
         self.api_key = api_key
         self.models = tuple(models) or ("fake-model",)
         self.validate_history = validate_history
         self.send_done = send_done
-        self.delay_s = delay_s
         self.require_reasoning_content = require_reasoning_content
-
-        self.requests: list[dict] = []
-        self.headers: list[dict] = []
-        self.server_errors: list[BaseException] = []
-
-        self._lock = threading.Lock()
-        self._script: list[_Scripted] = []
-        self._served = 0  # iterations handed out (incl. the fallback)
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-        self._base_url: str | None = None
-
-        self.script(*(iterations or ()))
         self.script_raw(*(raw_iterations or ()))
 
     # -- scripting ------------------------------------------------------------
     def script(self, *iterations: Iteration) -> None:
         """Append iterations (chunks get ``id``/``object``/``created``/``model`` added)."""
-        self._append(iterations, raw=False)
+        super().script(*_wrap(iterations, raw=False))
 
     def script_raw(self, *iterations: Iteration) -> None:
         """Append iterations whose chunks are sent exactly as given."""
-        self._append(iterations, raw=True)
+        super().script(*_wrap(iterations, raw=True))
 
-    def _append(self, iterations: Iterable[Iteration], *, raw: bool) -> None:
-        items = []
-        for it in iterations:
-            if not isinstance(it, (list, tuple, Failure, DieAfter)):
-                raise TypeError(
-                    f"an iteration must be a list of chunk dicts, Failure or DieAfter, not {it!r}"
-                )
-            items.append(_Scripted(list(it) if isinstance(it, tuple) else it, raw))
-        with self._lock:
-            self._script.extend(items)
-
-    @property
-    def remaining(self) -> int:
-        """Number of scripted iterations not yet consumed."""
-        with self._lock:
-            return max(0, len(self._script) - self._served)
-
-    def _next_iteration(self) -> tuple[int, _Scripted]:
-        """Return ``(N, scripted)`` for the next accepted request (N is 1-based)."""
-        with self._lock:
-            self._served += 1
-            n = self._served
-            if n <= len(self._script):
-                return n, self._script[n - 1]
-        return n, _Scripted(text_chunks(NO_MORE_SCRIPTED_RESPONSES), raw=False)
-
-    def _record(self, body: dict, headers: dict) -> None:
-        with self._lock:
-            self.requests.append(body)
-            self.headers.append(headers)
+    def fallback_iteration(self) -> _Scripted:
+        return _Scripted(text_chunks(NO_MORE_SCRIPTED_RESPONSES), raw=False)
 
     @staticmethod
-    def _model_obj(model: str) -> dict:
+    def model_obj(model: str) -> dict:
         return {"id": model, "object": "model", "created": 0, "owned_by": "fake"}
-
-    # -- lifecycle ------------------------------------------------------------
-    @property
-    def base_url(self) -> str:
-        """``"http://127.0.0.1:PORT/v1"``; raises if the server is not running."""
-        if self._base_url is None:
-            raise RuntimeError(
-                "FakeOpenAI is not started; call start() or use it as a context manager"
-            )
-        return self._base_url
-
-    @property
-    def port(self) -> int:
-        """The TCP port the server listens on."""
-        return int(self.base_url.rsplit(":", 1)[1].split("/", 1)[0])
-
-    def start(self) -> FakeOpenAI:
-        """Bind ``127.0.0.1:0`` and serve in a daemon thread.  Returns ``self``."""
-        if self._server is not None:
-            return self
-        server = _Server(("127.0.0.1", 0), _Handler)
-        server.fake = self
-        host, port = server.server_address[:2]
-        self._server = server
-        self._base_url = f"http://{host}:{port}/v1"
-        self._thread = threading.Thread(
-            target=server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=f"FakeOpenAI:{port}",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the listening socket (idempotent)."""
-        server, thread = self._server, self._thread
-        self._server = self._thread = None
-        self._base_url = None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        if thread is not None:
-            thread.join(timeout=5)
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         state = self._base_url or "stopped"
         return f"<FakeOpenAI {state} requests={len(self.requests)} remaining={self.remaining}>"
+
+
+def _wrap(iterations: Iterable[Iteration], *, raw: bool) -> list[_Scripted]:
+    items = []
+    for it in iterations:
+        if not isinstance(it, (list, tuple, Failure, DieAfter)):
+            raise TypeError(
+                f"an iteration must be a list of chunk dicts, Failure or DieAfter, not {it!r}"
+            )
+        items.append(_Scripted(list(it) if isinstance(it, tuple) else it, raw))
+    return items

@@ -441,7 +441,8 @@ def test_06_usage_chunk_with_empty_choices(
 
     final = assert_clean_events(events, run)
     assert final.content == "Hi" and final.status == "complete"
-    assert final.usage == {"input_tokens": 12, "output_tokens": 1}
+    assert final.usage == {"input_tokens": 12, "output_tokens": 1, "cached_tokens": None, "reasoning_tokens": None,
+                           "cost": None, "currency": ""}
     # Recorded once: no other message of the thread carries usage.
     assert [m.usage for m in Message.objects.filter(thread=thread) if m.usage] == [final.usage]
     assert types(events).count("message.completed") == 1

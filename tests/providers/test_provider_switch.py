@@ -202,11 +202,11 @@ def _split_send_event(self, payload: str) -> None:
     data = f"data: {payload}\n\n".encode()
     cut = next((i + 1 for i, b in enumerate(data) if b >= 0xC0), None)
     if cut is None:
-        self._write(b"%X\r\n%s\r\n" % (len(data), data))
+        self.write(b"%X\r\n%s\r\n" % (len(data), data))
         return
     SPLIT_EVENTS.append(data)
     for piece in (data[:cut], data[cut:]):  # two HTTP chunks, cut inside one character
-        self._write(b"%X\r\n%s\r\n" % (len(piece), piece))
+        self.write(b"%X\r\n%s\r\n" % (len(piece), piece))
         time.sleep(0.02)
 
 

@@ -43,7 +43,7 @@ def emit_sites() -> list[tuple[str, str, set[str], bool]]:
     """``(where, type, keyword names, has **kwargs)`` for every ``….emit("type", …)`` and
     ``send_error(code, message, …)`` call in the application code."""
     sites = []
-    for app in ("agents", "chat", "knowledge", "chatplatform"):
+    for app in ("agents", "chat", "knowledge", "chatplatform", "usage"):
         for path in (ROOT / app).rglob("*.py"):
             if "migrations" in path.parts:
                 continue

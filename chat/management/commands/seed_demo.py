@@ -16,6 +16,7 @@ import os
 import secrets
 
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
@@ -96,6 +97,8 @@ class Command(BaseCommand):
         demo = Workspace.objects.get(slug="demo")
         created, updated = import_python_reference(workspace=demo, owner=get_user_model().objects.get(username="admin"))
         self.stdout.write(f"knowledge: {created} topics imported, {updated} refreshed (Python Language Reference)")
+        # Budget defaults live with the usage app (called by name: chat does not import it).
+        call_command("seed_usage", stdout=self.stdout)
         providers = ", ".join(Provider.objects.order_by("slug").values_list("slug", flat=True))
         self.stdout.write(f"providers: {providers}")
         if created_users and password:

@@ -86,6 +86,7 @@ function start(box) {
     }
     if (ev.type === "run.started" && ev.run_id) stream.seen.set(ev.run_id, 0);
     if (!stream.accept(ev)) return;
+    box.dispatchEvent(new CustomEvent("chat:event", {detail: ev}));  // e.g. budget.warning (usage/thread_usage.js)
     const handler = handlers[ev.type];
     if (handler) handler(ev);
     else if (!vocabulary.types[ev.type]) console.warn("undeclared event type", ev.type);

@@ -99,6 +99,8 @@ export class ThreadView {
       if (last) { last.textContent = "waiting for your approval"; last.className = "meta awaiting"; }
     }
     this.box.scrollTop = this.box.scrollHeight;
+    // Listeners (usage/thread_usage.js: tokens and cost per turn and thread) read the list.
+    this.box.dispatchEvent(new CustomEvent("chat:messages", {detail: messages}));
     return {turn, runId: lastRun, openRun, waiting};
   }
 

@@ -1,0 +1,92 @@
+"""The metering plug-in point: usage, budgets and per-tool limits plug in here at ``ready()``
+(the ``usage`` app), so ``agents`` never imports them.
+
+The run path calls the installed :class:`Meter` at five moments:
+
+* ``before_run(user, thread)`` — in ``run_create``, before anything is written; raise
+  :class:`DispatchRefused` (→ 429 ``budget_exceeded`` + ``Retry-After``) to refuse the send;
+* ``before_round(run)`` — before every model request of a run (the first and each one after
+  a tool round); raise :class:`DispatchRefused` and the provider is not called. Returns a
+  *hold* (opaque) that the round's end gives back;
+* ``after_round(run, message, usage, hold, emitter)`` — when the response's usage is known
+  (``usage`` None: the provider reported none). Returns the dict stored as the message's
+  ``usage`` (token counts, cost); ``emitter`` is the run's ``RunEmitter`` (for ``budget.warning``);
+* ``release(hold)`` — the round ended without a response (provider error, cancel);
+* ``tool_over_limit(run, tool_name)`` — before a tool call executes: a reason string sends
+  the call to approval instead of running it; None lets it run;
+* ``run_scope(run)`` — a context manager around a whole turn (log context, the ``run``
+  trace span); ``span(name, **attributes)`` — one around each model request
+  (``model.request``) and tool call (``tool.call``).
+
+Without a meter installed (tests of the loop alone) nothing is metered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from contextlib import AbstractContextManager as ContextManager
+from typing import Any, Protocol
+
+from chatplatform.errors import ServiceError
+
+
+class DispatchRefused(ServiceError):
+    """A run or round refused by a budget: a 429 service error. ``retry_after``: seconds
+    until it may succeed (the budget window's reset, or a short wait when another run holds
+    the rest); ``resets_at``: ISO time of the reset (also on the websocket ``error`` event)."""
+
+    def __init__(self, code: str, message: str, *, retry_after: float, resets_at: str = "") -> None:
+        super().__init__(code, message, 429, retry_after=retry_after, resets_at=resets_at)
+        self.resets_at = resets_at
+
+
+class Meter(Protocol):
+    def before_run(self, *, user, thread) -> None: ...
+
+    def before_round(self, *, run) -> Any: ...
+
+    def after_round(self, *, run, message, usage, hold: Any, emitter) -> dict: ...
+
+    def release(self, hold: Any) -> None: ...
+
+    def tool_over_limit(self, *, run, tool_name: str) -> str | None: ...
+
+    def run_scope(self, *, run) -> ContextManager: ...
+
+    def span(self, name: str, **attributes) -> ContextManager: ...
+
+
+class _NoMeter:
+    def before_run(self, *, user, thread) -> None:
+        return None
+
+    def before_round(self, *, run) -> Any:
+        return None
+
+    def after_round(self, *, run, message, usage, hold: Any, emitter) -> dict:
+        return usage.as_dict() if usage is not None else {}
+
+    def release(self, hold: Any) -> None:
+        return None
+
+    def tool_over_limit(self, *, run, tool_name: str) -> str | None:
+        return None
+
+    def run_scope(self, *, run) -> ContextManager:
+        return contextlib.nullcontext()
+
+    def span(self, name: str, **attributes) -> ContextManager:
+        return contextlib.nullcontext()
+
+
+_meter: Meter = _NoMeter()
+
+
+def install_meter(meter: Meter) -> None:
+    """Called once from an app's ``ready()``."""
+    global _meter
+    _meter = meter
+
+
+def meter() -> Meter:
+    return _meter

@@ -1,0 +1,52 @@
+"""Provider capabilities: every kind is declared once, the declarations match the adapters,
+and nothing outside ``agents/providers/`` branches on ``provider.kind``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from agents.models import Provider
+from agents.providers.capabilities import CAPABILITIES, NO_ADAPTER, adapter_class, capabilities
+from agents.providers.wire import Wire
+
+ROOT = Path(__file__).resolve().parents[2]
+KIND_BRANCH = re.compile(r"\bprovider\w*\.kind\s*(==|!=|\bin\b|\bnot in\b)|Provider\.Kind\.[A-Z_]+")
+
+
+def test_every_kind_is_declared_or_has_no_adapter():
+    assert set(CAPABILITIES) <= set(Provider.Kind.values)
+    for kind in Provider.Kind.values:
+        caps = capabilities(Provider(kind=kind))
+        assert caps is CAPABILITIES.get(kind, NO_ADAPTER)
+    agent = capabilities(Provider(kind="agent_runs"))
+    assert agent.available and not agent.adapter and callable(agent.health_probe())  # served by a backend
+    assert capabilities(None) is NO_ADAPTER
+
+
+@pytest.mark.parametrize("kind", sorted(k for k, c in CAPABILITIES.items() if c.adapter))
+def test_declared_capabilities_match_the_adapter_class(kind):
+    caps = CAPABILITIES[kind]
+    cls = adapter_class(caps)
+    assert callable(getattr(cls, "from_provider", None)) and callable(getattr(cls, "stream", None))
+    assert hasattr(cls, "list_models") == caps.lists_models
+    assert hasattr(cls, "model_info") == caps.model_details
+    if caps.shares_client:  # every shared (HTTP) adapter uses the one stream/error/finish plumbing
+        for name in ("build_body", "open", "read", "close", "failure", "prefilled_thinking"):
+            assert callable(getattr(cls, name, None)), (kind, name)
+        assert {"think_tags", "unfinished"} <= set(dir(cls)) and Wire is not None
+
+
+def test_no_kind_branches_outside_the_providers_package():
+    offenders = []
+    for app in ("agents", "chat", "knowledge", "chatplatform"):
+        for path in (ROOT / app).rglob("*.py"):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel.startswith(("agents/providers/", "agents/migrations/")):
+                continue
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                if KIND_BRANCH.search(line):
+                    offenders.append(f"{rel}:{n}: {line.strip()}")
+    assert offenders == []

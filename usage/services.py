@@ -1,0 +1,299 @@
+"""Writes for usage: records with their cost, budget holds and warnings.
+
+How a hard limit holds under concurrency (SQLite and PostgreSQL alike)
+----------------------------------------------------------------------
+Before every model request a run takes a *hold* on the current window of each budget that
+applies to it (:func:`budget_admit`). In one transaction it first writes the window rows
+(``UPDATE … SET in_flight = in_flight``, in primary-key order), which locks them: on
+PostgreSQL the row lock, on SQLite the database write lock. Only then does it read the
+spend (the committed usage records of the window) and the rounds in flight, decide, and
+count its own round in ``in_flight``. A round's usage record and the release of its hold
+are written in one transaction (:func:`usage_record`), so a reader sees either the round
+in flight or its usage, never neither.
+
+A round is admitted when the spend is below the hard limit **and** either no other round
+is in flight or the rest of the budget covers one reserve (``BUDGET_ROUND_RESERVE_TOKENS``,
+priced at the model's dearest rate for cost budgets) for every round in flight plus this
+one. So once the remaining budget is below a reserve, rounds of one budget run one at a
+time, and the spend can pass the hard limit by at most the one round admitted last (as long
+as rounds stay within the reserve; set it to the largest round you expect). A hold whose
+worker died is forgotten after ``BUDGET_HOLD_S``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q, Sum
+from django.db.models.functions import Coalesce, Greatest
+from django.utils import timezone
+
+from agents.metering import DispatchRefused
+
+from .models import Budget, BudgetWindow, ModelPrice, Period, ToolLimit, UsageRecord
+
+logger = logging.getLogger(__name__)
+
+MILLION = Decimal(1_000_000)
+COST_PLACES = Decimal("0.00000001")
+
+
+# -- cost ------------------------------------------------------------------------------------
+def usage_cost(*, price: ModelPrice | None, usage: dict) -> Decimal | None:
+    """Cost of one response at ``price`` (per million tokens): uncached input at the input
+    price, cached input at the cached price (default: the input price), output at the output
+    price. None when there is no price or the provider gave no token counts."""
+    if price is None or (usage.get("input_tokens") is None and usage.get("output_tokens") is None):
+        return None
+    input_tokens = int(usage.get("input_tokens") or 0)
+    cached = min(int(usage.get("cached_tokens") or 0), input_tokens)
+    cached_price = price.cached_input_per_mtok if price.cached_input_per_mtok is not None else price.input_per_mtok
+    cost = (
+        Decimal(input_tokens - cached) * price.input_per_mtok
+        + Decimal(cached) * cached_price
+        + Decimal(int(usage.get("output_tokens") or 0)) * price.output_per_mtok
+    ) / MILLION
+    return cost.quantize(COST_PLACES)
+
+
+def price_for(*, provider, model: str) -> ModelPrice | None:
+    if provider is None or not model:
+        return None
+    return ModelPrice.objects.filter(model__provider=provider, model__name=model).first()
+
+
+# -- windows ---------------------------------------------------------------------------------
+def window_bounds(period: str, now: datetime | None = None) -> tuple[datetime, datetime]:
+    """``(start, end)`` of the UTC day or month containing ``now``."""
+    now = (now or timezone.now()).astimezone(UTC)
+    if period == Period.DAY:
+        start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        return start, start + timedelta(days=1)
+    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+    return start, end
+
+
+def budgets_for(*, user_id, workspace_id, model_id) -> list[Budget]:
+    """Enabled budgets that apply to a run of ``user_id`` in ``workspace_id`` on ``model_id``."""
+    return list(
+        Budget.objects.filter(enabled=True)
+        .filter(Q(workspace_id=workspace_id) | Q(workspace__isnull=True))
+        .filter(Q(user_id=user_id) | Q(user__isnull=True))
+        .filter(Q(model_id=model_id) | Q(model__isnull=True))
+        .order_by("pk")
+    )
+
+
+def budget_spent(budget: Budget, start: datetime, end: datetime) -> Decimal:
+    """Tokens (input + output) or cost in the budget's currency, of the budget's scope in
+    ``[start, end)``, from the stored usage records."""
+    records = UsageRecord.objects.filter(created_at__gte=start, created_at__lt=end)
+    if budget.workspace_id:
+        records = records.filter(workspace_id=budget.workspace_id)
+    if budget.user_id:
+        records = records.filter(user_id=budget.user_id)
+    if budget.model_id:
+        records = records.filter(provider=budget.model.provider.slug, model=budget.model.name)
+    if budget.metric == Budget.Metric.COST:
+        total = records.filter(currency=budget.currency).aggregate(v=Sum("cost"))["v"]
+    else:
+        total = records.aggregate(v=Coalesce(Sum("input_tokens"), 0) + Coalesce(Sum("output_tokens"), 0))["v"]
+    return Decimal(total or 0)
+
+
+def _window(budget: Budget, start: datetime) -> BudgetWindow:
+    for attempt in range(2):
+        try:
+            with transaction.atomic():
+                return BudgetWindow.objects.get_or_create(budget=budget, starts_at=start)[0]
+        except IntegrityError:  # created concurrently
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
+
+
+# -- holds -----------------------------------------------------------------------------------
+@dataclass
+class Hold:
+    """The windows a round holds (released when its usage is stored or it fails)."""
+
+    window_ids: list[int] = field(default_factory=list)
+
+
+def _reserve(budget: Budget, price: ModelPrice | None) -> Decimal:
+    tokens = Decimal(settings.BUDGET_ROUND_RESERVE_TOKENS)
+    if budget.metric == Budget.Metric.TOKENS:
+        return tokens
+    if price is None or price.currency != budget.currency:
+        return Decimal(0)  # an unpriced model adds no cost
+    return tokens * max(price.input_per_mtok, price.output_per_mtok) / MILLION
+
+
+def _refusal(budget: Budget, spent: Decimal, end: datetime, *, busy: bool) -> DispatchRefused:
+    now = timezone.now()
+    unit = "tokens" if budget.metric == Budget.Metric.TOKENS else budget.currency
+    scope = "this workspace" if budget.workspace_id and not budget.user_id else "your"
+    if busy:
+        return DispatchRefused(
+            "budget_exceeded",
+            f"The {budget.get_period_display().split()[0]} budget of {scope} usage is nearly used up "
+            f"({_fmt(spent)} of {_fmt(budget.hard_limit)} {unit}) and other replies are using the rest; "
+            "try again in a moment.",
+            retry_after=float(settings.BUDGET_BUSY_RETRY_S), resets_at=end.isoformat(),
+        )
+    return DispatchRefused(
+        "budget_exceeded",
+        f"The budget is used up: {_fmt(spent)} of {_fmt(budget.hard_limit)} {unit} "
+        f"{budget.get_period_display()}. It resets at {end:%Y-%m-%d %H:%M} UTC.",
+        retry_after=max(1.0, (end - now).total_seconds()), resets_at=end.isoformat(),
+    )
+
+
+def _fmt(value: Decimal | None) -> str:
+    if value is None:
+        return "?"
+    return f"{value.normalize():f}" if value != value.to_integral() else f"{int(value)}"
+
+
+def budget_check(*, user_id, workspace_id, model_id) -> None:
+    """Refuse (:class:`DispatchRefused`) when a hard limit that applies is already reached.
+    Used before a run is created; takes no hold."""
+    for budget in budgets_for(user_id=user_id, workspace_id=workspace_id, model_id=model_id):
+        if budget.hard_limit is None:
+            continue
+        start, end = window_bounds(budget.period)
+        spent = budget_spent(budget, start, end)
+        if spent >= budget.hard_limit:
+            raise _refusal(budget, spent, end, busy=False)
+
+
+def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None) -> Hold:
+    """Take a hold for one model round on every hard-limited budget that applies (see the
+    module docstring), or raise :class:`DispatchRefused` and hold nothing."""
+    budgets = [b for b in budgets_for(user_id=user_id, workspace_id=workspace_id, model_id=model_id)
+               if b.hard_limit is not None]
+    if not budgets:
+        return Hold()
+    plan = []
+    for budget in budgets:
+        start, end = window_bounds(budget.period)
+        plan.append((budget, _window(budget, start), start, end))
+    now = timezone.now()
+    hold_s = timedelta(seconds=settings.BUDGET_HOLD_S)
+    with transaction.atomic():
+        for _, window, _, _ in plan:  # lock first (row lock / SQLite write lock), in pk order
+            BudgetWindow.objects.filter(pk=window.pk).update(in_flight=F("in_flight"))
+        for budget, window, start, end in plan:
+            window.refresh_from_db(fields=["in_flight", "hold_until"])
+            in_flight = window.in_flight if window.hold_until and window.hold_until > now else 0
+            spent = budget_spent(budget, start, end)
+            if spent >= budget.hard_limit:
+                raise _refusal(budget, spent, end, busy=False)
+            if in_flight and spent + _reserve(budget, price) * (in_flight + 1) > budget.hard_limit:
+                raise _refusal(budget, spent, end, busy=True)
+            BudgetWindow.objects.filter(pk=window.pk).update(in_flight=in_flight + 1, hold_until=now + hold_s)
+    return Hold([w.pk for _, w, _, _ in plan])
+
+
+def budget_release(hold: Hold | None) -> None:
+    """Give back a round's holds (its usage is stored, or it ended without a response)."""
+    if hold and hold.window_ids:
+        BudgetWindow.objects.filter(pk__in=hold.window_ids).update(in_flight=Greatest(F("in_flight") - 1, 0))
+
+
+# -- records ---------------------------------------------------------------------------------
+def usage_record(*, run, message, usage: dict | None, hold: Hold | None = None) -> UsageRecord | None:
+    """Store one response's usage (``usage``: the provider's counts, None when it gave none)
+    with its cost at today's price, and release the round's hold, in one transaction.
+    Idempotent per message (a redelivered turn does not count twice). Returns the record."""
+    counts = usage or {}
+    price = price_for(provider=run.provider, model=run.model)
+    cost = usage_cost(price=price, usage=counts)
+    with transaction.atomic():
+        record = UsageRecord.objects.filter(message=message).first() if message is not None else None
+        if record is None:
+            record = UsageRecord.objects.create(
+                run=run, message=message, user_id=run.user_id, workspace_id=run.thread.workspace_id,
+                thread_id=run.thread_id, provider=run.provider.slug if run.provider else "", model=run.model,
+                input_tokens=counts.get("input_tokens"), output_tokens=counts.get("output_tokens"),
+                cached_tokens=counts.get("cached_tokens"), reasoning_tokens=counts.get("reasoning_tokens"),
+                cost=cost, currency=price.currency if price and cost is not None else "",
+                created_at=timezone.now(),
+            )
+        budget_release(hold)
+    return record
+
+
+def message_usage(record: UsageRecord | None, usage: dict | None) -> dict:
+    """The ``usage`` dict stored on the assistant message: the four token counts (None where
+    the provider gave none), ``cost`` (a decimal string, None when unpriced) and ``currency``."""
+    counts = usage or {}
+    out = {k: counts.get(k) for k in ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens")}
+    cost = record.cost if record is not None else None
+    out["cost"] = str(cost) if cost is not None else None
+    out["currency"] = record.currency if record is not None and cost is not None else ""
+    return out
+
+
+def budget_warnings(*, user_id, workspace_id, model_id) -> list[dict]:
+    """Budgets whose soft (or hard) limit the current window's spend has reached and that
+    have not warned yet in this window: mark them warned and return the warnings
+    ``[{"budget_id", "scope", "metric", "period", "spent", "soft_limit", "hard_limit",
+    "currency", "resets_at"}]`` (decimals as strings)."""
+    warnings = []
+    for budget in budgets_for(user_id=user_id, workspace_id=workspace_id, model_id=model_id):
+        threshold = budget.soft_limit if budget.soft_limit is not None else budget.hard_limit
+        start, end = window_bounds(budget.period)
+        spent = budget_spent(budget, start, end)
+        if spent < threshold:
+            continue
+        window = _window(budget, start)
+        if not BudgetWindow.objects.filter(pk=window.pk, warned=False).update(warned=True):
+            continue  # warned already (by this run or another)
+        warnings.append(budget_warning_payload(budget, spent, end))
+    return warnings
+
+
+def budget_warning_payload(budget: Budget, spent: Decimal, end: datetime) -> dict:
+    return {
+        "budget_id": budget.pk,
+        "scope": "user" if budget.user_id else "workspace",
+        "metric": budget.metric,
+        "period": budget.period,
+        "spent": _fmt(spent),
+        "soft_limit": _fmt(budget.soft_limit) if budget.soft_limit is not None else None,
+        "hard_limit": _fmt(budget.hard_limit) if budget.hard_limit is not None else None,
+        "currency": budget.currency if budget.metric == Budget.Metric.COST else "",
+        "resets_at": end.isoformat(),
+    }
+
+
+# -- tool limits -----------------------------------------------------------------------------
+#: Ledger states that count as a call made (denied, expired and refused calls do not).
+COUNTED_CALLS = ("approved", "running", "succeeded", "failed", "timeout", "status_unknown")
+
+
+def tool_limit_reason(*, user_id, workspace_id, tool_name: str) -> str | None:
+    """Why a call of ``tool_name`` by ``user_id`` is over a per-tool limit (then it goes to
+    approval instead of running), or None."""
+    from agents.models import ToolCall
+
+    limits = ToolLimit.objects.filter(tool_name=tool_name).filter(
+        Q(workspace_id=workspace_id) | Q(workspace__isnull=True))
+    for limit in limits:
+        start, end = window_bounds(limit.period)
+        calls = ToolCall.objects.filter(run__user_id=user_id, tool_name=tool_name, status__in=COUNTED_CALLS,
+                                        created_at__gte=start, created_at__lt=end)
+        if limit.workspace_id:
+            calls = calls.filter(run__thread__workspace_id=limit.workspace_id)
+        made = calls.count()
+        if made >= limit.max_calls:
+            return (f"{tool_name} was called {made} times {limit.get_period_display()}; the limit is "
+                    f"{limit.max_calls}. A person must approve further calls.")
+    return None
