@@ -258,6 +258,8 @@ async def _sse(started: Started, include_usage: bool):
         body = {"id": f"chatcmpl-{started.run_id}", "object": "chat.completion.chunk", "created": started.created,
                 "model": started.model_id, "choices": [], "usage": outcome.usage}
         yield f"data: {json.dumps(body, separators=(',', ':'))}\n\n"
-    yield "data: [DONE]\n\n"
+    # Remembered before [DONE]: a client that resends the history right after the stream ends
+    # must find this thread.
     await sync_to_async(conversation_remember)(thread_id=started.thread_id, messages=started.messages,
                                                 answer=answer_message("".join(sent), outcome.tool_calls))
+    yield "data: [DONE]\n\n"
