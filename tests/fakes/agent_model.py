@@ -14,11 +14,9 @@ does.
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 
-from tests.fakes.openai_server import FakeOpenAI, _Handler, _Server
+from tests.fakes.openai_server import FakeOpenAI, _Handler
 
 __all__ = ["AgentModel"]
 
@@ -26,46 +24,30 @@ __all__ = ["AgentModel"]
 class _AgentModelHandler(_Handler):
     server_version = "FakeAgentModel/1.0"
 
-    def _chat_completions(self, raw: bytes) -> None:
-        try:
-            body = json.loads(raw or b"null")
-        except ValueError:
-            body = None
+    def _chat_completions(self, body) -> None:
+        """``body``: the parsed (and already recorded) JSON of the request."""
         if isinstance(body, dict) and not body.get("stream"):
-            fake = self.fake
-            fake._record(body, {k.lower(): v for k, v in self.headers.items()})
             if not self._authorized():
                 return
+            fake = self.fake
             model = body.get("model") if isinstance(body.get("model"), str) else fake.models[0]
-            self._send_json(200, {
+            self.send_json(200, {
                 "id": "chatcmpl-side", "object": "chat.completion", "created": int(time.time()), "model": model,
                 "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
                              "message": {"role": "assistant", "content": fake.side_reply, "refusal": None}}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             })
             return
-        super()._chat_completions(raw)
+        super()._chat_completions(body)
 
 
 class AgentModel(FakeOpenAI):
     """A scripted model for an agent: streamed requests take the script in order;
     non-streamed ones get ``side_reply`` (default ``"ok"``)."""
 
+    handler = _AgentModelHandler
     side_reply = "ok"
 
     @property
     def streamed_requests(self) -> list[dict]:
         return [r for r in self.requests if r.get("stream")]
-
-    def start(self) -> AgentModel:
-        if self._server is not None:
-            return self
-        server = _Server(("127.0.0.1", 0), _AgentModelHandler)
-        server.fake = self
-        host, port = server.server_address[:2]
-        self._server = server
-        self._base_url = f"http://{host}:{port}/v1"
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"AgentModel:{port}", daemon=True)
-        self._thread.start()
-        return self
