@@ -133,11 +133,15 @@ def run_create(
 
 
 def _lock(*, user_id=None, thread_id=None) -> None:
-    """Row locks, always in the order user → thread, for the rest of the transaction."""
+    """Row locks, always in the order user → thread, for the rest of the transaction.
+
+    ``FOR NO KEY UPDATE`` on PostgreSQL: it serialises these writers but not rows that merely
+    reference the user or thread (a decision stamping ``decided_by`` takes a key-share lock on
+    the user; with a plain ``FOR UPDATE`` that and a send by the same user deadlocked)."""
     if user_id is not None:
-        list(get_user_model().objects.select_for_update().filter(pk=user_id).values_list("pk", flat=True))
+        list(get_user_model().objects.select_for_update(no_key=True).filter(pk=user_id).values_list("pk", flat=True))
     if thread_id is not None:
-        list(Thread.objects.select_for_update().filter(pk=thread_id).values_list("pk", flat=True))
+        list(Thread.objects.select_for_update(no_key=True).filter(pk=thread_id).values_list("pk", flat=True))
 
 
 def _end_waiting_run(run: Run, *, reason: str, decision: str) -> bool:

@@ -169,8 +169,8 @@ def _lock_for_send(*, user, thread_id) -> Thread:
     regenerate never deadlocks with a concurrent send."""
     from django.contrib.auth import get_user_model
 
-    list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True))
-    return Thread.objects.select_for_update().get(pk=thread_id)
+    list(get_user_model().objects.select_for_update(no_key=True).filter(pk=user.pk).values_list("pk", flat=True))
+    return Thread.objects.select_for_update(no_key=True).get(pk=thread_id)
 
 
 def _turn_question(message: Message) -> Message | None:

@@ -274,7 +274,7 @@ def completion_start(*, user, body: dict, thread_header: str = "", workspace_hea
     with transaction.atomic():
         # run_create locks user → thread; this transaction writes the thread before it, so it
         # takes the user's lock first too (the same order everywhere: no deadlock).
-        list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True))
+        list(get_user_model().objects.select_for_update(no_key=True).filter(pk=user.pk).values_list("pk", flat=True))
         if hint:
             try:
                 thread = thread_get_for_user(user=user, thread_id=hint, write=True)
