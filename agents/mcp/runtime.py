@@ -272,6 +272,7 @@ class Connection:
     # -- requests (run as their own tasks on the loop) ------------------------------------
     async def _ready_session(self, wait_s: float) -> ClientSession:
         if self._session is None:
+            self._poke.set()  # a call is waiting: reconnect now rather than after the backoff
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._connected.wait(), timeout=wait_s)
         if self._session is None:
