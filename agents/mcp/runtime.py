@@ -45,6 +45,10 @@ logger = logging.getLogger(__name__)
 MAX_RESOURCES = 200  # resources listed per server (the synthetic read tool's enum)
 
 
+class ConnectFailed(Exception):
+    """Starting, initialising or listing a server failed; the message is the root cause."""
+
+
 class ServerGone(ConnectionError):
     """The server's connection ended (process died, HTTP endpoint gone) during a call."""
 
@@ -105,6 +109,8 @@ def root_cause(exc: BaseException) -> str:
             continue
         if isinstance(exc, MCPError):
             return f"MCP error {exc.code}: {exc.message}"
+        if isinstance(exc, ConnectFailed | ServerGone):
+            return str(exc)
         inner = exc.__cause__
         if inner is not None and not isinstance(exc, OSError | TimeoutError):
             exc = inner
@@ -181,11 +187,10 @@ class Connection:
                 errlog = stack.enter_context(tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace"))
                 self._errlog = errlog
                 params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env) or None)
-                try:
-                    with anyio.fail_after(cfg.connect_timeout_s):
-                        read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
-                except BaseException as exc:
-                    raise RuntimeError(self._with_stderr(root_cause(exc))) from None
+                try:  # spawning is immediate; a server that never answers is caught by initialise
+                    read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+                except Exception as exc:
+                    raise ConnectFailed(self._with_stderr(root_cause(exc))) from None
             else:
                 client = create_mcp_http_client(headers=dict(cfg.headers))
                 await stack.enter_async_context(client)
@@ -199,7 +204,7 @@ class Connection:
             except BaseException as exc:
                 if isinstance(exc, asyncio.CancelledError):
                     raise
-                raise RuntimeError(self._with_stderr(f"initialise/list: {root_cause(exc)}")) from None
+                raise ConnectFailed(self._with_stderr(f"initialise/list: {root_cause(exc)}")) from None
             self._session = session
             self._set("connected")
             self._connected.set()
@@ -237,7 +242,7 @@ class Connection:
             except BaseException as exc:
                 if isinstance(exc, asyncio.CancelledError):
                     raise
-                raise RuntimeError(f"list: {root_cause(exc)}") from None
+                raise ConnectFailed(f"list: {root_cause(exc)}") from None
             self.checked_at = datetime.now(UTC)
 
     async def _list(self, session: ClientSession) -> None:
@@ -253,13 +258,18 @@ class Connection:
         caps = session.server_capabilities
         if caps is not None and caps.resources is not None:
             cursor = None
-            while len(resources) < MAX_RESOURCES:
-                page = await session.list_resources(
-                    params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
-                resources.extend(page.resources)
-                cursor = page.next_cursor
-                if not cursor:
-                    break
+            try:
+                while len(resources) < MAX_RESOURCES:
+                    page = await session.list_resources(
+                        params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+                    resources.extend(page.resources)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+            except MCPError as exc:  # a server may announce resources and then refuse to list them
+                if exc.code == types.CONNECTION_CLOSED:
+                    raise
+                logger.info("MCP server %s: resources not listed: %s", self.config.slug, exc.message)
         self._seq += 1
         self.listing = Listing(self._seq, tuple(tools), tuple(resources[:MAX_RESOURCES]), datetime.now(UTC))
 

@@ -380,6 +380,8 @@ def _reconcile() -> Snapshot:
             server.health_status = health
     _assign_names(enabled)
     snapshot = _build(servers, broken)
+    if snapshot.resources and not ToolPolicy.objects.filter(tool_name=RESOURCE_TOOL).exists():
+        ToolPolicy.objects.create(tool_name=RESOURCE_TOOL, enabled=True, risk="read", approval_mode="never")
     _state.snapshot = snapshot
     return snapshot
 
