@@ -18,6 +18,14 @@ class AgentsMcpConfig(AppConfig):
 
         tool_sources.add(sync.mcp_tools)
         tool_sources.add(sync.mcp_resources)
+        # Each Celery worker connects its enabled servers when ready; the web process does so
+        # on its first request (agents.mcp.knowledge_server.with_mcp_endpoint).
+        from celery.signals import worker_ready
+
+        worker_ready.connect(sync.warm_up_in_background, weak=False, dispatch_uid="mcp-warm-up")
+        import atexit
+
+        atexit.register(sync.runtime.shutdown, 3.0)
         for model in (MCPServer, MCPTool, ToolPolicy):
             post_save.connect(sync.mark_stale, sender=model, weak=False, dispatch_uid=f"mcp-stale-save-{model.__name__}")
             post_delete.connect(sync.mark_stale, sender=model, weak=False, dispatch_uid=f"mcp-stale-del-{model.__name__}")

@@ -561,3 +561,51 @@ def reset() -> None:
         _state.seen.clear()
         _state.stale = True
         _state.last = 0.0
+
+
+def warm_up(wait_s: float = 10.0) -> None:
+    """Connect this process's enabled servers now (web process start, worker ready), so the
+    first chat turn already has their tools; waits up to ``wait_s`` for the first attempts."""
+    try:
+        reconcile()
+        deadline = time.monotonic() + wait_s
+        for slug in runtime.connections():
+            runtime.wait_attempt(slug, max(0.0, deadline - time.monotonic()))
+        reconcile()
+    except Exception:  # noqa: BLE001 — never break start-up; the next offer reconciles again
+        logger.warning("MCP warm-up skipped", exc_info=settings.DEBUG)
+
+
+def warm_up_in_background(**kwargs) -> None:
+    """``warm_up`` in its own thread (which closes its database connection when done)."""
+
+    def run() -> None:
+        from django.db import connections
+
+        try:
+            warm_up()
+        finally:
+            connections.close_all()
+
+    threading.Thread(target=run, name="mcp-warm-up", daemon=True).start()
+
+
+DEMO_TIME_SERVER = {
+    "name": "Time (reference MCP server)",
+    "transport": MCPServer.Transport.STDIO,
+    "args": [],
+    "enabled": True,
+    "allowlist": ["get_current_time", "convert_time"],
+    "connect_timeout_s": 30,
+}
+
+
+def seed_demo_time_server() -> MCPServer:
+    """The demo's external server: ``mcp-server-time`` (PyPI, read-only tools), started with
+    this interpreter's environment. Created once; an admin's later changes are kept."""
+    import sys
+    from pathlib import Path
+
+    command = Path(sys.executable).parent / "mcp-server-time"
+    server, _ = MCPServer.objects.get_or_create(slug="time", defaults={**DEMO_TIME_SERVER, "command": str(command)})
+    return server
