@@ -15,7 +15,7 @@ from agents.mcp.models import MCPServer
 from agents.models import ToolCall, ToolPolicy
 from agents.services import run_cancel, run_create
 from chat.models import Message
-from tests.agents.tooltest import call
+from tests.policy.tooltest import call
 from tests.conftest import make_thread, types
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
 from tests.mcp.conftest import enable

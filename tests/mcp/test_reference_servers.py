@@ -19,7 +19,7 @@ from agents.models import ToolCall, ToolPolicy
 from agents.pipeline import policy_views, tool_pipeline
 from agents.services import run_create
 from agents.tools import ToolContext, tool_sources
-from tests.agents.tooltest import call
+from tests.policy.tooltest import call
 from tests.conftest import make_thread, types
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
 from tests.mcp.conftest import enable, npm_packages
