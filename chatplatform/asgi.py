@@ -16,9 +16,9 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from agents.mcp.knowledge_server import with_mcp_endpoint  # noqa: E402
 from chat.routing import websocket_urlpatterns  # noqa: E402
 from chat.ws_auth import WebsocketAuthStack  # noqa: E402
+from knowledge.mcp_server import with_mcp_endpoint  # noqa: E402
 
 from .loop_binding import BindServerLoop  # noqa: E402
 

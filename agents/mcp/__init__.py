@@ -9,5 +9,7 @@ served as an MCP server (``/mcp/``). Uses the official ``mcp`` SDK for both side
   (safe defaults), drift quarantine, names, and the tool sources registered with
   ``agents.tools.tool_sources``.
 * ``naming``   — exposed tool names (unique, provider-safe) — ``shared/cases/platform/05``.
-* ``knowledge_server`` — the ``/mcp/`` streamable HTTP endpoint.
+
+The knowledge base's own MCP endpoint (``/mcp/``) lives in ``knowledge.mcp_server`` (agents
+never imports knowledge).
 """

@@ -19,7 +19,7 @@ class AgentsMcpConfig(AppConfig):
         tool_sources.add(sync.mcp_tools)
         tool_sources.add(sync.mcp_resources)
         # Each Celery worker connects its enabled servers when ready; the web process does so
-        # on its first request (agents.mcp.knowledge_server.with_mcp_endpoint).
+        # on its first request (knowledge.mcp_server.with_mcp_endpoint).
         from celery.signals import worker_ready
 
         worker_ready.connect(sync.warm_up_in_background, weak=False, dispatch_uid="mcp-warm-up")

@@ -15,10 +15,10 @@ from agents.mcp.models import MCPServer
 from agents.models import ToolCall, ToolPolicy
 from agents.services import run_cancel, run_create
 from chat.models import Message
-from tests.policy.tooltest import call
 from tests.conftest import make_thread, types
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
 from tests.mcp.conftest import enable
+from tests.policy.tooltest import call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

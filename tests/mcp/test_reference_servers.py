@@ -19,10 +19,10 @@ from agents.models import ToolCall, ToolPolicy
 from agents.pipeline import policy_views, tool_pipeline
 from agents.services import run_create
 from agents.tools import ToolContext, tool_sources
-from tests.policy.tooltest import call
 from tests.conftest import make_thread, types
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
 from tests.mcp.conftest import enable, npm_packages
+from tests.policy.tooltest import call
 
 BIN = Path(sys.executable).parent
 CTX = ToolContext(workspace_id=1, thread_id="t", user_id=1, run_id="r", role="member")

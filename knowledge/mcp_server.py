@@ -327,7 +327,7 @@ def with_mcp_endpoint(django_app):
     async def app(scope, receive, send):
         if not warmed:  # connect the enabled external MCP servers of this process
             warmed.append(True)
-            from . import sync
+            from agents.mcp import sync
 
             sync.warm_up_in_background()
         path = scope.get("path", "")
