@@ -26,6 +26,7 @@ class AgentsMcpConfig(AppConfig):
         import atexit
 
         atexit.register(sync.runtime.shutdown, 3.0)
+        post_delete.connect(sync.delete_policy_with_tool, sender=MCPTool, weak=False, dispatch_uid="mcp-tool-policy")
         for model in (MCPServer, MCPTool, ToolPolicy):
             post_save.connect(sync.mark_stale, sender=model, weak=False, dispatch_uid=f"mcp-stale-save-{model.__name__}")
             post_delete.connect(sync.mark_stale, sender=model, weak=False, dispatch_uid=f"mcp-stale-del-{model.__name__}")

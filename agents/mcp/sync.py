@@ -317,10 +317,14 @@ def _on_event_loop() -> bool:
     return True
 
 
+def _seen_key(conn) -> tuple:
+    """What ``reconcile`` last stored of a connection: (which connection, listing seq, health)."""
+    return (id(conn), conn.listing.seq if conn.listing else 0, conn.health)
+
+
 def _changed() -> bool:
     for slug, conn in runtime.connections().items():
-        key = (conn.listing.seq if conn.listing else 0, conn.health)
-        if _state.seen.get(slug) != key:
+        if _state.seen.get(slug) != _seen_key(conn):
             return True
     return False
 
@@ -361,6 +365,8 @@ def _reconcile() -> Snapshot:
         except ConfigError as exc:
             broken[server.slug] = str(exc)
     runtime.ensure(configs)
+    for slug in set(_state.seen) - {s.slug for s in enabled}:
+        del _state.seen[slug]
     now = datetime.now(UTC)
     for server in enabled:
         conn = runtime.connection(server.slug)
@@ -369,9 +375,10 @@ def _reconcile() -> Snapshot:
         elif conn is None:
             continue
         else:
-            key = (conn.listing.seq if conn.listing else 0, conn.health)
-            if _state.seen.get(server.slug) != key:
-                if conn.listing and key[0] != (_state.seen.get(server.slug) or (0,))[0]:
+            key = _seen_key(conn)
+            before = _state.seen.get(server.slug) or (None, 0, "")
+            if before != key:
+                if conn.listing and before[:2] != key[:2]:  # a new listing (or a new connection's)
                     store_listing(server, conn.listing)
                 _state.seen[server.slug] = key
             health = conn.health
@@ -609,3 +616,9 @@ def seed_demo_time_server() -> MCPServer:
     command = Path(sys.executable).parent / "mcp-server-time"
     server, _ = MCPServer.objects.get_or_create(slug="time", defaults={**DEMO_TIME_SERVER, "command": str(command)})
     return server
+
+
+def delete_policy_with_tool(sender, instance: MCPTool, **kwargs) -> None:
+    """Signal receiver: a deleted tool (its server deleted) takes its policy row along."""
+    if instance.policy_id:
+        ToolPolicy.objects.filter(pk=instance.policy_id).delete()

@@ -130,3 +130,22 @@ def test_environment_binding_classifies_every_call(add_server, http_server):
     prod = Environment.objects.create(name="eu-main", tier="prod")
     add_server("lab", url=http_server("lab").url, allowlist=["add_note"], environment=prod)
     assert tool_sources.get("add_note").env_name == "eu-main"
+
+
+def test_a_new_url_is_listed_afresh_and_deleting_a_server_removes_its_policies(add_server, http_server):
+    from tests.mcp.http_server import LONG_NAME
+
+    server = add_server("ext", url=http_server("github").url)
+    assert {t.name for t in MCPTool.objects.filter(server=server, present=True)} == {"search", "create_branch"}
+    server.url = http_server("neon").url
+    server.save()
+    sync.refresh(server)
+    assert {t.name for t in MCPTool.objects.filter(server=server, present=True)} == {
+        "create_branch", "db.query", LONG_NAME}
+    assert tool_sources.get("search") is None  # gone from the server: no longer offered
+    policy_ids = list(MCPTool.objects.filter(server=server).values_list("policy_id", flat=True))
+    assert len(policy_ids) == 4 and None not in policy_ids
+    server.delete()
+    assert not ToolPolicy.objects.filter(pk__in=policy_ids).exists()
+    sync.reconcile()
+    assert tool_sources.get("create_branch") is None
