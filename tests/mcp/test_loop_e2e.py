@@ -220,3 +220,16 @@ def test_two_servers_same_tool_name_through_the_loop(http_server, add_server, th
     assert github.log() == []
     statuses = {c.tool_name: c.status for c in ToolCall.objects.filter(run=run)}
     assert statuses == {"neon__create_branch": "succeeded", "github__create_branch": "permission_denied"}
+
+
+def test_large_results_are_truncated_for_the_model_but_kept_in_the_ledger(http_server, add_server, thread, users,
+                                                                        fake_openai, sink_for):
+    add_server("lab", url=http_server("lab").url, allowlist=["echo"])
+    long_text = "The quick brown fox jumps over the lazy dog. " * 400  # 18 000 characters
+    run, sink = converse_with(fake_openai, sink_for, thread, users["alice"], [call("c1", "echo", {"text": long_text})])
+    assert types(sink.until_terminal(run.pk))[-1] == "run.completed"
+    ledger = ToolCall.objects.get(run=run)
+    assert ledger.result == f"echo: {long_text}"
+    message = Message.objects.get(thread=thread, role="tool").content
+    assert len(message) < 4500 < len(ledger.result) and message.endswith("…")
+    assert fake_openai.requests[1]["messages"][-1]["content"] == message
