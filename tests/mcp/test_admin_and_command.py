@@ -82,3 +82,18 @@ def test_mcp_refresh_command(add_server, http_server):
     add_server("down", command="/nonexistent/server", refresh=False)
     with pytest.raises(CommandError, match="1 server"):
         call_command("mcp_refresh", "down", stdout=io.StringIO())
+
+
+def test_listing_a_disabled_server_offers_nothing(add_server, http_server):
+    from agents.tools import tool_sources
+
+    server = add_server("lab", url=http_server("lab").url, enabled=False, refresh=False)
+    out = io.StringIO()
+    call_command("mcp_refresh", "lab", stdout=out)
+    assert out.getvalue().startswith("lab (disabled): connected")
+    tools = MCPTool.objects.filter(server=server)
+    assert tools.filter(name="echo").exists()
+    assert not tools.exclude(exposed_name="").exists() and not tools.exclude(policy=None).exists()
+    sync.reconcile()
+    assert not any(s.source == "mcp:lab" for s in tool_sources.all())
+    assert MCPServer.objects.get(pk=server.pk).health_status == "connected"
