@@ -285,6 +285,9 @@ class AuditEvent(models.Model):
         UI_CONTEXT_REJECTED = "ui_context_rejected"
         FRAME_REJECTED = "frame_rejected"
         DECISION_REFUSED = "decision_refused"
+        MCP_TOOL_QUARANTINED = "mcp_tool_quarantined"
+        MCP_TOOL_REVIEWED = "mcp_tool_reviewed"
+        MCP_CALL = "mcp_call"
 
     kind = models.CharField(max_length=32, choices=Kind.choices)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

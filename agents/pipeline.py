@@ -118,7 +118,9 @@ def tool_pipeline(
     allowed: list[ToolSpec] = []
     for spec in tool_sources.all():
         policy = policies.get(spec.name) or policy_defaults(spec)
-        if not policy.enabled:
+        if spec.unavailable:
+            offer.excluded[spec.name] = spec.unavailable
+        elif not policy.enabled:
             offer.excluded[spec.name] = "on the chat denylist" if chat_denylisted(spec) else "disabled by policy"
         elif not role_allows(policy, role_name):
             offer.excluded[spec.name] = f"role {role_name!r} not allowed"
@@ -144,7 +146,8 @@ def tool_pipeline(
 
 @dataclass(frozen=True)
 class Guard:
-    """Outcome of the invocation guard. ``kind``: ok | unknown | disabled | permission_denied."""
+    """Outcome of the invocation guard. ``kind``: ok | unknown | unavailable | disabled |
+    permission_denied."""
 
     kind: str
     message: str = ""
@@ -174,6 +177,8 @@ def tool_guard(*, name: str, role_name: str, policies: dict[str, PolicyView], of
     if spec is None:
         return Guard("unknown", f"Unknown tool {name!r}. Available tools: {', '.join(offered) or 'none'}.")
     policy = policies.get(name) or policy_defaults(spec)
+    if spec.unavailable:
+        return Guard("unavailable", spec.unavailable)
     if not policy.enabled:
         return Guard("disabled", f"Tool {name!r} is disabled by the administrator.")
     if not role_allows(policy, role_name):

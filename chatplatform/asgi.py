@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP (Django, DRF, admin, SSE) and websockets (``/ws/threads/<id>/``).
+"""ASGI entry point: HTTP (Django, DRF, admin, SSE; ``/mcp/`` the knowledge MCP server) and
+websockets (``/ws/threads/<id>/``).
 
 Websocket auth: the session cookie (browsers) or an ``Authorization: Token <key>`` header
 (API clients). Origin check: a request that carries an ``Origin`` header must come from an
@@ -17,13 +18,14 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from chat.routing import websocket_urlpatterns  # noqa: E402
 from chat.ws_auth import WebsocketAuthStack  # noqa: E402
+from knowledge.mcp_server import with_mcp_endpoint  # noqa: E402
 
 from .loop_binding import BindServerLoop  # noqa: E402
 
 application = BindServerLoop(
     ProtocolTypeRouter(
         {
-            "http": django_asgi_app,
+            "http": with_mcp_endpoint(django_asgi_app),  # /mcp/: the knowledge base as an MCP server
             "websocket": WebsocketAuthStack(URLRouter(websocket_urlpatterns)),
         }
     )

@@ -7,6 +7,7 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.throttling import AnonRateThrottle
 
 from agents.api import ProviderListApi, ProviderModelsApi
+from agents.offer_api import ThreadToolsApi
 from agents.tool_call_api import ToolCallDecisionApi, ToolCallListApi
 from chat.api import views as chat_api
 from chat.sse import run_events
@@ -36,6 +37,7 @@ api_v1 = [
     path("threads/<str:thread_id>/export/", chat_api.ThreadExportApi.as_view(), name="thread-export"),
     path("messages/<str:message_id>/regenerate/", chat_api.MessageRegenerateApi.as_view(), name="message-regenerate"),
     path("messages/<str:message_id>/edit/", chat_api.MessageEditApi.as_view(), name="message-edit"),
+    path("threads/<str:thread_id>/tools/", ThreadToolsApi.as_view(), name="thread-tools"),
     path("runs/<str:run_id>/", chat_api.RunDetailApi.as_view(), name="run-detail"),
     path("runs/<str:run_id>/cancel/", chat_api.RunCancelApi.as_view(), name="run-cancel"),
     path("runs/<str:run_id>/events/", run_events, name="run-events"),

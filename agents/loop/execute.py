@@ -189,7 +189,7 @@ def execute_tool_call(
     assessment = risk_classify(
         risk=policy.risk,
         approval_mode=policy.approval_mode,
-        env_name=resolve_env(tool_args=model_args, send_env_id=ctx.env_id, ui_context=ctx.ui_context),
+        env_name=spec.env_name or resolve_env(tool_args=model_args, send_env_id=ctx.env_id, ui_context=ctx.ui_context),
         permission_granted=True,
     )
     ledger.risk = assessment.risk
@@ -325,7 +325,9 @@ def _run(run, assistant, call, ledger, emitter, *, spec, policy, ctx, args, tick
             if not isinstance(failure, ToolError | ConnectionError):
                 logger.error("tool %s crashed", spec.name, exc_info=failure)
             detail = str(failure) if isinstance(failure, ToolError) else f"{type(failure).__name__}: {failure}"
-            return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.FAILED,
+            unknown = isinstance(failure, ToolError) and failure.outcome_unknown and spec.risk != "read"
+            return _finish(run, assistant, call, ledger, emitter,
+                           status=ToolCall.Status.STATUS_UNKNOWN if unknown else ToolCall.Status.FAILED,
                            error=f"{spec.name} failed: {detail}", started=started)
         break
     if not isinstance(output, ToolOutput):

@@ -43,9 +43,12 @@ class ToolError(Exception):
     result. ``retryable``: a 5xx or connection error of a read tool (retried once after 1 s);
     never honoured for write tools, which may not be idempotent."""
 
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
+    def __init__(self, message: str, *, retryable: bool = False, outcome_unknown: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
+        # The call may have taken effect (e.g. an external server died mid-call): a write
+        # tool's call ends as ``status_unknown`` and is never re-sent.
+        self.outcome_unknown = outcome_unknown
 
 
 @dataclass
@@ -82,6 +85,13 @@ class ToolSpec:
     default_roles: tuple[str, ...] = ()
     # The tool source that offers it ("builtin" for @tool declarations; see agents.tools.sources).
     source: str = "builtin"
+    # Non-empty: the tool is known but may not be used now (e.g. an MCP tool quarantined after
+    # its definition changed); it is not offered, and a call gets this text as its error.
+    unavailable: str = ""
+    # Non-empty: every call is classified in this environment (an MCP server bound to one).
+    env_name: str = ""
+    # Where the tool really lives, e.g. ("neon", "create_branch") for an MCP tool.
+    origin: tuple[str, ...] = ()
 
     @property
     def approval_default(self) -> str:

@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "chat",
     "agents",
+    "agents.mcp",
     "knowledge",
     "sso",
     "openai_api",
@@ -310,6 +311,11 @@ RUN_QUEUED_DEADLINE_S = env.float("RUN_QUEUED_DEADLINE_S", default=30.0)
 # Extra modules with @tool declarations (e.g. site-specific tools), imported at start-up.
 EXTRA_TOOL_MODULES = env.list("EXTRA_TOOL_MODULES", default=[])
 RUN_REAPER_ENABLED = env.bool("RUN_REAPER_ENABLED", default=True)
+# External MCP servers (agents.mcp): how often each session re-lists its tools (drift check),
+# how often a process re-reads the admin's settings, the longest reconnect backoff (seconds).
+MCP_REFRESH_S = env.float("MCP_REFRESH_S", default=60.0)
+MCP_RECONCILE_S = env.float("MCP_RECONCILE_S", default=5.0)
+MCP_MAX_BACKOFF_S = env.float("MCP_MAX_BACKOFF_S", default=60.0)
 
 # --- OpenAI-compatible API (openai_api/) -------------------------------------------------------
 # "model": "default" → this provider/model (else the first enabled provider's default model).

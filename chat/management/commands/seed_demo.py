@@ -101,12 +101,25 @@ class Command(BaseCommand):
         call_command("seed_usage", stdout=self.stdout)
         providers = ", ".join(Provider.objects.order_by("slug").values_list("slug", flat=True))
         self.stdout.write(f"providers: {providers}")
+        self._mcp_demo()
         if created_users and password:
             self.stdout.write(self.style.WARNING(
                 f"demo users {', '.join(created_users)} created; password: {password}  (shown once; set DEMO_PASSWORD to choose it)"
             ))
         elif created_users:
             self.stdout.write(f"demo users {', '.join(created_users)} created with $DEMO_PASSWORD")
+
+    def _mcp_demo(self) -> None:
+        """The demo's external MCP server (mcp-server-time): connect once and list its tools."""
+        from agents.mcp import sync
+
+        server = sync.seed_demo_time_server()
+        try:
+            report = sync.refresh(server)
+        finally:
+            sync.reset()
+        offered = ", ".join(t.exposed_name for t in report.tools if t.policy and t.policy.enabled) or "none"
+        self.stdout.write(f"mcp: {server.slug} {report.health}; offered tools: {offered}")
 
     def _users(self) -> tuple[str | None, list[str]]:
         User = get_user_model()

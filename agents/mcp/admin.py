@@ -1,0 +1,181 @@
+"""Admin for external MCP servers and their tools.
+
+* MCP servers: connection settings; secret header values are write-only (stored encrypted,
+  only their header names are shown). Action "Connect and list tools": each tool with its
+  description, input schema and MCP annotations (untrusted text, shown escaped), and the
+  server's health.
+* MCP tools: where each tool stands (exposed name, policy, quarantine); a quarantined tool's
+  approved and new definitions side by side, and the action that approves the new one.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django import forms
+from django.contrib import admin, messages
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html
+
+from . import sync
+from .models import MCPServer, MCPTool
+
+
+def _pretty(value) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+class MCPServerForm(forms.ModelForm):
+    secret_headers = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 2, "autocomplete": "off"}),
+        help_text="Write-only: one “Header-Name: value” per line, stored encrypted and never shown again. "
+                  "Leave empty to keep the stored ones.",
+    )
+    clear_secret_headers = forms.BooleanField(required=False, help_text="Remove the stored secret headers.")
+
+    class Meta:
+        model = MCPServer
+        fields = ["slug", "name", "enabled", "transport", "command", "args", "env", "url", "headers",
+                  "allowlist", "environment", "connect_timeout_s", "call_timeout_s"]
+
+    def clean_secret_headers(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for line in (self.cleaned_data.get("secret_headers") or "").splitlines():
+            if not line.strip():
+                continue
+            name, sep, value = line.partition(":")
+            if not sep or not name.strip() or not value.strip():
+                raise forms.ValidationError("Each line must look like “Header-Name: value”.")
+            out[name.strip()] = value.strip()
+        return out
+
+    def clean(self):
+        data = super().clean()
+        transport = data.get("transport")
+        if transport == MCPServer.Transport.STDIO and not data.get("command"):
+            self.add_error("command", "A stdio server needs a command.")
+        if transport == MCPServer.Transport.STREAMABLE_HTTP and not data.get("url"):
+            self.add_error("url", "A streamable HTTP server needs a URL.")
+        for field, kind in (("args", list), ("env", dict), ("headers", dict), ("allowlist", list)):
+            value = data.get(field)
+            if value is not None and not isinstance(value, kind):
+                self.add_error(field, f"Must be a JSON {'list' if kind is list else 'object'}.")
+        return data
+
+    def save(self, commit=True):
+        server = super().save(commit=False)
+        if self.cleaned_data.get("clear_secret_headers"):
+            server.secret_headers_encrypted = ""
+        elif self.cleaned_data.get("secret_headers"):
+            merged = {**sync.secret_headers(server), **self.cleaned_data["secret_headers"]}
+            sync.secret_headers_store(server, merged)
+        if commit:
+            server.save()
+        return server
+
+
+class MCPToolInline(admin.TabularInline):
+    model = MCPTool
+    extra = 0
+    can_delete = False
+    fields = ["name", "exposed_name", "policy_link", "quarantined", "present", "last_seen_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="policy")
+    def policy_link(self, obj):
+        if obj.policy_id is None:
+            return "—"
+        url = reverse("admin:agents_toolpolicy_change", args=[obj.policy_id])
+        state = "enabled" if obj.policy.enabled else "off"
+        return format_html('<a href="{}">{} ({}, {})</a>', url, obj.policy.tool_name, state, obj.policy.risk)
+
+
+@admin.register(MCPServer)
+class MCPServerAdmin(admin.ModelAdmin):
+    form = MCPServerForm
+    list_display = ["slug", "name", "transport", "enabled", "health_status", "health_checked_at", "tool_count"]
+    list_filter = ["enabled", "transport"]
+    readonly_fields = ["stored_secret_headers", "health_status", "health_checked_at"]
+    inlines = [MCPToolInline]
+    actions = ["connect_and_list"]
+    fieldsets = [
+        (None, {"fields": ["slug", "name", "enabled", "transport"]}),
+        ("stdio", {"fields": ["command", "args", "env"]}),
+        ("Streamable HTTP", {"fields": ["url", "headers", "stored_secret_headers", "secret_headers",
+                                        "clear_secret_headers"]}),
+        ("Governance", {"fields": ["allowlist", "environment", "connect_timeout_s", "call_timeout_s"],
+                        "description": "${VAR} in command, args, env, url and headers is expanded from the "
+                                       "platform's environment when connecting."}),
+        ("Health", {"fields": ["health_status", "health_checked_at"]}),
+    ]
+
+    @admin.display(description="stored secret headers")
+    def stored_secret_headers(self, obj):
+        names = sorted(sync.secret_headers(obj)) if obj and obj.pk else []
+        return ", ".join(f"{n}: ••••" for n in names) or "none"
+
+    @admin.display(description="tools")
+    def tool_count(self, obj):
+        return obj.tools.filter(present=True).count()
+
+    @admin.action(description="Connect and list tools")
+    def connect_and_list(self, request, queryset):
+        reports = []
+        for server in queryset:
+            reports.append(sync.refresh(server))
+        rows = []
+        for report in reports:
+            tools = [{
+                "tool": t,
+                "description": t.current_definition.get("description", ""),
+                "schema": _pretty(t.current_definition.get("inputSchema", {})),
+                "annotations": _pretty(t.current_definition.get("annotations", {})),
+                "policy_url": reverse("admin:agents_toolpolicy_change", args=[t.policy_id]) if t.policy_id else "",
+                "tool_url": reverse("admin:agents_mcp_mcptool_change", args=[t.pk]),
+            } for t in report.tools]
+            rows.append({"report": report, "tools": tools})
+        context = {**self.admin_site.each_context(request), "title": "MCP servers: tools and health",
+                   "rows": rows, "opts": self.model._meta}
+        return TemplateResponse(request, "admin/agents_mcp/tool_listing.html", context)
+
+
+@admin.register(MCPTool)
+class MCPToolAdmin(admin.ModelAdmin):
+    list_display = ["exposed_name", "server", "name", "quarantined", "policy_enabled", "present", "last_seen_at"]
+    list_filter = ["server", "quarantined", "present"]
+    search_fields = ["name", "exposed_name"]
+    readonly_fields = ["server", "name", "exposed_name", "policy", "quarantined", "quarantined_at", "present",
+                       "first_seen_at", "last_seen_at", "definitions"]
+    fields = readonly_fields
+    actions = ["approve_definition"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.display(boolean=True, description="enabled")
+    def policy_enabled(self, obj):
+        return bool(obj.policy and obj.policy.enabled)
+
+    @admin.display(description="definition (approved | offered now) — untrusted text from the server")
+    def definitions(self, obj):
+        changed = obj.current_hash != obj.approved_hash
+        return format_html(
+            '<div style="display:flex;gap:1em"><div style="flex:1"><strong>approved</strong>'
+            '<pre style="white-space:pre-wrap">{}</pre></div><div style="flex:1"><strong>offered now{}</strong>'
+            '<pre style="white-space:pre-wrap">{}</pre></div></div>',
+            _pretty(obj.approved_definition), " (changed)" if changed else "", _pretty(obj.current_definition),
+        )
+
+    @admin.action(description="Approve the changed definition (lift quarantine)")
+    def approve_definition(self, request, queryset):
+        done = 0
+        for tool in queryset.select_related("server"):
+            if tool.quarantined or tool.current_hash != tool.approved_hash:
+                sync.approve_definition(tool, request.user)
+                done += 1
+        level = messages.SUCCESS if done else messages.WARNING
+        self.message_user(request, f"{done} tool definition(s) approved.", level=level)

@@ -1,0 +1,95 @@
+"""External MCP servers and the tools they offer (managed in the Django admin)."""
+
+from __future__ import annotations
+
+from django.core.validators import RegexValidator
+from django.db import models
+
+from agents.models import Environment, ToolPolicy
+
+
+class MCPServer(models.Model):
+    """One external MCP server. ``stdio``: ``command`` + ``args`` + ``env`` (the process is
+    started by the platform); ``streamable_http``: ``url`` + ``headers``.
+
+    ``${VAR}`` in command, args, env values, url and header values is expanded from the
+    platform's environment when connecting. ``secret_headers_encrypted`` holds header values
+    entered write-only in the admin (Fernet, like provider keys); they never appear in a page,
+    API response, event or log. ``allowlist``: when non-empty, only these tool names (the
+    server's own names) are offered, and they start enabled. ``environment``: every call to
+    this server is classified in that environment (a prod environment → prod).
+    """
+
+    class Transport(models.TextChoices):
+        STDIO = "stdio", "stdio (local process)"
+        STREAMABLE_HTTP = "streamable_http", "Streamable HTTP"
+
+    slug = models.CharField(
+        max_length=32, unique=True,
+        validators=[RegexValidator(r"^[a-z0-9][a-z0-9_-]*$", "Lower-case letters, digits, - and _ only.")],
+        help_text="Short name; prefixes tool names that clash (<slug>__<tool>).",
+    )
+    name = models.CharField(max_length=100)
+    transport = models.CharField(max_length=20, choices=Transport.choices, default=Transport.STDIO)
+    command = models.CharField(max_length=500, blank=True, help_text="stdio: the executable, e.g. uvx or npx.")
+    args = models.JSONField(default=list, blank=True, help_text='stdio: a JSON list, e.g. ["mcp-server-time"].')
+    env = models.JSONField(default=dict, blank=True, help_text="stdio: extra environment variables (JSON object).")
+    url = models.CharField(max_length=500, blank=True, help_text="streamable_http: the endpoint URL.")
+    headers = models.JSONField(default=dict, blank=True,
+                               help_text="streamable_http: request headers (JSON object); ${VAR} is expanded.")
+    secret_headers_encrypted = models.TextField(blank=True, editable=False)
+    enabled = models.BooleanField(default=False)
+    allowlist = models.JSONField(default=list, blank=True,
+                                 help_text="Tool names (the server's own) offered and enabled on discovery. "
+                                           "Empty: every tool, each off until enabled.")
+    environment = models.ForeignKey(Environment, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    connect_timeout_s = models.PositiveIntegerField(default=20, help_text="Start + initialise + list, seconds.")
+    call_timeout_s = models.PositiveIntegerField(default=60, help_text="Default timeout of its tools, seconds.")
+    # Health, written by the platform: connected | failed: <root cause> | connecting.
+    health_status = models.CharField(max_length=500, blank=True, editable=False)
+    health_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+        verbose_name = "MCP server"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.slug})"
+
+
+class MCPTool(models.Model):
+    """A tool an MCP server offered. ``name`` is the server's own name; ``exposed_name`` the
+    name offered to models (see ``agents.mcp.naming``), which is also its ``ToolPolicy`` row's
+    ``tool_name``.
+
+    Drift: ``approved_hash`` is the hash of the definition (name, description, input schema,
+    annotations) an admin accepted; when the server offers another definition of an enabled
+    tool, ``quarantined`` is set and the tool is neither offered nor callable until an admin
+    approves ``current_definition`` (old and new shown side by side in the admin).
+    Descriptions and annotations are untrusted text written by the server's author.
+    """
+
+    server = models.ForeignKey(MCPServer, on_delete=models.CASCADE, related_name="tools")
+    name = models.CharField(max_length=500)
+    exposed_name = models.CharField(max_length=64, blank=True)
+    policy = models.OneToOneField(ToolPolicy, null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="mcp_tool")
+    current_definition = models.JSONField(default=dict)
+    current_hash = models.CharField(max_length=64)
+    approved_definition = models.JSONField(default=dict)
+    approved_hash = models.CharField(max_length=64)
+    quarantined = models.BooleanField(default=False)
+    quarantined_at = models.DateTimeField(null=True, blank=True)
+    present = models.BooleanField(default=True, help_text="Offered by the server at its last listing.")
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["server", "name"]
+        verbose_name = "MCP tool"
+        constraints = [models.UniqueConstraint(fields=["server", "name"], name="mcptool_unique_name")]
+
+    def __str__(self) -> str:
+        return f"{self.server.slug}/{self.name}"

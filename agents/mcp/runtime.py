@@ -1,0 +1,499 @@
+"""One long-lived, initialised MCP session per enabled server per process.
+
+The sessions live on a background event loop (thread ``mcp-loop``): the web process in
+embedded mode, each worker process in production. Tool threads call :func:`call` (blocking)
+and never touch the loop's objects directly; async code here never calls the ORM (the
+database side is ``agents.mcp.sync``, which runs in ordinary threads).
+
+Per server, a :class:`Connection` task: start the transport (``stdio`` process or
+streamable HTTP) → ``initialize`` → list tools and resources (bounded by the server's
+``connect_timeout_s``) → serve calls, re-listing every ``MCP_REFRESH_S`` and on
+``notifications/tools/list_changed`` → on failure, reconnect with exponential backoff
+(1 s … ``MCP_MAX_BACKOFF_S``). A failed server is only skipped: its state says why.
+
+Calls: progress notifications are queued and handed to the calling tool thread (which
+publishes ``tool.progress``); when the run gives up on the call (``ctx.cancelled``), the
+call's task is cancelled and the SDK sends ``notifications/cancelled`` for it. A connection
+that dies mid-call raises :class:`ServerGone`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import logging
+import queue
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import mcp_types as types
+from django.conf import settings
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+logger = logging.getLogger(__name__)
+
+MAX_RESOURCES = 200  # resources listed per server (the synthetic read tool's enum)
+
+
+class ConnectFailed(Exception):
+    """Starting, initialising or listing a server failed; the message is the root cause."""
+
+
+class ServerGone(ConnectionError):
+    """The server's connection ended (process died, HTTP endpoint gone) during a call."""
+
+
+class ServerUnavailable(ConnectionError):
+    """The server is not connected (failed to start, or reconnecting)."""
+
+
+class CallTimedOut(Exception):
+    """The server did not answer a call within its timeout (the SDK cancelled it)."""
+
+
+class CallCancelled(Exception):
+    """The caller gave up on the call; the SDK sent ``notifications/cancelled``."""
+
+
+class CallFailed(Exception):
+    """The server answered a call with a protocol error (unknown tool, bad arguments…)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerConfig:
+    """Everything needed to connect, with ``${VAR}`` already expanded. ``secrets``: values
+    that must never appear in a status, log or error text (redacted to ``***``)."""
+
+    slug: str
+    transport: str
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    url: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+    connect_timeout_s: float = 20.0
+    secrets: tuple[str, ...] = ()
+
+    def redact(self, text: str) -> str:
+        for secret in self.secrets:
+            if secret and len(secret) >= 4:
+                text = text.replace(secret, "***")
+        return text
+
+
+@dataclasses.dataclass(frozen=True)
+class Listing:
+    """What a server offered at one listing. ``seq`` grows with each listing."""
+
+    seq: int
+    tools: tuple[types.Tool, ...]
+    resources: tuple[types.Resource, ...]
+    listed_at: datetime
+
+
+def root_cause(exc: BaseException) -> str:
+    """The innermost meaningful error of an exception (groups unwrapped), as one line."""
+    while True:
+        if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+            continue
+        if isinstance(exc, MCPError):
+            return f"MCP error {exc.code}: {exc.message}"
+        if isinstance(exc, ConnectFailed | ServerGone):
+            return str(exc)
+        inner = exc.__cause__
+        if inner is not None and not isinstance(exc, OSError | TimeoutError):
+            exc = inner
+            continue
+        break
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if not text.startswith(type(exc).__name__) else text
+
+
+class Connection:
+    """The session to one server, owned by one task on the MCP loop."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.state = "connecting"  # connecting | connected | failed | stopped
+        self.error = ""
+        self.checked_at: datetime | None = None
+        self.listing: Listing | None = None
+        self.server_info: str = ""
+        self._session: ClientSession | None = None
+        self._seq = 0
+        self._stop = asyncio.Event()
+        self._poke = asyncio.Event()  # re-list now / reconnect now
+        self._broken = asyncio.Event()
+        self._connected = asyncio.Event()
+        self.attempts = 0  # finished connection attempts (connected-then-lost included)
+        self.task: asyncio.Task | None = None
+
+    # -- status -----------------------------------------------------------------------
+    @property
+    def health(self) -> str:
+        if self.state == "failed":
+            return f"failed: {self.error}"[:480]
+        return self.state
+
+    def _set(self, state: str, error: str = "") -> None:
+        self.state = state
+        self.error = self.config.redact(error)
+        self.checked_at = datetime.now(UTC)
+
+    # -- the owner task -----------------------------------------------------------------
+    async def run(self) -> None:
+        backoff = 1.0
+        while not self._stop.is_set():
+            self._connected.clear()
+            self._broken.clear()
+            self._set("connecting")
+            try:
+                await self._session_once()
+                backoff = 1.0
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # noqa: BLE001 — any failure: mark it, back off, retry
+                self._set("failed", root_cause(exc))
+                logger.warning("MCP server %s: %s", self.config.slug, self.error)
+            finally:
+                self._session = None
+                self._connected.clear()
+                self.attempts += 1
+            if self._stop.is_set():
+                break
+            self._poke.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._poke.wait(), timeout=backoff)
+            backoff = min(backoff * 2, float(getattr(settings, "MCP_MAX_BACKOFF_S", 60)))
+        self._set("stopped")
+
+    async def _session_once(self) -> None:
+        cfg = self.config
+        async with contextlib.AsyncExitStack() as stack:
+            if cfg.transport == "stdio":
+                errlog = stack.enter_context(tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace"))
+                self._errlog = errlog
+                params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env) or None)
+                try:  # spawning is immediate; a server that never answers is caught by initialise
+                    read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+                except Exception as exc:
+                    raise ConnectFailed(self._with_stderr(root_cause(exc))) from None
+            else:
+                client = create_mcp_http_client(headers=dict(cfg.headers))
+                await stack.enter_async_context(client)
+                read, write = await stack.enter_async_context(streamable_http_client(cfg.url, http_client=client))
+            session = await stack.enter_async_context(ClientSession(read, write, message_handler=self._on_message))
+            try:
+                with anyio.fail_after(cfg.connect_timeout_s):
+                    result = await session.initialize()
+                    self.server_info = f"{result.server_info.name} {result.server_info.version}".strip()
+                    await self._list(session)
+            except BaseException as exc:
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                raise ConnectFailed(self._with_stderr(f"initialise/list: {root_cause(exc)}")) from None
+            self._session = session
+            self._set("connected")
+            self._connected.set()
+            await self._serve(session)
+
+    def _with_stderr(self, message: str) -> str:
+        errlog = getattr(self, "_errlog", None)
+        if errlog is None or self.config.transport != "stdio":
+            return message
+        try:
+            errlog.flush()
+            errlog.seek(0)
+            tail = errlog.read()[-400:].strip().splitlines()
+        except (OSError, ValueError):
+            tail = []
+        return f"{message} — stderr: {tail[-1]}" if tail else message
+
+    async def _serve(self, session: ClientSession) -> None:
+        refresh_s = float(getattr(settings, "MCP_REFRESH_S", 60))
+        while True:
+            waiters = [asyncio.ensure_future(e.wait()) for e in (self._stop, self._broken, self._poke)]
+            try:
+                await asyncio.wait(waiters, timeout=refresh_s, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waiters:
+                    w.cancel()
+            if self._stop.is_set():
+                return
+            if self._broken.is_set():
+                raise ServerGone(self.error or "connection closed")
+            self._poke.clear()
+            try:
+                with anyio.fail_after(self.config.connect_timeout_s):
+                    await self._list(session)
+            except BaseException as exc:
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                raise ConnectFailed(f"list: {root_cause(exc)}") from None
+            self.checked_at = datetime.now(UTC)
+
+    async def _list(self, session: ClientSession) -> None:
+        tools: list[types.Tool] = []
+        cursor = None
+        while True:
+            page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        resources: list[types.Resource] = []
+        caps = session.server_capabilities
+        if caps is not None and caps.resources is not None:
+            cursor = None
+            try:
+                while len(resources) < MAX_RESOURCES:
+                    page = await session.list_resources(
+                        params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+                    resources.extend(page.resources)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+            except MCPError as exc:  # a server may announce resources and then refuse to list them
+                if exc.code == types.CONNECTION_CLOSED:
+                    raise
+                logger.info("MCP server %s: resources not listed: %s", self.config.slug, exc.message)
+        self._seq += 1
+        self.listing = Listing(self._seq, tuple(tools), tuple(resources[:MAX_RESOURCES]), datetime.now(UTC))
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification | types.ResourceListChangedNotification):
+            self._poke.set()
+        elif isinstance(message, Exception):
+            logger.info("MCP server %s transport error: %s", self.config.slug, self.config.redact(str(message)))
+
+    # -- requests (run as their own tasks on the loop) ------------------------------------
+    async def _ready_session(self, wait_s: float) -> ClientSession:
+        if self._session is None:
+            self._poke.set()  # a call is waiting: reconnect now rather than after the backoff
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._connected.wait(), timeout=wait_s)
+        if self._session is None:
+            reason = f": {self.error}" if self.error else ""
+            raise ServerUnavailable(f"MCP server {self.config.slug!r} is not connected{reason}")
+        return self._session
+
+    def _gone(self, exc: BaseException) -> ServerGone:
+        self._set("failed", f"connection lost: {root_cause(exc)}")
+        self._broken.set()
+        return ServerGone(f"MCP server {self.config.slug!r} stopped responding: {self.error}")
+
+    async def call_tool(self, name: str, arguments: dict, timeout_s: float,
+                        on_progress: Callable[[float, float | None, str | None], None]) -> types.CallToolResult:
+        session = await self._ready_session(self.config.connect_timeout_s)
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            on_progress(value, total, message)
+
+        try:
+            return await session.call_tool(name, arguments, read_timeout_seconds=timeout_s,
+                                           progress_callback=progress)
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                raise self._gone(exc) from None
+            if exc.code == types.REQUEST_TIMEOUT:
+                raise CallTimedOut(f"{name} timed out after {timeout_s:g} s") from None
+            raise CallFailed(exc.message) from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            raise self._gone(exc) from None
+
+    async def read_resource(self, uri: str, timeout_s: float) -> types.ReadResourceResult:
+        session = await self._ready_session(self.config.connect_timeout_s)
+        try:
+            with anyio.fail_after(timeout_s):
+                return await session.read_resource(uri)
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                raise self._gone(exc) from None
+            raise CallFailed(exc.message) from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            raise self._gone(exc) from None
+
+    def poke(self) -> None:
+        self._poke.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._poke.set()
+
+
+class Runtime:
+    """The process's MCP loop and its connections, keyed by server slug."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._connections: dict[str, Connection] = {}
+
+    # -- the loop ---------------------------------------------------------------------------
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or not self._thread or not self._thread.is_alive():
+                loop = asyncio.new_event_loop()
+                started = threading.Event()
+
+                def main() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(started.set)
+                    loop.run_forever()
+
+                self._thread = threading.Thread(target=main, name="mcp-loop", daemon=True)
+                self._thread.start()
+                started.wait(5)
+                self._loop = loop
+            return self._loop
+
+    def submit(self, coro) -> Any:
+        """Run ``coro`` on the MCP loop; returns a ``concurrent.futures.Future``."""
+        return asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())
+
+    # -- connections ------------------------------------------------------------------------
+    def connection(self, slug: str) -> Connection | None:
+        return self._connections.get(slug)
+
+    def connections(self) -> dict[str, Connection]:
+        return dict(self._connections)
+
+    def ensure(self, configs: list[ServerConfig]) -> None:
+        """Make the set of connections match ``configs``: start new ones, restart those whose
+        settings changed, stop those no longer listed (disabled or deleted servers)."""
+        wanted = {c.slug: c for c in configs}
+        with self._lock:
+            current = dict(self._connections)
+        for slug, conn in current.items():
+            if slug not in wanted or wanted[slug] != conn.config:
+                self._stop(slug)
+        for slug, config in wanted.items():
+            if slug not in self._connections:
+                conn = Connection(config)
+                loop = self._ensure_loop()
+
+                def start(conn=conn) -> None:
+                    conn.task = asyncio.ensure_future(conn.run())
+
+                loop.call_soon_threadsafe(start)
+                with self._lock:
+                    self._connections[slug] = conn
+
+    def _stop(self, slug: str) -> None:
+        with self._lock:
+            conn = self._connections.pop(slug, None)
+        if conn is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(conn.stop)
+
+    def wait_attempt(self, slug: str, timeout_s: float) -> Connection | None:
+        """Block until the server's current connection attempt has finished (connected or
+        failed) or ``timeout_s`` passed; the connection (None when unknown)."""
+        conn = self._connections.get(slug)
+        if conn is None:
+            return None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and conn.state == "connecting":
+            time.sleep(0.05)
+        return conn
+
+    def relist(self, slug: str, timeout_s: float = 30.0) -> Connection | None:
+        """Ask the server to list its tools again now (a failed one: to reconnect now) and
+        wait until that listing or attempt has finished; the connection (None: unknown)."""
+        conn = self._connections.get(slug)
+        if conn is None or self._loop is None:
+            return None
+        seq0 = conn.listing.seq if conn.listing else 0
+        attempts0 = conn.attempts
+        self._loop.call_soon_threadsafe(conn.poke)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if (conn.listing and conn.listing.seq > seq0) or conn.attempts > attempts0:
+                break
+            time.sleep(0.05)
+        return conn
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Stop every connection (their processes end) and the loop; tests and exit."""
+        with self._lock:
+            conns = list(self._connections.values())
+            self._connections.clear()
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None:
+            return
+        for conn in conns:
+            loop.call_soon_threadsafe(conn.stop)
+
+        async def drain() -> None:
+            tasks = [c.task for c in conns if c.task is not None]
+            if tasks:
+                _done, pending = await asyncio.wait(tasks, timeout=timeout_s)
+                for task in pending:
+                    task.cancel()
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(drain(), loop).result(timeout_s + 2)
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(timeout_s)
+
+    # -- blocking calls for tool threads ---------------------------------------------------------
+    def call(self, slug: str, tool: str, arguments: dict, *, timeout_s: float,
+             cancelled: threading.Event, progress: Callable[[str], None]) -> types.CallToolResult:
+        """Call ``tool`` on server ``slug`` from a tool thread, blocking. Progress
+        notifications become ``progress(label)`` calls on this thread; when ``cancelled``
+        is set the call's task is cancelled (the SDK sends ``notifications/cancelled``).
+
+        Raises ``ServerUnavailable``, ``ServerGone``, ``CallFailed``, ``CallTimedOut`` or
+        ``CallCancelled``."""
+        conn = self._connections.get(slug)
+        if conn is None:
+            raise ServerUnavailable(f"MCP server {slug!r} is not enabled")
+        updates: queue.SimpleQueue = queue.SimpleQueue()
+
+        def on_progress(value: float, total: float | None, message: str | None) -> None:
+            updates.put((value, total, message))
+
+        future = self.submit(conn.call_tool(tool, arguments, timeout_s, on_progress))
+        while not future.done():
+            concurrent.futures.wait([future], timeout=0.1)
+            _drain(updates, progress)
+            if cancelled.is_set() and not future.done():
+                future.cancel()
+                raise CallCancelled(f"{tool} was cancelled")
+        _drain(updates, progress)
+        return future.result()
+
+    def read_resource(self, slug: str, uri: str, *, timeout_s: float) -> types.ReadResourceResult:
+        conn = self._connections.get(slug)
+        if conn is None:
+            raise ServerUnavailable(f"MCP server {slug!r} is not enabled")
+        return self.submit(conn.read_resource(uri, timeout_s)).result(timeout_s + 5)
+
+
+def _drain(updates: queue.SimpleQueue, progress: Callable[[str], None]) -> None:
+    while True:
+        try:
+            value, total, message = updates.get_nowait()
+        except queue.Empty:
+            return
+        label = message or (f"{value:g}/{total:g}" if total else f"{value:g}")
+        with contextlib.suppress(Exception):
+            progress(label)
+
+
+runtime = Runtime()
