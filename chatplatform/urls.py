@@ -4,7 +4,6 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authtoken.views import ObtainAuthToken
-from rest_framework.throttling import AnonRateThrottle
 
 from agents.api import ProviderListApi, ProviderModelsApi
 from agents.tool_call_api import ToolCallDecisionApi, ToolCallListApi
@@ -16,15 +15,15 @@ from openai_api import views as openai_views
 from sso.views import PlatformLoginView
 from usage import views as usage_views
 
+from .login_throttle import LOGIN_THROTTLES, LoginThrottleMixin
 
-class LoginThrottle(AnonRateThrottle):
-    """At most ``LOGIN_RATE_LIMIT`` token requests per client address (429 + Retry-After)."""
 
-    scope = "login"
+class ThrottledLoginView(LoginThrottleMixin, PlatformLoginView):
+    """The sign-in page (password form and SSO button) with the sign-in budgets."""
 
 
 api_v1 = [
-    path("auth/token/", ObtainAuthToken.as_view(throttle_classes=[LoginThrottle]), name="auth-token"),
+    path("auth/token/", ObtainAuthToken.as_view(throttle_classes=LOGIN_THROTTLES), name="auth-token"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
     path("me/preferences/", chat_api.PreferencesApi.as_view(), name="preferences"),
     path("threads/", chat_api.ThreadListCreateApi.as_view(), name="threads"),
@@ -56,7 +55,8 @@ api_v1 = [
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="chat:index", permanent=False)),
     path("admin/", admin.site.urls),
-    path("accounts/login/", PlatformLoginView.as_view(), name="login"),
+    # The sign-in form is throttled like the token endpoint (chatplatform.login_throttle).
+    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("oidc/", include("sso.urls")),
     path("chat/", include("chat.urls")),

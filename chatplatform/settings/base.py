@@ -216,6 +216,12 @@ WS_MAX_FRAME_BYTES = env.int("WS_MAX_FRAME_BYTES", default=64 * 1024)
 FIELD_ENCRYPTION_KEY = env("FIELD_ENCRYPTION_KEY", default="")
 
 # --- REST API ---------------------------------------------------------------------------
+# Trusted reverse proxies in front of the app: 0 (default) = the socket peer is the client and
+# X-Forwarded-For is ignored; N = the client is the Nth entry from the right of that header.
+NUM_PROXIES = env.int("NUM_PROXIES", default=0)
+# Password guessing, on the token endpoint and the HTML sign-in form (chatplatform.login_throttle).
+LOGIN_RATE_LIMIT = env("LOGIN_RATE_LIMIT", default="10/min")  # per client address
+LOGIN_USERNAME_RATE_LIMIT = env("LOGIN_USERNAME_RATE_LIMIT", default="10/min")  # per username
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
@@ -226,8 +232,8 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "chatplatform.api.exception_handler",
-    # Password guessing on POST /api/v1/auth/token/ (per client address).
-    "DEFAULT_THROTTLE_RATES": {"login": env("LOGIN_RATE_LIMIT", default="10/min")},
+    # Client addresses: REMOTE_ADDR, or X-Forwarded-For behind NUM_PROXIES trusted proxies.
+    "NUM_PROXIES": NUM_PROXIES,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "chatplatform API",
