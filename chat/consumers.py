@@ -10,7 +10,6 @@ duplicates, so a client sees every run's seqs 1, 2, 3… exactly once.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 
@@ -25,8 +24,10 @@ from agents.events import GROUP_MESSAGE_TYPE
 from agents.metrics import WEBSOCKETS
 from agents.ratelimit import rate_limit_hit
 from agents.replay import RunStreamCursor
+from chatplatform import safe_input
 from chatplatform.api import flatten_detail
 from chatplatform.errors import ServiceError
+from chatplatform.safe_input import BadInput
 
 from . import ws_actions
 from .selectors import thread_get_for_user
@@ -103,7 +104,10 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error("rate_limited", f"Too many frames; try again in {wait:.0f} s.", retry_after=round(wait, 1))
             return
         try:
-            frame = json.loads(raw)
+            frame = safe_input.loads(raw, what="The frame")
+        except BadInput as exc:  # nested too deeply, or a NUL character
+            await self.send_error(exc.code, exc.message)
+            return
         except (ValueError, UnicodeDecodeError) as exc:
             await database_sync_to_async(ws_actions.audit_rejected_frame)(
                 user=self.scope.get("user"), thread_id=self.thread_id, reason=f"invalid JSON: {exc}"
@@ -144,7 +148,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
     async def resume(self, frame: dict) -> None:
         """``run.resume {run_id, after_seq}``: the run's logged events after ``after_seq``."""
         after = frame.get("after_seq", 0)
-        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+        if not isinstance(after, int) or isinstance(after, bool) or not 0 <= after <= safe_input.MAX_DB_INT:
             await self.send_error("invalid_frame", '"after_seq" must be a non-negative integer.')
             return
         try:

@@ -19,6 +19,9 @@ from chat.routing import websocket_urlpatterns  # noqa: E402
 from chat.ws_auth import WebsocketAuthStack  # noqa: E402
 
 from .loop_binding import BindServerLoop  # noqa: E402
+from .ws_limits import close_cleanly_on_violations  # noqa: E402
+
+close_cleanly_on_violations()  # frames over daphne's 1 MiB limit: close 1009, not a dropped TCP connection
 
 application = BindServerLoop(
     ProtocolTypeRouter(

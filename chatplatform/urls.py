@@ -4,6 +4,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.settings import api_settings
 
 from agents.api import ProviderListApi, ProviderModelsApi
 from agents.tool_call_api import ToolCallDecisionApi, ToolCallListApi
@@ -23,7 +24,8 @@ class ThrottledLoginView(LoginThrottleMixin, PlatformLoginView):
 
 
 api_v1 = [
-    path("auth/token/", ObtainAuthToken.as_view(throttle_classes=LOGIN_THROTTLES), name="auth-token"),
+    path("auth/token/", ObtainAuthToken.as_view(
+        throttle_classes=LOGIN_THROTTLES, parser_classes=api_settings.DEFAULT_PARSER_CLASSES), name="auth-token"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
     path("me/preferences/", chat_api.PreferencesApi.as_view(), name="preferences"),
     path("threads/", chat_api.ThreadListCreateApi.as_view(), name="threads"),

@@ -43,6 +43,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "chatplatform.middleware.RejectNulMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -212,6 +213,8 @@ AGENT_RUNS_STOP_WAIT_S = env.float("AGENT_RUNS_STOP_WAIT_S", default=10.0)  # wa
 AGENT_RUNS_UNREACHABLE_S = env.float("AGENT_RUNS_UNREACHABLE_S", default=5.0)  # then the run fails
 CHAT_RAG_TOP_K = env.int("CHAT_RAG_TOP_K", default=8)
 WS_MAX_FRAME_BYTES = env.int("WS_MAX_FRAME_BYTES", default=64 * 1024)
+# Deepest JSON nesting accepted in REST bodies, websocket frames and UI contexts (chatplatform.safe_input).
+JSON_MAX_DEPTH = env.int("JSON_MAX_DEPTH", default=32)
 # Fernet key material for provider keys entered in the admin; derived from SECRET_KEY if unset.
 FIELD_ENCRYPTION_KEY = env("FIELD_ENCRYPTION_KEY", default="")
 
@@ -228,7 +231,14 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    # ?limit=&offset= must be plain integers in range (400 otherwise); limit capped at 200.
+    "DEFAULT_PAGINATION_CLASS": "chatplatform.pagination.BoundedLimitOffsetPagination",
+    # JSON bodies nested beyond JSON_MAX_DEPTH or carrying NUL characters are a 400.
+    "DEFAULT_PARSER_CLASSES": [
+        "chatplatform.parsers.SafeJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "chatplatform.api.exception_handler",
