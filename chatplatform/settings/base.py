@@ -43,6 +43,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "django_permissions_policy.PermissionsPolicyMiddleware",
     "chatplatform.middleware.RejectNulMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -60,6 +62,34 @@ if METRICS_ENABLED:
         *MIDDLEWARE,
         "django_prometheus.middleware.PrometheusAfterMiddleware",
     ]
+
+# --- Browser security headers (beyond what `check --deploy` covers) -------------------------
+# Content-Security-Policy (django-csp): scripts, styles and everything else from this origin
+# only — no inline scripts or styles, no eval, no framing; websockets to this origin.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+# Permissions-Policy (django-permissions-policy): no powerful browser features for any page.
+PERMISSIONS_POLICY = {
+    feature: [] for feature in (
+        "accelerometer", "camera", "display-capture", "geolocation", "gyroscope", "magnetometer",
+        "microphone", "midi", "payment", "usb", "browsing-topics",
+    )
+}
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
 
 ROOT_URLCONF = "chatplatform.urls"
 ASGI_APPLICATION = "chatplatform.asgi.application"
