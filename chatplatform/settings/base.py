@@ -296,7 +296,9 @@ LOG_FORMAT = env("LOG_FORMAT", default="plain")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"run_context": {"()": "usage.logs.RunContextFilter"}},
+    # Provider keys (and anything that looks like one) never reach the logs (agents.redaction).
+    "filters": {"run_context": {"()": "usage.logs.RunContextFilter"},
+                "redact": {"()": "agents.redaction.RedactingFilter"}},
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
         "json": {
@@ -306,7 +308,7 @@ LOGGING = {
         },
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json" if LOG_FORMAT == "json" else "plain",
-                             "filters": ["run_context"]}},
+                             "filters": ["redact", "run_context"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {
         "django.channels.server": {"level": "WARNING"},
