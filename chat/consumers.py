@@ -30,6 +30,7 @@ from chatplatform.errors import ServiceError
 from chatplatform.safe_input import BadInput
 
 from . import ws_actions
+from .access import user_group
 from .selectors import thread_get_for_user
 
 logger = logging.getLogger(__name__)
@@ -75,7 +76,9 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         self.thread_id = str(thread.pk)
         self.group_name = thread.group_name
         self.cursor = RunStreamCursor()
+        self.user_group = user_group(user.pk)  # access changes reach this socket (chat.access)
         await self.channel_layer.group_add(self.group_name, self.channel_name)
+        await self.channel_layer.group_add(self.user_group, self.channel_name)
         await self.accept()
         WEBSOCKETS.inc()
 
@@ -88,6 +91,9 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         if self.group_name:
             await self.channel_layer.group_discard(self.group_name, self.channel_name)
             self.group_name = None
+        if getattr(self, "user_group", None):
+            await self.channel_layer.group_discard(self.user_group, self.channel_name)
+            self.user_group = None
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if not self.group_name:
@@ -186,6 +192,14 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         event = {"code": code, "message": message, **extra}
         check_event("error", event)
         await self.send_json({"type": "error", **event})
+
+    async def access_changed(self, message: dict) -> None:
+        """Group handler for ``access.changed`` (``chat.access``): the user's membership, role,
+        account, token or session changed — stop delivering at once if the thread is no longer
+        theirs to see."""
+        if self.group_name and not await self._still_allowed():
+            await self.close(code=CLOSE_FORBIDDEN)
+            await self.disconnect(CLOSE_FORBIDDEN)
 
     async def run_event(self, message: dict) -> None:
         """Group handler for ``run.event``: re-check access on a run's first event (a socket

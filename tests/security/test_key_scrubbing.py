@@ -12,7 +12,7 @@ from agents.models import Provider
 from agents.redaction import redact
 from chat.models import Message
 from tests.conftest import make_thread
-from tests.fakes.openai_server import FakeOpenAI, Failure
+from tests.fakes.openai_server import Failure, FakeOpenAI
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
