@@ -73,7 +73,7 @@ def test_upgrade_names_declared_roles_and_closes_undeclared_write_tools(box, rol
     update = ToolPolicy.objects.create(tool_name="update_knowledge_item", risk="write")
     unknown = ToolPolicy.objects.create(tool_name="gone_tool", risk="dangerous")
     read = ToolPolicy.objects.create(tool_name="search_knowledge", risk="read")
-    migration = importlib.import_module("agents.migrations.0008_write_tools_need_named_roles")
+    migration = importlib.import_module("agents.migrations.0009_write_tools_need_named_roles")
     migration.name_roles_for_write_tools(apps, None)
     assert set(update.allowed_roles.values_list("name", flat=True)) == {"member", "admin"}
     assert not unknown.allowed_roles.exists()  # closed until an admin names roles

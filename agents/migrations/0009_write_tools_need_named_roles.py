@@ -33,7 +33,7 @@ def name_roles_for_write_tools(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("agents", "0007_run_queued_at_and_one_active"),
+        ("agents", "0008_agent_provider_settings"),
     ]
 
     operations = [
