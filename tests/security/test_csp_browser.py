@@ -8,9 +8,12 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import embedded_platform  # noqa: F401 - fixture
+from tests.e2e.conftest import (
+    browser,  # noqa: F401 - fixture
+    embedded_platform,  # noqa: F401 - fixture
+)
 from tests.e2e.flows import QUESTION
-from tests.e2e.test_browser import RUN_MS, STEP_MS, browser  # noqa: F401 - fixture
+from tests.e2e.test_browser import RUN_MS, STEP_MS
 
 pytestmark = pytest.mark.browser
 
