@@ -108,7 +108,8 @@ class ToolPolicyAdmin(admin.ModelAdmin):
 
     @admin.display(description="allowed roles")
     def roles(self, obj):
-        return ", ".join(r.name for r in obj.allowed_roles.all()) or "every role"
+        names = ", ".join(r.name for r in obj.allowed_roles.all())
+        return names or ("every role" if obj.risk == "read" else "no one (name roles to allow)")
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -131,8 +131,9 @@ class LLMModel(models.Model):
 class ToolPolicy(models.Model):
     """The admin's word on one tool: whether it is enabled, for whom, and how risky it is.
 
-    A row is created for every registered tool with the declaration's defaults; an empty
-    ``allowed_roles`` means every role may use it.
+    A row is created for every registered tool with the declaration's defaults. An empty
+    ``allowed_roles`` means every role for a read tool and *no one* for a write or dangerous
+    tool (until an administrator names roles; ``agents.pipeline.role_allows``).
     """
 
     class Risk(models.TextChoices):
@@ -148,7 +149,10 @@ class ToolPolicy(models.Model):
     tool_name = models.CharField(max_length=64, unique=True)
     enabled = models.BooleanField(default=True)
     risk = models.CharField(max_length=12, choices=Risk.choices, default=Risk.READ)
-    allowed_roles = models.ManyToManyField(Role, blank=True, related_name="tool_policies")
+    allowed_roles = models.ManyToManyField(
+        Role, blank=True, related_name="tool_policies",
+        help_text="Empty: every role for a read tool, no one for a write or dangerous tool.",
+    )
     affinity_object_types = models.JSONField(default=list, blank=True)
     timeout_s = models.PositiveIntegerField(default=30)
     approval_mode = models.CharField(max_length=16, choices=ApprovalMode.choices, default=ApprovalMode.NEVER)

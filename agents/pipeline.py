@@ -100,7 +100,15 @@ class Offer:
 
 
 def role_allows(policy: PolicyView, role_name: str) -> bool:
-    return not policy.allowed_roles or role_name in policy.allowed_roles
+    """Whether ``role_name`` may use a tool under ``policy``.
+
+    Named roles decide. With no roles named, a read tool is for every role, while a write or
+    dangerous tool is for no one until an administrator names roles (safe default: a new or
+    unconfigured write tool never reaches a viewer, not even as an approval card).
+    """
+    if policy.allowed_roles:
+        return role_name in policy.allowed_roles
+    return policy.risk == "read"
 
 
 def tool_pipeline(
@@ -160,7 +168,8 @@ class Guard:
 
 
 def required_role_for(policy: PolicyView) -> str:
-    """The least-trusted role that may use the tool (by ``Role.rank``)."""
+    """The least-trusted role that may use the tool (by ``Role.rank``); "" when no role may
+    (a write or dangerous tool whose policy names no roles)."""
     if not policy.allowed_roles:
         return ""
     role = Role.objects.filter(name__in=policy.allowed_roles).order_by("rank").first()
@@ -183,9 +192,14 @@ def tool_guard(*, name: str, role_name: str, policies: dict[str, PolicyView], of
         return Guard("disabled", f"Tool {name!r} is disabled by the administrator.")
     if not role_allows(policy, role_name):
         alternatives = tuple(n for n in offered if n != name)
+        message = (
+            f"Permission denied: your role {role_name!r} may not use {name!r}."
+            if policy.allowed_roles else
+            f"Permission denied: no role may use {name!r} until an administrator names the roles allowed to."
+        )
         return Guard(
             "permission_denied",
-            f"Permission denied: your role {role_name!r} may not use {name!r}.",
+            message,
             required_role=required_role_for(policy),
             alternatives=alternatives,
         )

@@ -10,7 +10,6 @@ duplicates, so a client sees every run's seqs 1, 2, 3… exactly once.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 
@@ -25,10 +24,13 @@ from agents.events import GROUP_MESSAGE_TYPE
 from agents.metrics import WEBSOCKETS
 from agents.ratelimit import rate_limit_hit
 from agents.replay import RunStreamCursor
+from chatplatform import safe_input
 from chatplatform.api import flatten_detail
 from chatplatform.errors import ServiceError
+from chatplatform.safe_input import BadInput
 
 from . import ws_actions
+from .access import user_group
 from .selectors import thread_get_for_user
 
 logger = logging.getLogger(__name__)
@@ -74,7 +76,9 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         self.thread_id = str(thread.pk)
         self.group_name = thread.group_name
         self.cursor = RunStreamCursor()
+        self.user_group = user_group(user.pk)  # access changes reach this socket (chat.access)
         await self.channel_layer.group_add(self.group_name, self.channel_name)
+        await self.channel_layer.group_add(self.user_group, self.channel_name)
         await self.accept()
         WEBSOCKETS.inc()
 
@@ -87,6 +91,9 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         if self.group_name:
             await self.channel_layer.group_discard(self.group_name, self.channel_name)
             self.group_name = None
+        if getattr(self, "user_group", None):
+            await self.channel_layer.group_discard(self.user_group, self.channel_name)
+            self.user_group = None
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if not self.group_name:
@@ -103,7 +110,10 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error("rate_limited", f"Too many frames; try again in {wait:.0f} s.", retry_after=round(wait, 1))
             return
         try:
-            frame = json.loads(raw)
+            frame = safe_input.loads(raw, what="The frame")
+        except BadInput as exc:  # nested too deeply, or a NUL character
+            await self.send_error(exc.code, exc.message)
+            return
         except (ValueError, UnicodeDecodeError) as exc:
             await database_sync_to_async(ws_actions.audit_rejected_frame)(
                 user=self.scope.get("user"), thread_id=self.thread_id, reason=f"invalid JSON: {exc}"
@@ -144,7 +154,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
     async def resume(self, frame: dict) -> None:
         """``run.resume {run_id, after_seq}``: the run's logged events after ``after_seq``."""
         after = frame.get("after_seq", 0)
-        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+        if not isinstance(after, int) or isinstance(after, bool) or not 0 <= after <= safe_input.MAX_DB_INT:
             await self.send_error("invalid_frame", '"after_seq" must be a non-negative integer.')
             return
         try:
@@ -182,6 +192,14 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         event = {"code": code, "message": message, **extra}
         check_event("error", event)
         await self.send_json({"type": "error", **event})
+
+    async def access_changed(self, message: dict) -> None:
+        """Group handler for ``access.changed`` (``chat.access``): the user's membership, role,
+        account, token or session changed — stop delivering at once if the thread is no longer
+        theirs to see."""
+        if self.group_name and not await self._still_allowed():
+            await self.close(code=CLOSE_FORBIDDEN)
+            await self.disconnect(CLOSE_FORBIDDEN)
 
     async def run_event(self, message: dict) -> None:
         """Group handler for ``run.event``: re-check access on a run's first event (a socket

@@ -22,6 +22,7 @@ from agents.events import thread_group
 from agents.models import Run
 from agents.replay import RunStreamCursor
 from agents.selectors import run_get_for_user
+from chatplatform.safe_input import BadInput, parse_int
 
 
 def _error(code: str, message: str, status: int) -> JsonResponse:
@@ -58,9 +59,9 @@ async def run_events(request, run_id):
         return _error("not_found", "No such run.", 404)
     raw_after = request.headers.get("Last-Event-ID") or request.GET.get("after") or "0"
     try:
-        after = max(0, int(raw_after))
-    except ValueError:
-        return _error("invalid", "Last-Event-ID must be an integer seq.", 400)
+        after = parse_int(raw_after, "Last-Event-ID (or after)", minimum=0)
+    except BadInput as exc:
+        return _error(exc.code, f"{exc.message} It is the seq of the last event you have.", 400)
     response = StreamingHttpResponse(_stream(str(run.pk), run.thread_id, after), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"

@@ -28,24 +28,71 @@ def _user_for_token(key: str):
     return token.user
 
 
-def origin_allowed(origin: str) -> bool:
-    """``Origin`` must name one of ``ALLOWED_HOSTS`` (or a ``CSRF_TRUSTED_ORIGINS`` entry)."""
-    if origin in settings.CSRF_TRUSTED_ORIGINS:
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_WS_TO_HTTP = {"ws": "http", "wss": "https"}
+
+
+def _origin_tuple(value: str) -> tuple[str, str, int] | None:
+    """``scheme://host[:port]`` → ``(scheme, host, port)`` with the default port filled in;
+    None for anything that is not an http(s) origin."""
+    try:
+        parsed = urlparse(value.strip())
+        port = parsed.port
+    except ValueError:
+        return None
+    scheme = (parsed.scheme or "").lower()
+    if scheme not in _DEFAULT_PORTS or not parsed.hostname or parsed.path not in ("", "/"):
+        return None
+    return scheme, parsed.hostname.lower(), port or _DEFAULT_PORTS[scheme]
+
+
+def _trusted(origin: tuple[str, str, int], entry: str) -> bool:
+    """One ``CSRF_TRUSTED_ORIGINS`` entry: scheme and port must match exactly; the host too,
+    or be a sub-domain of a ``*.example.com`` entry (Django's own wildcard rule)."""
+    wildcard = "://*." in entry
+    trusted = _origin_tuple(entry.replace("://*.", "://", 1) if wildcard else entry)
+    if trusted is None:
+        return False
+    scheme, host, port = trusted
+    if origin[0] != scheme or origin[2] != port:
+        return False
+    return origin[1] == host or (wildcard and origin[1].endswith("." + host))
+
+
+def origin_allowed(origin: str, *, host: str | None = None, scheme: str = "ws") -> bool:
+    """Whether a websocket handshake's ``Origin`` may speak for a browser session.
+
+    Scheme, host and port are compared, never the host name alone. Allowed: an origin listed
+    in ``CSRF_TRUSTED_ORIGINS`` (``https://*.example.com`` wildcards as in Django), or the
+    request's own origin — ``http``/``https`` for a ``ws``/``wss`` connection, with the
+    handshake's ``Host`` (host and port) — when that host is in ``ALLOWED_HOSTS``. Behind a
+    TLS-terminating proxy that does not pass the scheme on, list the public origin in
+    ``CSRF_TRUSTED_ORIGINS``.
+    """
+    parsed = _origin_tuple(origin)
+    if parsed is None:
+        return False
+    if any(_trusted(parsed, entry) for entry in settings.CSRF_TRUSTED_ORIGINS):
         return True
-    parsed = urlparse(origin)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+    if not host:
+        return False
+    own_scheme = _WS_TO_HTTP.get(scheme, scheme)
+    own = _origin_tuple(f"{own_scheme}://{host}")
+    if own is None or own != parsed:
         return False
     allowed = list(settings.ALLOWED_HOSTS)
     if settings.DEBUG and not allowed:
         allowed = [".localhost", "127.0.0.1", "[::1]"]
-    return validate_host(parsed.hostname, allowed)
+    name = f"[{parsed[1]}]" if ":" in parsed[1] else parsed[1]  # IPv6 as ALLOWED_HOSTS writes it
+    return validate_host(name, allowed)
 
 
 class TokenAndOriginMiddleware:
     """Runs inside ``AuthMiddlewareStack``: applies the token header and the origin rule.
 
     * ``Authorization: Token <key>`` → that token's user (overrides any cookie session);
-    * an ``Origin`` header from a host not allowed → anonymous;
+    * an ``Origin`` header that is neither a trusted origin nor the request's own (scheme,
+      host and port; ``origin_allowed``) → anonymous;
     * no ``Origin`` and no token → anonymous (cookies alone are a browser's credentials).
     """
 
@@ -56,7 +103,8 @@ class TokenAndOriginMiddleware:
         scope = dict(scope)
         auth = _header(scope, b"authorization") or ""
         origin = _header(scope, b"origin")
-        if origin is not None and not origin_allowed(origin):
+        if origin is not None and not origin_allowed(
+                origin, host=_header(scope, b"host"), scheme=scope.get("scheme") or "ws"):
             scope["user"] = AnonymousUser()
             scope["auth_error"] = "origin not allowed"
         elif auth.lower().startswith("token "):

@@ -21,6 +21,9 @@ from chat.ws_auth import WebsocketAuthStack  # noqa: E402
 from knowledge.mcp_server import with_mcp_endpoint  # noqa: E402
 
 from .loop_binding import BindServerLoop  # noqa: E402
+from .ws_limits import close_cleanly_on_violations  # noqa: E402
+
+close_cleanly_on_violations()  # frames over daphne's 1 MiB limit: close 1009, not a dropped TCP connection
 
 application = BindServerLoop(
     ProtocolTypeRouter(

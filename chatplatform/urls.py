@@ -2,9 +2,9 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.authtoken.views import ObtainAuthToken
-from rest_framework.throttling import AnonRateThrottle
+from rest_framework.settings import api_settings
 
 from agents.api import ProviderListApi, ProviderModelsApi
 from agents.offer_api import ThreadToolsApi
@@ -17,15 +17,16 @@ from openai_api import views as openai_views
 from sso.views import PlatformLoginView
 from usage import views as usage_views
 
+from .login_throttle import LOGIN_THROTTLES, LoginThrottleMixin
 
-class LoginThrottle(AnonRateThrottle):
-    """At most ``LOGIN_RATE_LIMIT`` token requests per client address (429 + Retry-After)."""
 
-    scope = "login"
+class ThrottledLoginView(LoginThrottleMixin, PlatformLoginView):
+    """The sign-in page (password form and SSO button) with the sign-in budgets."""
 
 
 api_v1 = [
-    path("auth/token/", ObtainAuthToken.as_view(throttle_classes=[LoginThrottle]), name="auth-token"),
+    path("auth/token/", ObtainAuthToken.as_view(
+        throttle_classes=LOGIN_THROTTLES, parser_classes=api_settings.DEFAULT_PARSER_CLASSES), name="auth-token"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
     path("me/preferences/", chat_api.PreferencesApi.as_view(), name="preferences"),
     path("threads/", chat_api.ThreadListCreateApi.as_view(), name="threads"),
@@ -58,7 +59,8 @@ api_v1 = [
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="chat:index", permanent=False)),
     path("admin/", admin.site.urls),
-    path("accounts/login/", PlatformLoginView.as_view(), name="login"),
+    # The sign-in form is throttled like the token endpoint (chatplatform.login_throttle).
+    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("oidc/", include("sso.urls")),
     path("chat/", include("chat.urls")),
@@ -70,7 +72,7 @@ urlpatterns = [
     path("v1/chat/completions", csrf_exempt(openai_views.chat_completions), name="openai-chat-completions"),
     path("v1/models", csrf_exempt(openai_views.models), name="openai-models"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
 ]
 
 handler400 = "chatplatform.api.bad_request"

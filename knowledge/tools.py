@@ -127,6 +127,18 @@ def _item_in_run_scope(ctx: ToolContext, item_id: str):
 ITEM_ID = {"type": "string", "description": "The item's id (from search_knowledge results)."}
 
 
+def _editable_item_in_run_scope(ctx: ToolContext, item_id: str, **_changes):
+    """The item if it is in the run's workspace and the run's user may change it; ToolError
+    otherwise. Used as the precheck of the write tools, so a foreign or read-only item is
+    refused before any approval card, and again by the tool itself when it runs."""
+    from .selectors import knowledge_item_can_edit
+
+    item = _item_in_run_scope(ctx, item_id)
+    if not knowledge_item_can_edit(user=_user(ctx.user_id), item=item):
+        raise ToolError(f"Knowledge item {item_id!r} can only be changed by its owner or a workspace admin.")
+    return item
+
+
 @tool(
     name="get_knowledge_item",
     description="Read one knowledge item in full: title, type, tags, content and link.",
@@ -171,6 +183,7 @@ def list_knowledge_tags(*, ctx: ToolContext) -> dict:
     risk="write",
     mutates_knowledge=True,
     default_roles=EDITORS,
+    precheck=_editable_item_in_run_scope,
     parameters={
         "type": "object",
         "properties": {
@@ -208,6 +221,7 @@ def update_knowledge_item(*, ctx: ToolContext, item_id: str, **changes) -> ToolO
     risk="dangerous",
     mutates_knowledge=True,
     default_roles=EDITORS,
+    precheck=_editable_item_in_run_scope,
     parameters={"type": "object", "properties": {"item_id": ITEM_ID}, "required": ["item_id"],
                 "additionalProperties": False},
 )

@@ -23,6 +23,7 @@ from django.conf import settings
 from agents import metrics
 from agents.client_tools import client_tools_for
 from agents.grounding import grounding_for
+from agents.loop.cutoff import OUTPUT_LIMIT_REASON, arguments_cut_off
 from agents.loop.execute import execute_tool_call
 from agents.loop.prompt import system_prompt, thread_history
 from agents.loop.tiers import history_window, run_plan
@@ -92,6 +93,7 @@ class _Loop:
         self.pending_citations: list[dict] = []
         self.client_tools = client_tools_for(self.run)  # declared by an API client: never run here
         self.client_names = {t.name for t in self.client_tools}
+        self.cut_off_retried = False  # a cut-off tool call was already retried once this turn
 
     def advance(self) -> Outcome:
         run = self.run
@@ -121,8 +123,14 @@ class _Loop:
             run.iterations += 1
             Run.objects.filter(pk=run.pk).update(iterations=run.iterations)
             finish = streamed.finish or Finish("stop")
-            if finish.reason == "length":
+            cut_off = any(arguments_cut_off(c.arguments) for c in streamed.tool_calls)
+            if cut_off and finish.reason != "length" and not self.cut_off_retried:
+                # Reported as "tool_calls" but cut off by the output limit: one retry (the
+                # call gets a "cut off, send it shorter" error result), never a loop to the cap.
+                self.cut_off_retried = True
+            elif finish.reason == "length" or cut_off:
                 # A half-built tool call is never executed (shared/cases, issue: providers).
+                assistant.error = {"code": "output_limit", "message": OUTPUT_LIMIT_REASON}
                 self._close_assistant(assistant, streamed, Message.Status.TRUNCATED)
                 return Outcome.completed()
             assistant.tool_calls = [

@@ -29,6 +29,7 @@ from agents.tools import ToolContext, ToolError, ToolOutput, ToolSpec, tool_sour
 from chat.models import Message
 from chat.services import message_create
 
+from .cutoff import arguments_cut_off
 from .results import to_text, truncate_for_model
 
 logger = logging.getLogger(__name__)
@@ -92,6 +93,12 @@ def parse_arguments(raw: str | None) -> tuple[dict | None, str]:
     try:
         value = json.loads(raw)
     except ValueError as exc:
+        if arguments_cut_off(raw):
+            return None, (
+                f"The arguments were not valid JSON: they were cut off after {len(raw)} characters "
+                "(your reply reached its output limit). Call the tool again with shorter arguments, "
+                "or split the work."
+            )
         quoted = raw[:RAW_ARGS_IN_ERROR] + ("…" if len(raw) > RAW_ARGS_IN_ERROR else "")
         return None, (
             f"The arguments were not valid JSON ({exc.msg}; char {exc.pos}). "
@@ -132,7 +139,9 @@ def execute_tool_call(
 
     ``call`` is ``{"id", "name", "arguments"}`` from the assistant message. Steps: ledger
     row → invocation guard (unknown/disabled → error result; role lacks it →
-    ``permission.denied``) → parse → scope pinning → schema validation → risk → approval
+    ``permission.denied``) → parse → scope pinning → schema validation → the tool's own
+    ``precheck`` (a target outside the run's scope is refused here, never shown as an
+    approval card) → risk → approval
     (returns ``CallOutcome(pending=True)`` after ``approval.requested``) → claim the call in
     one UPDATE → execute with the policy's timeout. ``tick()`` renews the run's lease and
     returns True when the run was cancelled (checked while the tool runs).
@@ -198,6 +207,9 @@ def execute_tool_call(
     ledger.save(update_fields=["arguments", "risk", "risk_level", "env_context", "updated_at"])
     if problem:
         return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.FAILED, error=problem)
+    refusal = _precheck(spec, ctx, model_args) if ledger.status != ToolCall.Status.APPROVED else ""
+    if refusal:
+        return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.FAILED, error=refusal)
 
     if assessment.needs_approval and ledger.status != ToolCall.Status.APPROVED:
         return _request_approval(ledger, emitter, model_args, assessment)
@@ -208,6 +220,20 @@ def execute_tool_call(
         ledger.refresh_from_db()  # claimed elsewhere meanwhile: never run twice
         return _replay(run, assistant, call, ledger, emitter) or CallOutcome(None, [], pending=True)
     return _run(run, assistant, call, ledger, emitter, spec=spec, policy=policy, ctx=ctx, args=model_args, tick=tick)
+
+
+def _precheck(spec: ToolSpec, ctx: ToolContext, args: dict) -> str:
+    """"" when the tool has no precheck or it passes; else the refusal for the model."""
+    if spec.precheck is None:
+        return ""
+    try:
+        spec.precheck(ctx=ctx, **args)
+    except ToolError as exc:
+        return f"{spec.name} refused: {exc}"
+    except Exception as exc:  # a broken precheck refuses: it never lets an unchecked call through
+        logger.error("precheck of %s crashed", spec.name, exc_info=exc)
+        return f"{spec.name} refused: its pre-check failed ({type(exc).__name__})."
+    return ""
 
 
 def _replay(run, assistant, call, ledger, emitter) -> CallOutcome | None:

@@ -62,10 +62,12 @@ def host_port(url: str) -> str:
 
 
 def scrub(text: str, secret: str | None) -> str:
-    """Remove ``secret`` (an API key) from ``text``; keys never reach events, pages or logs."""
-    if secret and len(secret) >= 4:
-        text = text.replace(secret, "[redacted]")
-    return text
+    """Remove ``secret`` (an API key) — also transformed: prefix dropped, other case, cut
+    short — and anything else that looks like a key from ``text`` (``agents.redaction``);
+    keys never reach events, pages or logs."""
+    from agents.redaction import redact
+
+    return redact(text, [secret] if secret else [])
 
 
 def unreachable(url: str, exc: BaseException) -> ProviderError:

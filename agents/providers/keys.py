@@ -33,11 +33,12 @@ def decrypt_key(token: str) -> str:
 
 def provider_api_key(provider) -> str:
     """The key for ``provider`` (an ``agents.Provider``): env var first, then the stored one."""
-    if provider.api_key_env:
-        value = os.environ.get(provider.api_key_env, "")
-        if value:
-            return value
-    return decrypt_key(provider.api_key_encrypted)
+    from agents.redaction import remember
+
+    value = os.environ.get(provider.api_key_env, "") if provider.api_key_env else ""
+    value = value or decrypt_key(provider.api_key_encrypted)
+    remember(value)  # from now on redacted wherever it shows up (errors, events, logs)
+    return value
 
 
 def key_status(provider) -> str | None:

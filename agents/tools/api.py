@@ -81,7 +81,8 @@ class ToolSpec:
     always_offered: bool = False
     requires_model_save: bool = False
     chat_denylisted: bool = False
-    # Roles allowed by default (empty: every role); the admin's ToolPolicy row decides after.
+    # Roles allowed by default (empty: every role for a read tool, no one for a write or
+    # dangerous tool); the admin's ToolPolicy row decides after.
     default_roles: tuple[str, ...] = ()
     # The tool source that offers it ("builtin" for @tool declarations; see agents.tools.sources).
     source: str = "builtin"
@@ -92,6 +93,11 @@ class ToolSpec:
     env_name: str = ""
     # Where the tool really lives, e.g. ("neon", "create_branch") for an MCP tool.
     origin: tuple[str, ...] = ()
+    # ``precheck(ctx=..., **args)``: the tool's own cheap checks on its target (does the object
+    # exist in the run's scope, may this user change it), run *before* risk and approval, so a
+    # call that would be refused never becomes an approval card. Raises ``ToolError`` to
+    # refuse (the call ends failed with that message); returns nothing otherwise.
+    precheck: Callable[..., None] | None = field(default=None, compare=False)
 
     @property
     def approval_default(self) -> str:

@@ -153,9 +153,12 @@ def tool(
     requires_model_save: bool = False,
     chat_denylisted: bool = False,
     default_roles: tuple[str, ...] = (),
+    precheck: Callable[..., None] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a tool. ``scope_args`` adds to the default scope arguments (workspace_id,
-    thread_id, user_id), which are hidden from the model and pinned at invocation."""
+    thread_id, user_id), which are hidden from the model and pinned at invocation.
+    ``precheck(ctx=..., **args)`` (optional) refuses a call with ``ToolError`` before risk
+    and approval (``ToolSpec.precheck``)."""
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         registry.register(
@@ -172,6 +175,7 @@ def tool(
                 requires_model_save=requires_model_save,
                 chat_denylisted=chat_denylisted,
                 default_roles=tuple(default_roles),
+                precheck=precheck,
             )
         )
         return func

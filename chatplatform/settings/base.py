@@ -44,6 +44,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "django_permissions_policy.PermissionsPolicyMiddleware",
+    "chatplatform.middleware.RejectNulMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -60,6 +63,34 @@ if METRICS_ENABLED:
         *MIDDLEWARE,
         "django_prometheus.middleware.PrometheusAfterMiddleware",
     ]
+
+# --- Browser security headers (beyond what `check --deploy` covers) -------------------------
+# Content-Security-Policy (django-csp): scripts, styles and everything else from this origin
+# only — no inline scripts or styles, no eval, no framing; websockets to this origin.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+# Permissions-Policy (django-permissions-policy): no powerful browser features for any page.
+PERMISSIONS_POLICY = {
+    feature: [] for feature in (
+        "accelerometer", "camera", "display-capture", "geolocation", "gyroscope", "magnetometer",
+        "microphone", "midi", "payment", "usb", "browsing-topics",
+    )
+}
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
 
 ROOT_URLCONF = "chatplatform.urls"
 ASGI_APPLICATION = "chatplatform.asgi.application"
@@ -213,22 +244,37 @@ AGENT_RUNS_STOP_WAIT_S = env.float("AGENT_RUNS_STOP_WAIT_S", default=10.0)  # wa
 AGENT_RUNS_UNREACHABLE_S = env.float("AGENT_RUNS_UNREACHABLE_S", default=5.0)  # then the run fails
 CHAT_RAG_TOP_K = env.int("CHAT_RAG_TOP_K", default=8)
 WS_MAX_FRAME_BYTES = env.int("WS_MAX_FRAME_BYTES", default=64 * 1024)
+# Deepest JSON nesting accepted in REST bodies, websocket frames and UI contexts (chatplatform.safe_input).
+JSON_MAX_DEPTH = env.int("JSON_MAX_DEPTH", default=32)
 # Fernet key material for provider keys entered in the admin; derived from SECRET_KEY if unset.
 FIELD_ENCRYPTION_KEY = env("FIELD_ENCRYPTION_KEY", default="")
 
 # --- REST API ---------------------------------------------------------------------------
+# Trusted reverse proxies in front of the app: 0 (default) = the socket peer is the client and
+# X-Forwarded-For is ignored; N = the client is the Nth entry from the right of that header.
+NUM_PROXIES = env.int("NUM_PROXIES", default=0)
+# Password guessing, on the token endpoint and the HTML sign-in form (chatplatform.login_throttle).
+LOGIN_RATE_LIMIT = env("LOGIN_RATE_LIMIT", default="10/min")  # per client address
+LOGIN_USERNAME_RATE_LIMIT = env("LOGIN_USERNAME_RATE_LIMIT", default="10/min")  # per username
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    # ?limit=&offset= must be plain integers in range (400 otherwise); limit capped at 200.
+    "DEFAULT_PAGINATION_CLASS": "chatplatform.pagination.BoundedLimitOffsetPagination",
+    # JSON bodies nested beyond JSON_MAX_DEPTH or carrying NUL characters are a 400.
+    "DEFAULT_PARSER_CLASSES": [
+        "chatplatform.parsers.SafeJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "chatplatform.api.exception_handler",
-    # Password guessing on POST /api/v1/auth/token/ (per client address).
-    "DEFAULT_THROTTLE_RATES": {"login": env("LOGIN_RATE_LIMIT", default="10/min")},
+    # Client addresses: REMOTE_ADDR, or X-Forwarded-For behind NUM_PROXIES trusted proxies.
+    "NUM_PROXIES": NUM_PROXIES,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "chatplatform API",
@@ -251,7 +297,9 @@ LOG_FORMAT = env("LOG_FORMAT", default="plain")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"run_context": {"()": "usage.logs.RunContextFilter"}},
+    # Provider keys (and anything that looks like one) never reach the logs (agents.redaction).
+    "filters": {"run_context": {"()": "usage.logs.RunContextFilter"},
+                "redact": {"()": "agents.redaction.RedactingFilter"}},
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
         "json": {
@@ -261,7 +309,7 @@ LOGGING = {
         },
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json" if LOG_FORMAT == "json" else "plain",
-                             "filters": ["run_context"]}},
+                             "filters": ["redact", "run_context"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {
         "django.channels.server": {"level": "WARNING"},

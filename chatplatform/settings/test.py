@@ -25,4 +25,4 @@ RUN_REAPER_ENABLED = False
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
     # Per process too: two test runs on one PostgreSQL never drop each other's database.
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}  # noqa: F405
-REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"login": "1000/min"}}  # noqa: F405
+LOGIN_RATE_LIMIT = LOGIN_USERNAME_RATE_LIMIT = "1000/min"

@@ -33,7 +33,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def scene(users, workspaces, roles, openai_provider, fake_openai, sink_for, django_user_model):
     box, scope = scoped_toolbox()
     with scope:
-        ToolPolicy.objects.create(tool_name="note_write", risk="write", approval_mode="always")
+        note = ToolPolicy.objects.create(tool_name="note_write", risk="write", approval_mode="always")
+        note.allowed_roles.set([roles["member"], roles["admin"]])  # write tools: only roles named
         erin = django_user_model.objects.create_user(username="erin", password="pw-erin")
         Membership.objects.create(user=erin, workspace=workspaces["demo"], role=roles["member"])
         thread = make_thread(users["alice"], workspaces["demo"], openai_provider, title="alice's plans")

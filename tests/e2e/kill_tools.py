@@ -15,6 +15,7 @@ from agents.tools import tool
     description="Write a line, slowly (test tool).",
     risk="write",
     default_approval="never",
+    default_roles=("member", "admin"),
     parameters={
         "type": "object",
         "properties": {"text": {"type": "string"}, "seconds": {"type": "number"}},

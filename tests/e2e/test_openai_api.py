@@ -8,6 +8,8 @@ messages are checked through the platform's own REST API.
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import openai
 import pytest
@@ -176,8 +178,13 @@ def test_platform_tools_run_server_side_and_only_text_reaches_the_client(client,
 
 
 def test_a_call_that_needs_approval_ends_the_answer_with_the_pending_state(client, upstream, platform, token):
+    # An item alice may delete: a call aimed at an unknown or foreign item is refused before
+    # any approval (issue 17), so only a real target waits for a person.
+    created = httpx.post(f"{platform.base_url}/api/v1/knowledge/items/", headers={"Authorization": f"Token {token}"},
+                         json={"workspace": "demo", "title": "To delete", "content": "An item alice owns."})
+    assert created.status_code == 201, created.text
     upstream.script(tool_call_chunks([("call_d1", "delete_knowledge_item",
-                                       '{"item_id": "00000000-0000-0000-0000-000000000000"}')]))
+                                       json.dumps({"item_id": created.json()["id"]}))]))
     chunks = list(client.chat.completions.create(model="openai", stream=True, messages=[
         {"role": "user", "content": "Delete that item"}]))
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)

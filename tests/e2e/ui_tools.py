@@ -22,6 +22,7 @@ def ui_lookup(*, ctx, query: str) -> dict:
     description="Change a setting (test tool).",
     risk="write",
     default_approval="always",
+    default_roles=("member", "admin"),  # a write tool with no roles named is for no one
     parameters={"type": "object", "properties": {"setting": {"type": "string"}}, "required": ["setting"]},
 )
 def ui_write(*, ctx, setting: str) -> dict:

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from agents.loop import execute
-from agents.models import ToolCall, ToolPolicy
+from agents.models import Role, ToolCall, ToolPolicy
 from tests.conftest import make_thread
 from tests.policy.tooltest import Behaviour, call, scoped_toolbox
 from tests.scripted import calls, says
@@ -41,7 +41,8 @@ def test_a_write_that_timed_out_waiting_for_a_thread_is_never_executed_later(box
         slot.acquire()
         small_pool.submit(slot, release.wait, 60)
     policy = ToolPolicy.objects.create(tool_name="note_write", risk="write", approval_mode="never", timeout_s=1)
-    policy.allowed_roles.set([])
+    # A write tool is for the roles named (none named = no one; issue 17, permissions).
+    policy.allowed_roles.set(Role.objects.filter(name__in=("member", "admin")))
     scripted_model.script(calls(call("c1", "note_write", {"text": "only once"})), says("Noted."))
     thread = make_thread(users["alice"], workspaces["demo"], openai_provider, grounded=False)
     run, events = converse(thread, users["alice"], "write it")

@@ -25,7 +25,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def box(roles):
     toolbox, scope = scoped_toolbox()
     with scope:
-        ToolPolicy.objects.create(tool_name="note_write", risk="write", approval_mode="always")
+        note = ToolPolicy.objects.create(tool_name="note_write", risk="write", approval_mode="always")
+        note.allowed_roles.set([roles["member"], roles["admin"]])  # write tools: only roles named
         purge = ToolPolicy.objects.create(tool_name="records_purge", risk="dangerous", approval_mode="always")
         purge.allowed_roles.set([roles["member"], roles["admin"]])
         yield toolbox

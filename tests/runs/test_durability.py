@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from agents.event_log import event_log
 from agents.events import RunEmitter, run_coroutine
-from agents.models import Run, ToolCall, ToolPolicy
+from agents.models import Role, Run, ToolCall, ToolPolicy
 from agents.runs.reaper import reap_expired_runs
 from agents.services import run_create
 from chat.models import Message
@@ -199,7 +199,8 @@ def test_a_decision_racing_a_new_message_never_lets_both_through(thread, users, 
                                                                    scripted_model):
     box, scope = scoped_toolbox()
     with scope:
-        ToolPolicy.objects.create(tool_name="note_write", risk="write", approval_mode="always")
+        note = ToolPolicy.objects.create(tool_name="note_write", risk="write", approval_mode="always")
+        note.allowed_roles.set(Role.objects.filter(name__in=("member", "admin")))  # write tools: roles named
         scripted_model.script(calls(call("c1", "note_write", {"text": "x"})))
         sink = sink_for(thread.pk)
         created = run_create(thread=thread, user=users["alice"], content="write it")

@@ -53,3 +53,11 @@
     };
   }
 })();
+
+// Forms that ask first (data-confirm="question"): e.g. deleting an item. A listener, not an
+// inline onsubmit: the Content-Security-Policy allows no inline script.
+document.querySelectorAll("form[data-confirm]").forEach(function (form) {
+  form.addEventListener("submit", function (e) {
+    if (!window.confirm(form.dataset.confirm)) e.preventDefault();
+  });
+});

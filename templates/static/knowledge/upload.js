@@ -9,6 +9,9 @@
   "use strict";
   var root = document.getElementById("kb-upload");
   if (!root) return;
+  // Files go up one by one through the API; the form itself never submits (a listener, not
+  // an inline onsubmit: the Content-Security-Policy allows no inline script).
+  document.getElementById("kb-upload-form").addEventListener("submit", function (e) { e.preventDefault(); });
   var drop = document.getElementById("kb-drop");
   var picker = document.getElementById("kb-file");
   var list = document.getElementById("kb-upload-list");
