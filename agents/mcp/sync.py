@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.db import transaction
 
-from agents.models import AuditEvent, ToolPolicy
+from agents.models import AuditEvent, Role, ToolPolicy
 from agents.providers.keys import decrypt_key, encrypt_key
 from agents.tools import ToolContext, ToolError, ToolSpec, registry
 from agents.tools.api import DEFAULT_SCOPE_ARGS
@@ -216,15 +216,23 @@ def _assign_names(servers: list[MCPServer]) -> None:
             if row.policy is None:
                 annotations = row.current_definition.get("annotations") or {}
                 risk = proposed_risk(annotations)
+                allowlisted = row.name in set(row.server.allowlist or [])
                 row.policy = ToolPolicy.objects.create(
-                    tool_name=new, enabled=row.name in set(row.server.allowlist or []), risk=risk,
+                    tool_name=new, enabled=allowlisted, risk=risk,
                     timeout_s=row.server.call_timeout_s, approval_mode="never" if risk == "read" else "always",
                 )
+                if allowlisted and risk != "read":
+                    # A write or dangerous tool with no roles named is for no one (agents.pipeline);
+                    # one the admin allowlisted gets the roles built-in write tools have by default.
+                    row.policy.allowed_roles.set(Role.objects.filter(name__in=ALLOWLISTED_WRITE_ROLES))
             else:
                 row.policy.tool_name = new
                 row.policy.save(update_fields=["tool_name"])
             row.exposed_name = new
             row.save(update_fields=["exposed_name", "policy"])
+
+
+ALLOWLISTED_WRITE_ROLES = ("member", "admin")
 
 
 # --- the specs ---------------------------------------------------------------------------------

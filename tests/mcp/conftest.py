@@ -120,15 +120,19 @@ def add_server(db):
 
 
 def enable(*names: str, roles=None) -> None:
-    """Enable the named tools' policies (as an admin would)."""
-    from agents.models import ToolPolicy
+    """Enable the named tools' policies as an admin would: a write or dangerous tool also gets
+    roles (member and admin unless ``roles`` says otherwise) — with none named it is for no one."""
+    from agents.models import Role, ToolPolicy
 
     for name in names:
         policy = ToolPolicy.objects.get(tool_name=name)
         policy.enabled = True
         policy.save()
-        if roles is not None:
-            policy.allowed_roles.set(roles)
+        named = roles
+        if named is None and policy.risk != "read":
+            named = list(Role.objects.filter(name__in=("member", "admin")))
+        if named is not None:
+            policy.allowed_roles.set(named)
     sync.reconcile()
 
 
