@@ -223,9 +223,7 @@ class RunCreateApi(APIView):
         thread = thread_get_for_user(user=request.user, thread_id=thread_id, write=True)
         data = RunCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        created = run_create(thread=thread, user=request.user, **data.validated_data)
-        body = {"run_id": str(created.run.pk), "user_message_id": str(created.user_message.pk)}
-        return Response(body, status=status.HTTP_202_ACCEPTED)
+        return _run_created(run_create(thread=thread, user=request.user, **data.validated_data))
 
 
 class RunDetailApi(APIView):
