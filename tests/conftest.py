@@ -52,6 +52,27 @@ def loopback_only():
     socket.socket.connect = _real_connect
 
 
+_undrained: list[tuple[str, int]] = []
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Before any fixture is torn down (the database flush among them), wait for the turns this
+    test handed to the embedded pool: a turn that outlives its test writes into the next
+    test's database."""
+    from agents.runs.executors import drain_embedded
+
+    left = drain_embedded(timeout_s=10.0)
+    if left:
+        _undrained.append((item.nodeid, left))
+    yield
+
+
+def pytest_terminal_summary(terminalreporter):
+    for nodeid, left in _undrained:
+        terminalreporter.write_line(f"embedded pool not idle 10 s after {nodeid}: {left} turn(s) still running")
+
+
 def load_case(relpath: str) -> dict:
     return json.loads((CASES / relpath).read_text())
 

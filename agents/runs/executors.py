@@ -24,6 +24,7 @@ RUN_TURN_TASK = "agents.run_turn"
 
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+_pending: set[concurrent.futures.Future] = set()  # embedded turns not finished yet
 
 
 def _embedded_pool() -> concurrent.futures.ThreadPoolExecutor:
@@ -72,4 +73,26 @@ def enqueue_run(run_id) -> concurrent.futures.Future | None:
                            run_id, type(exc).__name__, exc)
         return None
     # The caller's context (an OpenTelemetry span of the request) goes along into the thread.
-    return _embedded_pool().submit(contextvars.copy_context().run, _run_embedded, str(run_id))
+    future = _embedded_pool().submit(contextvars.copy_context().run, _run_embedded, str(run_id))
+    with _pool_lock:
+        _pending.add(future)
+    future.add_done_callback(_forget)
+    return future
+
+
+def _forget(future: concurrent.futures.Future) -> None:
+    with _pool_lock:
+        _pending.discard(future)
+
+
+def drain_embedded(timeout_s: float = 10.0) -> int:
+    """Wait up to ``timeout_s`` seconds for every turn handed to this process's embedded pool
+    to return (finished, parked or failed). Returns how many were still running at the
+    deadline (0 when idle). Used at shutdown and between tests, so that no turn outlives
+    the database it writes to."""
+    with _pool_lock:
+        pending = set(_pending)
+    if not pending:
+        return 0
+    _done, not_done = concurrent.futures.wait(pending, timeout=timeout_s)
+    return len(not_done)
