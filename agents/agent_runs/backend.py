@@ -30,6 +30,16 @@ a completed run ends with the remote ``output`` as the message text (what was no
 sent as one last ``text.delta``), a failed one with its error, a run waiting for approval
 without its event gets an approval card whose command is unknown.
 
+Metering (``agents.metering``, the same meter as the model backend's rounds): the whole
+remote run is one round. Before the remote run is started, and before an approval is
+forwarded (the agent then goes on calling its model), the run takes the meter's hold
+(``before_round``): a budget's hard limit refuses it — the agent is never started, or the
+approved call is denied and the remote run stopped — and the run fails ``budget_exceeded``
+with the reset time as the message. ``run.completed``'s usage (input/output tokens; Hermes
+gives no cached or reasoning counts: null) is stored through ``after_round``: a usage record
+with its cost at the model row's price, the message's ``usage``, budget warnings. A remote
+run that ends otherwise, or parks for a decision, gives its hold back.
+
 Approvals go through the platform's own flow (DESIGN §5): the ledger row of the remote tool
 call parks ``awaiting_approval`` with risk ``dangerous`` (the agent flagged the command) in
 the environment the provider is bound to, ``approval.requested`` is published, and the run
@@ -50,7 +60,9 @@ import time
 from django.conf import settings
 
 from agents.backends import Outcome, Turn
+from agents.metering import DispatchRefused, meter
 from agents.models import Role, Run, ToolCall
+from agents.providers import Usage
 from agents.providers.keys import key_status, provider_api_key
 from agents.risk import resolve_env, risk_classify
 from agents.runs import lifecycle
@@ -120,9 +132,18 @@ class _Attempt:
         self.last_persist = time.monotonic()
         self.stream = None
         self.parking = False  # True once the run waits for a decision: keep the stream open
+        self.hold = None  # the meter's hold for the remote run's work (agents.metering)
 
     # -- the turn ---------------------------------------------------------------------------
     def advance(self) -> Outcome:
+        try:
+            return self._advance()
+        finally:
+            if self.hold is not None:  # parked, failed, cancelled or crashed: no usage to record
+                meter().release(self.hold)
+                self.hold = None
+
+    def _advance(self) -> Outcome:
         self.turn.started(assistant_message_id=self.assistant.pk)
         if not Role.objects.filter(name=self.turn.role, is_admin=True).exists():
             return self.fail("forbidden", f"Only workspace admins may use {self.provider.name}: the agent runs "
@@ -135,6 +156,10 @@ class _Attempt:
             if self.state.get("phase") == "starting":
                 return self.fail("interrupted", "The worker stopped while starting the agent's run; it may have "
                                  "started. It was not started again — ask again to retry.")
+            try:
+                self.hold = meter().before_round(run=self.run)
+            except DispatchRefused as exc:  # a budget's hard limit: the agent is not started
+                return self.refused(exc)
             try:
                 remote = self._start()
             except AgentRunsError as exc:
@@ -381,6 +406,10 @@ class _Attempt:
         choice = "deny"
         if approved:
             choice = self.provider.agent_approve_as if self.provider.agent_approve_as in allowed else "once"
+            try:
+                self.hold = meter().before_round(run=self.run)
+            except DispatchRefused as exc:  # over budget: the agent must not go on calling its model
+                return self._refuse_decision(remote, ledger, exc)
         try:
             self.client.approve(remote, choice)
         except AgentRunsError as exc:
@@ -401,6 +430,19 @@ class _Attempt:
         self._persist(force=True)
         return None
 
+    def _refuse_decision(self, remote: str, ledger: ToolCall, exc: DispatchRefused) -> Outcome:
+        """An approval a budget stops: the agent is told ``deny`` and stopped, the call is
+        closed denied with the reason, and the run fails ``budget_exceeded``."""
+        try:
+            self.client.approve(remote, "deny")
+        except AgentRunsError as err:
+            logger.info("run %s: denying %s after a budget refusal: %s", self.run.pk, remote, err.message)
+        self.stop_remote()
+        self._finish_call(ledger, ToolCall.Status.DENIED, f"Not applied: {exc.message}", is_error=True)
+        self.state.pop("pending_approval", None)
+        self._persist(force=True)
+        return self.refused(exc)
+
     # -- endings ----------------------------------------------------------------------------
     def _close_unreported_calls(self, *, run_completed: bool) -> None:
         """Calls whose completion event never came (the stream was lost on a re-attach)."""
@@ -417,7 +459,9 @@ class _Attempt:
         self._close_unreported_calls(run_completed=True)
         final = output if isinstance(output, str) and output.strip() else self._text()
         self._catch_up(final)
-        self.assistant.usage = _usage(usage)
+        hold, self.hold = self.hold, None
+        self.assistant.usage = meter().after_round(run=self.run, message=self.assistant, usage=_usage(usage),
+                                                   hold=hold, emitter=self.emitter)
         self.close_message(Message.Status.COMPLETE, content=final)
         return Outcome.completed()
 
@@ -483,6 +527,13 @@ class _Attempt:
         self.assistant.error = {"code": code, "message": message}
         self.close_message(Message.Status.TRUNCATED if self._text().strip() else Message.Status.ERROR)
         return Outcome.failed(code, message, retryable=retryable)
+
+    def refused(self, exc: DispatchRefused) -> Outcome:
+        """A budget refused the agent's work: the reason (with the reset time) is the answer."""
+        self.streamed = [exc.message]
+        self.assistant.error = {"code": exc.code, "message": exc.message}
+        self.close_message(Message.Status.ERROR)
+        return Outcome.failed(exc.code, exc.message)
 
     def close_message(self, status: str, *, content: str | None = None) -> None:
         assistant = self.assistant
@@ -593,11 +644,18 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _usage(usage) -> dict:
+def _usage(usage) -> Usage | None:
+    """The remote run's token counts (Hermes: ``{input_tokens, output_tokens, total_tokens}``,
+    summed over the agent's model calls) as a :class:`Usage`; None when it reported none."""
     if not isinstance(usage, dict):
-        return {}
-    return {k: int(usage[k]) for k in ("input_tokens", "output_tokens", "total_tokens")
-            if isinstance(usage.get(k), int | float)}
+        return None
+
+    def count(key: str) -> int | None:
+        value = usage.get(key)
+        return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else None
+
+    found = Usage(input_tokens=count("input_tokens"), output_tokens=count("output_tokens"))
+    return found if found.input_tokens is not None or found.output_tokens is not None else None
 
 
 __all__ = ["AgentRunsBackend", "client_for"]

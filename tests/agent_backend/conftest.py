@@ -6,6 +6,8 @@
 * ``agent_model`` — the scripted OpenAI-compatible model the gateway talks to (loopback).
 * ``hermes`` — a running gateway (module scope: one per test file; ~5 s to start) in a
   throwaway HOME, its terminal working in ``hermes.workdir``.
+* ``fake_agent`` / ``provider`` — the scripted fake of the Runs API (``tests/fakes/agent_runs_server.py``)
+  and a Provider row ``ops-agent`` pointing at it.
 * ``agent_provider`` — a Provider row of kind ``agent_runs`` pointing at that gateway, its
   key in an environment variable as for any provider.
 """
@@ -18,6 +20,7 @@ import pytest
 
 from agents.models import Provider
 from tests.fakes.agent_model import AgentModel
+from tests.fakes.agent_runs_server import FakeAgentRuns
 
 from .hermes import HermesGateway, HermesUnavailable, ensure_hermes
 
@@ -64,3 +67,21 @@ def agent_provider(db, hermes, monkeypatch):
     monkeypatch.setenv("TEST_HERMES_KEY", hermes.key)
     return Provider.objects.create(slug="hermes", name="Hermes agent", kind="agent_runs", base_url=hermes.base_url,
                                    api_key_env="TEST_HERMES_KEY", default_model="hermes-agent")
+
+
+FAKE_AGENT_KEY = "agent-key-0123456789"
+
+
+@pytest.fixture
+def fake_agent():
+    fake = FakeAgentRuns(api_key=FAKE_AGENT_KEY).start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def provider(db, fake_agent, monkeypatch, settings):
+    settings.AGENT_RUNS_POLL_S = 0.1
+    monkeypatch.setenv("TEST_AGENT_KEY", FAKE_AGENT_KEY)
+    return Provider.objects.create(slug="ops-agent", name="Ops agent", kind="agent_runs", base_url=fake_agent.base_url,
+                                   api_key_env="TEST_AGENT_KEY", default_model="hermes-agent")

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from agents.models import Provider, Run, ToolCall
+from agents.models import Run, ToolCall
 from agents.providers.catalogue import models_refresh, provider_health
 from agents.runs import lifecycle
 from agents.runs.driver import run_turn
@@ -19,7 +19,6 @@ from chat.models import Message
 from tests.conftest import joined_text, make_thread, types
 from tests.fakes.agent_runs_server import (
     AwaitApproval,
-    FakeAgentRuns,
     Hang,
     Keepalive,
     Raw,
@@ -27,25 +26,9 @@ from tests.fakes.agent_runs_server import (
     Status,
 )
 
+from .conftest import FAKE_AGENT_KEY as KEY
+
 pytestmark = pytest.mark.django_db(transaction=True)
-
-KEY = "agent-key-0123456789"
-
-
-@pytest.fixture
-def fake_agent():
-    fake = FakeAgentRuns(api_key=KEY).start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def provider(db, fake_agent, monkeypatch, settings):
-    settings.AGENT_RUNS_POLL_S = 0.1
-    monkeypatch.setenv("TEST_AGENT_KEY", KEY)
-    return Provider.objects.create(slug="ops-agent", name="Ops agent", kind="agent_runs", base_url=fake_agent.base_url,
-                                   api_key_env="TEST_AGENT_KEY", default_model="hermes-agent")
-
 
 @pytest.fixture
 def thread(users, workspaces, provider):
@@ -81,7 +64,7 @@ def test_malformed_events_and_keepalives_are_skipped(users, thread, fake_agent, 
     assert joined_text(events) == "Disk usage is 41%."
     answer = Message.objects.get(run=run, role="assistant")
     assert answer.content == "Disk usage is 41%." and answer.reasoning == "I should check df"
-    assert answer.usage == {"input_tokens": 12, "output_tokens": 5, "total_tokens": 17}
+    assert (answer.usage["input_tokens"], answer.usage["output_tokens"]) == (12, 5)  # metered: test_agent_usage
     assert run.backend_state["events_read"] == 7  # every data event read, malformed ones included
 
 
