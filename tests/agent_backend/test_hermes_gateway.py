@@ -217,3 +217,26 @@ def test_members_cannot_drive_an_agent(users, workspaces, agent_provider, conver
     assert run.status == Run.Status.FAILED and run.error["code"] == "forbidden"
     assert "Only workspace admins" in events[-1]["error"]["message"]
     assert "backend_state" not in run.error and not run.backend_state.get("remote_run_id")
+
+
+def test_the_agents_usage_is_metered_with_its_cost(users, admin_thread, agent_provider, agent_model, hermes,
+                                                   converse):
+    from decimal import Decimal
+
+    from agents.models import LLMModel
+    from usage.models import ModelPrice, UsageRecord
+
+    model = LLMModel.objects.create(provider=agent_provider, name="hermes-agent")
+    ModelPrice.objects.create(model=model, input_per_mtok=Decimal(1), output_per_mtok=Decimal(4))
+    agent_model.script(text_chunks("All green.", pieces=2)
+                       + [{"choices": [], "usage": {"prompt_tokens": 2500, "completion_tokens": 40,
+                                                    "total_tokens": 2540}}])
+    run, events = converse(admin_thread, users["admin"], "Status?")
+
+    assert run.status == Run.Status.COMPLETED, run.error
+    reported = remote_run(hermes, run)["usage"]  # what the gateway says its model used
+    assert reported["input_tokens"] == 2500 and reported["output_tokens"] == 40
+    answer = Message.objects.get(run=run, role="assistant")
+    record = UsageRecord.objects.get(message=answer)
+    assert (record.input_tokens, record.output_tokens) == (2500, 40)
+    assert record.cost == Decimal("0.00266") and answer.usage["cost"] == "0.00266000"
