@@ -43,8 +43,8 @@ class ProviderForm(forms.ModelForm):
 class LLMModelInline(admin.TabularInline):
     model = LLMModel
     extra = 0
-    fields = ["name", "label", "enabled", "prompt_tier", "parameter_size", "context_window", "supports_tools",
-              "echo_reasoning", "listed_at"]
+    fields = ["name", "label", "enabled", "allowed_roles", "prompt_tier", "parameter_size", "context_window",
+              "supports_tools", "echo_reasoning", "listed_at"]
     readonly_fields = ["listed_at"]
 
 

@@ -3,20 +3,23 @@
 ``GET /api/v1/providers/`` answers from the rows only (cached health, no network call).
 ``GET /api/v1/providers/{slug}/models/`` re-probes a configured provider whose cached status
 is older than ``PROVIDER_HEALTH_TTL_S`` (one short listing request), then answers
-``{"provider": {...}, "models": [...]}``.
+``{"provider": {...}, "models": [...]}`` — only the models the caller may use (enabled, and
+allowed for their role; ``?workspace=`` narrows to their role there).
 """
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from chat.selectors import workspace_get_for_user
+
 from .loop.tiers import resolve_tier
 from .models import LLMModel, Provider
 from .providers.catalogue import lists_models, provider_health, refresh_if_stale, setup_hint
-from .selectors import model_list_for_provider, provider_get, provider_list
+from .selectors import model_list_for_provider, provider_get, provider_list, role_names_for_user
 
 __all__ = ["ProviderListApi", "ProviderModelsApi", "provider_health"]
 
@@ -76,11 +79,17 @@ class ProviderListApi(APIView):
 
 
 class ProviderModelsApi(APIView):
-    @extend_schema(responses=ProviderModelsSerializer)
+    """The provider's models the caller may use: enabled, and allowed for the caller's role in
+    ``?workspace=`` (id or slug; not a member → 404), or for any of their roles without it."""
+
+    @extend_schema(parameters=[OpenApiParameter("workspace", str, required=False)], responses=ProviderModelsSerializer)
     def get(self, request, slug):
         provider = provider_get(slug=slug)
+        workspace = request.query_params.get("workspace")
+        workspace_id = workspace_get_for_user(user=request.user, workspace=workspace).pk if workspace else None
         refresh_if_stale(provider)
-        models = model_list_for_provider(provider=provider).select_related("provider")
+        roles = role_names_for_user(user=request.user, workspace_id=workspace_id)
+        models = model_list_for_provider(provider=provider, role_names=roles).select_related("provider")
         return Response({
             "provider": ProviderSerializer(provider).data,
             "models": LLMModelSerializer(models, many=True).data,

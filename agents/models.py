@@ -98,7 +98,9 @@ class Provider(models.Model):
 
 
 class LLMModel(models.Model):
-    """A model offered by a provider."""
+    """A model offered by a provider. A run may use a model of its provider only when its row
+    is enabled and allows the user's role in the thread's workspace (no roles: every role);
+    a provider's ``default_model`` without a row counts as enabled for every role."""
 
     class PromptTier(models.TextChoices):
         AUTO = "auto", "Auto"
@@ -112,7 +114,11 @@ class LLMModel(models.Model):
     supports_tools = models.BooleanField(default=True)
     parameter_size = models.CharField(max_length=20, blank=True, help_text='e.g. "7B"')
     prompt_tier = models.CharField(max_length=8, choices=PromptTier.choices, default=PromptTier.AUTO)
-    enabled = models.BooleanField(default=True)
+    enabled = models.BooleanField(default=True, help_text="Only enabled models may be used (agents.selectors.model_allowed).")
+    allowed_roles = models.ManyToManyField(
+        "Role", blank=True, related_name="allowed_models",
+        help_text="The workspace roles that may use this model. Empty: every role.",
+    )
     echo_reasoning = models.BooleanField(
         null=True, blank=True,
         help_text="Send stored reasoning back on tool-call turns for this model. Empty: the provider's setting.",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import Http404
 
 from chat.models import Membership
@@ -32,8 +32,37 @@ def provider_get(*, slug: str) -> Provider:
         raise Http404("No such provider.") from exc
 
 
-def model_list_for_provider(*, provider: Provider) -> QuerySet[LLMModel]:
-    return provider.models.filter(enabled=True).order_by("name")
+def model_list_for_provider(*, provider: Provider, role_names=None) -> QuerySet[LLMModel]:
+    """Enabled models of ``provider``; with ``role_names`` (an iterable of role names) only
+    those one of these roles may use (rows without roles are for every role)."""
+    models = provider.models.filter(enabled=True)
+    if role_names is not None:
+        models = models.filter(Q(allowed_roles__isnull=True) | Q(allowed_roles__name__in=list(role_names))).distinct()
+    return models.order_by("name")
+
+
+def role_names_for_user(*, user, workspace_id=None) -> set[str]:
+    """The caller's role names: in ``workspace_id``, or in every workspace they belong to."""
+    memberships = Membership.objects.filter(user=user)
+    if workspace_id is not None:
+        memberships = memberships.filter(workspace_id=workspace_id)
+    return set(memberships.values_list("role__name", flat=True))
+
+
+def model_allowed(*, provider: Provider, model: str, role_names) -> bool:
+    """Whether a run may use ``model`` (empty: the provider's default) of ``provider`` for a
+    user with one of ``role_names``: its row is enabled and names none of the roles or one of
+    these; a name without a row only when it is the provider's ``default_model`` (an
+    administrator named it on the provider). Any other name is refused: the organisation's
+    key never pays for a model nobody enabled."""
+    name = (model or "").strip() or provider.default_model
+    row = provider.models.filter(name=name).prefetch_related("allowed_roles").first()
+    if row is None:
+        return bool(name) and name == provider.default_model
+    if not row.enabled:
+        return False
+    allowed = {r.name for r in row.allowed_roles.all()}
+    return not allowed or bool(allowed & set(role_names))
 
 
 def tool_call_list_for_user(*, user, status: str = "") -> QuerySet[ToolCall]:

@@ -23,6 +23,7 @@ from .risk import COUNTDOWN_S
 from .runs import lifecycle
 from .runs.calls import close_open_calls
 from .runs.executors import enqueue_run
+from .selectors import model_allowed, role_names_for_user
 from .ui_context import ui_context_accept
 
 MAX_MESSAGE_CHARS = 32_000
@@ -65,7 +66,8 @@ def run_create(
     ``too_many_active_runs`` / ``rate_limited`` (429 + ``retry_after``);
     ``UIContextError`` (413/422, audited) for a context it cannot accept; and
     ``DispatchRefused`` ``budget_exceeded`` (429 + ``retry_after``: a budget's hard limit
-    is reached; ``agents.metering``).
+    is reached; ``agents.metering``); ``model_not_allowed`` (403) when the thread's model is
+    not enabled for the user's role in its workspace (``selectors.model_allowed``).
     ``user_message`` (a user message of ``thread`` at the end of the selected branch) re-runs
     that turn instead of appending a new question: regenerate and retry (chat/services.py).
     """
@@ -78,6 +80,7 @@ def run_create(
         raise RunRejected("empty_message", "The message is empty.")
     if len(content) > MAX_MESSAGE_CHARS:
         raise RunRejected("message_too_long", f"The message is longer than {MAX_MESSAGE_CHARS} characters.", 413)
+    model_check(thread=thread, user=user)
     with transaction.atomic():
         # Concurrent sends are serialised per user and per thread (row locks on PostgreSQL;
         # SQLite's IMMEDIATE transactions serialise writers): the checks below cannot race.
@@ -130,6 +133,23 @@ def run_create(
         thread.save(update_fields=fields)
         transaction.on_commit(lambda: enqueue_run(run.pk))
     return RunCreated(run=run, user_message=user_message)
+
+
+def model_check(*, thread: Thread, user) -> None:
+    """Refuse (``model_not_allowed``, 403) a thread whose model its provider may not run for
+    ``user``'s role in the thread's workspace (``selectors.model_allowed``). A thread without
+    a provider passes: its run fails with a clear message."""
+    provider = thread.provider
+    if provider is None:
+        return
+    roles = role_names_for_user(user=user, workspace_id=thread.workspace_id)
+    if not model_allowed(provider=provider, model=thread.model, role_names=roles):
+        name = (thread.model or "").strip() or provider.default_model
+        raise RunRejected(
+            "model_not_allowed",
+            f"The model {name!r} of {provider.name} is not enabled for your role; pick another model for this "
+            "thread, or ask an administrator to enable it.", 403,
+        )
 
 
 def _lock(*, user_id=None, thread_id=None) -> None:

@@ -36,6 +36,7 @@ from django.http import Http404
 
 from agents.models import LLMModel, Provider, Run
 from agents.providers import ToolDefinition
+from agents.selectors import model_allowed, model_list_for_provider, role_names_for_user
 from agents.services import run_create
 from chat.models import Membership, Message, Thread, Workspace
 from chat.selectors import thread_get_for_user, workspace_get_for_user
@@ -150,41 +151,55 @@ def model_id(provider: Provider, model: str) -> str:
     return f"{provider.slug}/{model}" if model else provider.slug
 
 
-def model_resolve(*, name: str) -> tuple[Provider, str]:
+def model_resolve(*, name: str, user=None) -> tuple[Provider, str]:
     """``(provider, model name)`` for the request's ``model``; ApiRejected ``model_not_found``
-    (404) when nothing enabled fits."""
+    (404, OpenAI's code for "does not exist or you do not have access to it") when nothing
+    enabled fits or ``user`` (when given) has no role that may use it
+    (``agents.selectors.model_allowed``; the thread's workspace is checked again when the
+    run is created)."""
     name = (name or "").strip()
     if not name:
         raise ApiRejected("invalid_request_error", "model is required.")
+    roles = role_names_for_user(user=user) if user is not None else None
     if name == "default":
         name = getattr(settings, "COMPAT_API_DEFAULT_MODEL", "") or ""
         if not name:
             first = Provider.objects.filter(enabled=True).order_by("name").first()
             if first is None:
                 raise ApiRejected("model_not_found", "No provider is enabled on this platform.", 404)
-            return first, first.default_model
+            name = first.slug
     slug, _, model = name.partition("/")
     provider = Provider.objects.filter(slug=slug, enabled=True).first()
     if provider is not None:
         model = model or provider.default_model
-        if LLMModel.objects.filter(provider=provider, name=model, enabled=False).exists():
-            raise ApiRejected("model_not_found", f"The model {name!r} is disabled.", 404)
-        return provider, model
-    listed = list(LLMModel.objects.filter(name=name, enabled=True, provider__enabled=True).select_related("provider")[:2])
-    if len(listed) == 1:
-        return listed[0].provider, listed[0].name
-    hint = "several providers list it; name it as provider/model" if listed else "see GET /v1/models"
-    raise ApiRejected("model_not_found", f"The model {name!r} does not exist or you do not have access to it ({hint}).", 404)
+    else:
+        listed = list(LLMModel.objects.filter(name=name, enabled=True, provider__enabled=True)
+                      .select_related("provider")[:2])
+        if len(listed) != 1:
+            hint = "several providers list it; name it as provider/model" if listed else "see GET /v1/models"
+            raise ApiRejected("model_not_found", f"The model {name!r} does not exist or you do not have access to it "
+                              f"({hint}).", 404)
+        provider, model = listed[0].provider, listed[0].name
+    if roles is None:
+        refused = LLMModel.objects.filter(provider=provider, name=model, enabled=False).exists()
+    else:
+        refused = not model_allowed(provider=provider, model=model, role_names=roles)
+    if refused:
+        raise ApiRejected("model_not_found", f"The model {name!r} is not enabled for you on this platform "
+                          "(see GET /v1/models).", 404)
+    return provider, model
 
 
-def model_list() -> list[dict]:
+def model_list(*, user=None) -> list[dict]:
     """``GET /v1/models`` entries: each enabled provider (its default model) and each enabled
-    listed model, as ``provider/model``."""
+    model, as ``provider/model`` — with ``user``, only what one of their roles may use."""
+    roles = role_names_for_user(user=user) if user is not None else None
     out = []
     for provider in Provider.objects.filter(enabled=True).order_by("slug"):
         created = int(provider.created_at.timestamp())
-        out.append({"id": provider.slug, "object": "model", "created": created, "owned_by": provider.slug})
-        for m in provider.models.filter(enabled=True).order_by("name"):
+        if roles is None or model_allowed(provider=provider, model="", role_names=roles):
+            out.append({"id": provider.slug, "object": "model", "created": created, "owned_by": provider.slug})
+        for m in model_list_for_provider(provider=provider, role_names=roles):
             out.append({"id": model_id(provider, m.name), "object": "model", "created": created,
                         "owned_by": provider.slug})
     return out
@@ -263,7 +278,7 @@ def completion_start(*, user, body: dict, thread_header: str = "", workspace_hea
     tools = client_tools(body.get("tools"))
     if body.get("tool_choice") == "none":
         tools = []
-    provider, model = model_resolve(name=str(body.get("model") or ""))
+    provider, model = model_resolve(name=str(body.get("model") or ""), user=user)
     _refuse_platform_names(tools)
     prefix, tail = _split(messages)
     content, results = _new_part(tail)

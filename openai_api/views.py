@@ -73,9 +73,10 @@ async def _user(request):
 async def models(request):
     if request.method != "GET":
         return error("method_not_allowed", "Use GET.", 405)
-    if await _user(request) is None:
+    user = await _user(request)
+    if user is None:
         return error("invalid_api_key", "Send a platform API token: Authorization: Bearer <token>.", 401)
-    return JsonResponse({"object": "list", "data": await sync_to_async(model_list)()})
+    return JsonResponse({"object": "list", "data": await sync_to_async(model_list)(user=user)})
 
 
 async def chat_completions(request):
