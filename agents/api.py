@@ -18,6 +18,7 @@ from chat.selectors import workspace_get_for_user
 
 from .loop.tiers import resolve_tier
 from .models import LLMModel, Provider
+from .presentation import provider_status_for_viewer, sees_error_details
 from .providers.catalogue import lists_models, provider_health, refresh_if_stale, setup_hint
 from .selectors import model_list_for_provider, provider_get, provider_list, role_names_for_user
 
@@ -38,7 +39,8 @@ class ProviderSerializer(serializers.ModelSerializer):
                   "status_checked_at", "models_refreshed_at"]
 
     def get_status(self, obj) -> str:
-        return provider_health(obj)
+        """The health line; a probe's upstream text only for staff and admins (``detailed``)."""
+        return provider_status_for_viewer(provider_health(obj), detailed=self.context.get("detailed", False))
 
     def get_configured(self, obj) -> bool:
         return not setup_hint(obj)
@@ -75,7 +77,8 @@ class ProviderModelsSerializer(serializers.Serializer):
 class ProviderListApi(APIView):
     @extend_schema(responses=ProviderSerializer(many=True))
     def get(self, request):
-        return Response(ProviderSerializer(provider_list(), many=True).data)
+        return Response(ProviderSerializer(provider_list(), many=True,
+                                           context={"detailed": sees_error_details(user=request.user)}).data)
 
 
 class ProviderModelsApi(APIView):
@@ -91,6 +94,6 @@ class ProviderModelsApi(APIView):
         roles = role_names_for_user(user=request.user, workspace_id=workspace_id)
         models = model_list_for_provider(provider=provider, role_names=roles).select_related("provider")
         return Response({
-            "provider": ProviderSerializer(provider).data,
+            "provider": ProviderSerializer(provider, context={"detailed": sees_error_details(user=request.user)}).data,
             "models": LLMModelSerializer(models, many=True).data,
         })

@@ -34,3 +34,84 @@ def tool_call_presentation(row: ToolCall) -> dict:
         "countdown_s": COUNTDOWN_S if row.risk_level == "dangerous" else 0,
         "arguments_summary": arguments_summary(shown) if shown else "",
     }
+
+
+# -- errors as each viewer may see them --------------------------------------------------------
+#: Codes whose messages are the platform's own words (no upstream text, no addresses, no
+#: configuration): shown to everyone as they are.
+OWN_WORDS = frozenset({
+    "budget_exceeded", "forbidden", "interrupted", "not_started", "model_not_allowed", "output_limit",
+    "stop_unconfirmed", "agent_run_lost", "agent_cancelled", "cancelled", "superseded",
+})
+
+#: What a member is told instead of an upstream error: what happened and what to do.
+GENERIC = {
+    "auth_failed": "The AI provider refused the platform's credentials. An administrator needs to check the "
+                   "provider's API key.",
+    "agent_auth": "The agent refused the platform's credentials. An administrator needs to check its API key.",
+    "model_not_found": "The AI provider does not offer this thread's model. Pick another model, or ask an "
+                       "administrator.",
+    "rate_limited": "The AI provider is limiting requests right now. Try again in a minute.",
+    "upstream_error": "The AI provider had an error. Try again in a moment.",
+    "stream_interrupted": "The AI provider's answer broke off. Try again.",
+    "bad_request": "The AI provider rejected the request. Try a shorter or different message, or ask an "
+                   "administrator.",
+    "unreachable": "The AI provider could not be reached. Try again later, or ask an administrator.",
+    "timeout": "The AI provider did not answer in time. Try again later.",
+    "not_configured": "This thread's provider is not set up. Ask an administrator, or pick another provider.",
+    "agent_failed": "The agent could not finish this task. Try again, or ask an administrator.",
+    "agent_unreachable": "The agent could not be reached. Try again later, or ask an administrator.",
+    "agent_timeout": "The agent did not answer in time. Try again later.",
+    "agent_bad_response": "The agent sent an answer the platform could not read. Ask an administrator.",
+    "internal_error": "Something went wrong on the platform. Try again; if it keeps happening, tell an "
+                      "administrator.",
+}
+
+
+def error_for_viewer(error: dict | None, *, detailed: bool) -> dict | None:
+    """An error ``{"code", "message", …}`` (a run's, a message's, ``run.failed``'s) as a viewer
+    sees it: ``detailed`` viewers (staff, the workspace's admins) get it as stored — upstream
+    detail already key-scrubbed (``agents.redaction``); everyone else gets, for any code not
+    in :data:`OWN_WORDS`, a generic actionable message naming the code
+    (``"… (error code: auth_failed)"``), never the upstream text."""
+    if not error or detailed or not isinstance(error, dict):
+        return error
+    code = str(error.get("code") or "")
+    if code in OWN_WORDS:
+        return error
+    generic = GENERIC.get(code, "The reply failed. Try again; if it keeps happening, tell an administrator.")
+    return {**error, "message": f"{generic} (error code: {code or 'unknown'})"}
+
+
+def event_for_viewer(event: dict, *, detailed: bool) -> dict:
+    """A run event as a viewer may see it (``run.failed``'s ``error`` via :func:`error_for_viewer`)."""
+    if detailed or event.get("type") != "run.failed" or not isinstance(event.get("error"), dict):
+        return event
+    return {**event, "error": error_for_viewer(event["error"], detailed=False)}
+
+
+def sees_error_details(*, user, workspace_id=None) -> bool:
+    """Whether ``user`` sees upstream error detail: staff, or an admin of ``workspace_id`` (of
+    any workspace when None — for platform-wide things such as provider status)."""
+    from chat.models import Membership
+
+    if user is None or not getattr(user, "is_authenticated", False):
+        return False
+    if user.is_staff or user.is_superuser:
+        return True
+    admins = Membership.objects.filter(user=user, role__is_admin=True)
+    if workspace_id is not None:
+        admins = admins.filter(workspace_id=workspace_id)
+    return admins.exists()
+
+
+def provider_status_for_viewer(status: str, *, detailed: bool) -> str:
+    """A provider's health line for a viewer: as stored for ``detailed`` viewers; else only its
+    platform's own lines (``ok``, ``disabled``, ``not configured: set …``, ``not available: …``)
+    as they are, and a probe's failure only as ``unreachable`` or ``error`` with what to do
+    (the upstream text and the address stay with the administrators)."""
+    if detailed or not status.startswith(("unreachable", "error")):
+        return status
+    if status.startswith("unreachable"):
+        return "unreachable: the provider could not be reached; ask an administrator"
+    return "error: the provider refused the platform's check; ask an administrator"

@@ -22,6 +22,7 @@ from rest_framework.exceptions import ValidationError
 from agents.event_types import check_event
 from agents.events import GROUP_MESSAGE_TYPE
 from agents.metrics import WEBSOCKETS
+from agents.presentation import event_for_viewer, sees_error_details
 from agents.ratelimit import rate_limit_hit
 from agents.replay import RunStreamCursor
 from chatplatform import safe_input
@@ -74,6 +75,9 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.thread_id = str(thread.pk)
+        self.workspace_id = thread.workspace_id
+        # Upstream error detail only for staff and the workspace's admins (agents.presentation).
+        self.detailed = await database_sync_to_async(sees_error_details)(user=user, workspace_id=thread.workspace_id)
         self.group_name = thread.group_name
         self.cursor = RunStreamCursor()
         self.user_group = user_group(user.pk)  # access changes reach this socket (chat.access)
@@ -167,7 +171,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         run_id = str(frame["run_id"])
         events = await self.cursor.resume(run_id, after)
         for event in events:
-            await self.send_json(event)
+            await self.send_event(event)
         delivered = self.cursor.delivered.get(run_id, after)
         if delivered < last_seq:
             await self.send_error("events_missing", "This run's events are no longer available; reload the thread's messages.",
@@ -188,6 +192,10 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             extra["retry_after"] = round(exc.retry_after, 1)
         await self.send_error(exc.code, exc.message, status=exc.status, **extra)
 
+    async def send_event(self, event: dict) -> None:
+        """A run event as this socket's user may see it (``agents.presentation.event_for_viewer``)."""
+        await self.send_json(event_for_viewer(event, detailed=self.detailed))
+
     async def send_error(self, code: str, message: str, **extra) -> None:
         event = {"code": code, "message": message, **extra}
         check_event("error", event)
@@ -200,6 +208,9 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         if self.group_name and not await self._still_allowed():
             await self.close(code=CLOSE_FORBIDDEN)
             await self.disconnect(CLOSE_FORBIDDEN)
+        elif self.group_name:  # a role change: upstream error detail follows the new role
+            self.detailed = await database_sync_to_async(sees_error_details)(
+                user=self.scope["user"], workspace_id=self.workspace_id)
 
     async def run_event(self, message: dict) -> None:
         """Group handler for ``run.event``: re-check access on a run's first event (a socket
@@ -211,7 +222,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
                 await self.disconnect(CLOSE_FORBIDDEN)
                 return
         for out in await self.cursor.accept(event):
-            await self.send_json(out)
+            await self.send_event(out)
         self._last_event_at[str(event["run_id"])] = time.monotonic()
         if self._watchdog is None:
             self._watchdog = asyncio.get_running_loop().create_task(self._catch_up_idle_runs())
@@ -228,7 +239,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
                 elif now - seen_at >= CATCH_UP_S:
                     self._last_event_at[run_id] = now
                     for out in await self.cursor.catch_up(run_id):
-                        await self.send_json(out)
+                        await self.send_event(out)
         self._watchdog = None
 
     async def dispatch(self, message: dict) -> None:

@@ -20,6 +20,7 @@ from django.http import Http404, JsonResponse, StreamingHttpResponse
 from agents.event_types import TERMINAL_TYPES
 from agents.events import thread_group
 from agents.models import Run
+from agents.presentation import event_for_viewer, sees_error_details
 from agents.replay import RunStreamCursor
 from agents.selectors import run_get_for_user
 from chatplatform.safe_input import BadInput, parse_int
@@ -29,7 +30,7 @@ def _error(code: str, message: str, status: int) -> JsonResponse:
     return JsonResponse({"error": {"code": code, "message": message}}, status=status)
 
 
-def format_sse(event: dict) -> str:
+def _format_sse(event: dict) -> str:
     return f"id: {event.get('seq', '')}\nevent: {event['type']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n"
 
 
@@ -62,13 +63,21 @@ async def run_events(request, run_id):
         after = parse_int(raw_after, "Last-Event-ID (or after)", minimum=0)
     except BadInput as exc:
         return _error(exc.code, f"{exc.message} It is the seq of the last event you have.", 400)
-    response = StreamingHttpResponse(_stream(str(run.pk), run.thread_id, after), content_type="text/event-stream")
+    detailed = await sync_to_async(sees_error_details)(user=user, workspace_id=run.thread.workspace_id)
+    response = StreamingHttpResponse(_stream(str(run.pk), run.thread_id, after, detailed=detailed),
+                                     content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
 
 
-async def _stream(run_id: str, thread_id, after: int):
+async def _stream(run_id: str, thread_id, after: int, *, detailed: bool = False):
+    """The run's events as SSE; ``detailed``: the viewer sees upstream error detail
+    (``agents.presentation.event_for_viewer``)."""
+
+    def format_sse(event: dict) -> str:
+        return _format_sse(event_for_viewer(event, detailed=detailed))
+
     layer = get_channel_layer()
     channel = await layer.new_channel()
     group = thread_group(thread_id)

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from agents.api import provider_health
 from agents.event_types import vocabulary
 from agents.models import Environment
+from agents.presentation import provider_status_for_viewer, sees_error_details
 from agents.risk import env_tier
 from agents.selectors import provider_list
 from agents.services import MAX_MESSAGE_CHARS
@@ -38,13 +39,15 @@ def _url_template(name: str) -> str:
 
 def _rail_context(request, *, search: str = "") -> dict:
     providers = list(provider_list())
+    detailed = sees_error_details(user=request.user)  # a probe's upstream text: staff and admins only
     memberships = Membership.objects.filter(user=request.user).select_related("workspace", "role")
     return {
         "url_templates": {"page": _url_template("chat:thread"), "knowledge_item": _url_template("knowledge:detail")},
         "threads": thread_list_for_user(user=request.user, search=search)[:100],
         "search": search,
         "memberships": memberships,
-        "providers": [{"row": p, "status": provider_health(p)} for p in providers],
+        "providers": [{"row": p, "status": provider_status_for_viewer(provider_health(p), detailed=detailed)}
+                      for p in providers],
     }
 
 

@@ -35,6 +35,7 @@ from django.db import transaction
 from django.http import Http404
 
 from agents.models import LLMModel, Provider, Run
+from agents.presentation import sees_error_details
 from agents.providers import ToolDefinition
 from agents.selectors import model_allowed, model_list_for_provider, role_names_for_user
 from agents.services import run_create
@@ -64,6 +65,7 @@ class Started:
     created: int
     messages: list[dict]  # the request's messages, normalised (for the conversation digest)
     client_tool_names: set[str] = field(default_factory=set)
+    detailed: bool = False  # the caller sees upstream error detail (staff, the workspace's admins)
 
 
 # --- request parsing --------------------------------------------------------------------------
@@ -320,7 +322,8 @@ def completion_start(*, user, body: dict, thread_header: str = "", workspace_hea
             ApiRun.objects.create(run=created.run, tools=[{"name": t.name, "description": t.description,
                                                             "parameters": t.parameters} for t in tools])
     return Started(run_id=str(created.run.pk), thread_id=str(thread.pk), model_id=model_id(provider, model),
-                   created=int(time.time()), messages=messages, client_tool_names={t.name for t in tools})
+                   created=int(time.time()), messages=messages, client_tool_names={t.name for t in tools},
+                   detailed=sees_error_details(user=user, workspace_id=thread.workspace_id))
 
 
 def _refuse_platform_names(tools: list[ToolDefinition]) -> None:

@@ -35,6 +35,7 @@ from django.http import JsonResponse, StreamingHttpResponse
 
 from agents.events import thread_group
 from agents.models import Run
+from agents.presentation import error_for_viewer
 from agents.replay import TERMINAL_TYPES, RunStreamCursor
 
 from .services import (
@@ -181,7 +182,7 @@ async def _complete(started: Started) -> tuple[int, dict]:
         elif event["type"] == "wait.timeout":
             note = _timeout_note(started.thread_id)
         elif event["type"] == "run.failed":
-            failure = event.get("error") or {}
+            failure = error_for_viewer(event.get("error") or {}, detailed=started.detailed)
     outcome = await sync_to_async(completion_outcome)(run_id=started.run_id, client_tool_names=started.client_tool_names)
     if failure is not None and not outcome.text:
         code = failure.get("code") or "run_failed"
@@ -235,7 +236,7 @@ async def _sse(started: Started, include_usage: bool):
         elif kind == "wait.timeout":
             note = _timeout_note(started.thread_id)
         elif kind == "run.failed":
-            failure = event.get("error") or {}
+            failure = error_for_viewer(event.get("error") or {}, detailed=started.detailed)
     outcome = await sync_to_async(completion_outcome)(run_id=started.run_id, client_tool_names=started.client_tool_names)
     if failure is not None:
         error_body = {"error": {"message": failure.get("message") or "The run failed.", "type": "api_error",

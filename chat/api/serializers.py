@@ -5,7 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from agents.models import Provider, Run, ToolCall
-from agents.presentation import tool_call_presentation
+from agents.presentation import error_for_viewer, tool_call_presentation
 from chat.models import Message, Thread, Workspace
 from chat.rendering import render_markdown
 
@@ -107,6 +107,14 @@ class MessageSerializer(serializers.ModelSerializer):
                   "when it can still be shown."
     )
 
+    error = serializers.SerializerMethodField(
+        help_text='{"code", "message"} or {}. Upstream detail only for staff and workspace admins; others '
+                  "get a generic message naming the code (agents.presentation.error_for_viewer)."
+    )
+
+    def get_error(self, obj) -> dict:
+        return error_for_viewer(obj.error, detailed=self.context.get("detailed", False))
+
     def get_citations(self, obj) -> list[dict]:
         passages = self.context.get("passages", {})
         return [{**c, **passages.get(c.get("chunk_id"), {})} for c in obj.citations or []]
@@ -202,6 +210,12 @@ class RunCreatedSerializer(serializers.Serializer):
 class RunSerializer(serializers.ModelSerializer):
     thread_id = serializers.UUIDField(source="thread.pk", read_only=True)
     provider = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    error = serializers.SerializerMethodField(
+        help_text='{"code", "message", …} or {}; upstream detail only for staff and workspace admins.'
+    )
+
+    def get_error(self, obj) -> dict:
+        return error_for_viewer(obj.error, detailed=self.context.get("detailed", False))
 
     class Meta:
         model = Run

@@ -12,6 +12,7 @@ from rest_framework import generics, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents.presentation import sees_error_details
 from agents.selectors import run_get_for_user
 from agents.services import run_cancel, run_create
 from chat.export import thread_export_json, thread_export_markdown
@@ -148,6 +149,7 @@ class ThreadMessagesApi(generics.ListAPIView):
         else:
             messages = message_branch_for_thread(thread_id=thread.pk, leaf_id=thread.leaf_id)
         context = {**self.get_serializer_context(), "ledger": ledger_by_call(messages),
+                   "detailed": sees_error_details(user=request.user, workspace_id=thread.workspace_id),
                    "versions": message_versions_for_thread(thread_id=thread.pk),
                    "passages": passages_for(messages, thread)}
         return Response(MessageSerializer(messages, many=True, context=context).data)
@@ -229,7 +231,8 @@ class RunCreateApi(APIView):
 class RunDetailApi(APIView):
     @extend_schema(responses=RunSerializer)
     def get(self, request, run_id):
-        return Response(RunSerializer(run_get_for_user(user=request.user, run_id=run_id)).data)
+        run = run_get_for_user(user=request.user, run_id=run_id)
+        return Response(RunSerializer(run, context=_run_context(request, run)).data)
 
 
 class RunCancelApi(APIView):
@@ -237,7 +240,12 @@ class RunCancelApi(APIView):
     def post(self, request, run_id):
         run = run_cancel(run=run_get_for_user(user=request.user, run_id=run_id), user=request.user)
         run.refresh_from_db()
-        return Response(RunSerializer(run).data)
+        return Response(RunSerializer(run, context=_run_context(request, run)).data)
+
+
+def _run_context(request, run) -> dict:
+    """Upstream error detail for staff and the workspace's admins only (agents.presentation)."""
+    return {"detailed": sees_error_details(user=request.user, workspace_id=run.thread.workspace_id)}
 
 
 class PreferencesApi(APIView):

@@ -188,7 +188,8 @@ def test_gateway_killed_mid_run_fails_in_thread_and_keeps_the_partial_text(
     try:
         monkeypatch.setenv("TEST_HERMES_KEY2", gateway.key)
         provider = Provider.objects.create(slug="hermes-2", name="Hermes two", kind="agent_runs",
-                                           base_url=gateway.base_url, api_key_env="TEST_HERMES_KEY2")
+                                           base_url=gateway.base_url, api_key_env="TEST_HERMES_KEY2",
+                                           default_model="hermes-agent")
         thread = make_thread(users["admin"], workspaces["demo"], provider, model="hermes-agent")
         agent_model.script(text_chunks("".join(f"part{n} " for n in range(80)), pieces=80))
         agent_model.delay_s = 0.1

@@ -142,6 +142,9 @@ def test_multibyte_characters_split_across_network_reads(ask, ollama_provider, f
 # Errors
 # --------------------------------------------------------------------------------------- #
 def test_unknown_model_is_model_not_found(ask, ollama_provider, fake_ollama):
+    from agents.models import LLMModel
+
+    LLMModel.objects.create(provider=ollama_provider, name="mistral:7b")  # enabled here, gone upstream
     thread, run, events = ask(ollama_provider, model="mistral:7b")
     event = failed(run, events)
     assert event["error"]["code"] == "model_not_found"

@@ -15,7 +15,7 @@ import logging
 
 import pytest
 
-from agents.models import Run, ToolCall
+from agents.models import LLMModel, Run, ToolCall
 from chat.models import Message
 from chat.services import message_create, title_from_message
 from tests.conftest import CASES, joined_text, load_case, make_thread, types
@@ -385,6 +385,7 @@ def test_05_thinking_never_reaches_clients(
 ):
     fake_openai.script(*variant(case_iterations("05")))
     thread = alice_thread(model=model)
+    LLMModel.objects.get_or_create(provider=thread.provider, name=model)  # enabled in the admin
     run, events = converse(thread, users["alice"], "What is 2+2?")
 
     final = assert_clean_events(events, run)

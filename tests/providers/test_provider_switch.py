@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from agents.models import Run, ToolCall
+from agents.models import LLMModel, Run, ToolCall
 from chat.models import Message, Thread
 from tests.conftest import joined_text, make_thread
 from tests.fakes import openai_server
@@ -51,6 +51,7 @@ def test_tool_conversation_moves_openai_anthropic_ollama_and_back(
     fake_openai, fake_anthropic, fake_ollama, tool_log, converse, switch,
 ):
     alice = users["alice"]
+    LLMModel.objects.create(provider=anthropic_provider, name="claude-fake-2")  # enabled in the admin
     thread = make_thread(alice, workspaces["demo"], openai_provider)
 
     # 1. OpenAI-compatible: a tool call (get_weather), its result, an answer.

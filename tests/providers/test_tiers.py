@@ -300,6 +300,8 @@ def test_small_tier_sends_a_widened_window_of_six(fmt, providers, users, workspa
 @pytest.mark.django_db(transaction=True)
 def test_auto_tier_uses_the_ollama_parameter_count(users, workspaces, converse, ollama_provider, fake_ollama, tool_log):
     # The fake's /api/show says llama3.2:3b has 3.2B parameters and qwen2.5:14b 14.8B.
+    for name in ("llama3.2:3b", "qwen2.5:14b"):  # enabled in the admin (no details known yet)
+        LLMModel.objects.create(provider=ollama_provider, name=name)
     small = make_thread(users["alice"], workspaces["demo"], ollama_provider, model="llama3.2:3b")
     fake_ollama.script(text_parts("Hi."))
     run, _ = converse(small, users["alice"], "Hello")
@@ -329,6 +331,7 @@ def test_auto_tier_uses_the_ollama_parameter_count(users, workspaces, converse, 
 def test_auto_tier_on_a_local_openai_compatible_server_uses_the_name(
     users, workspaces, converse, openai_provider, fake_openai, tool_log
 ):
+    LLMModel.objects.create(provider=openai_provider, name="qwen2.5-7b-instruct")
     thread = make_thread(users["alice"], workspaces["demo"], openai_provider, model="qwen2.5-7b-instruct")
     fake_openai.script(text_chunks("Hi."))
     converse(thread, users["alice"], "Hello")
