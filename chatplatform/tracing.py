@@ -5,8 +5,9 @@ Celery worker) installs a tracer provider exporting OTLP over HTTP
 (``<endpoint>/v1/traces``) and the official instrumentations: Django (one span per HTTP
 request), Celery (the task span continues the trace of the request that enqueued it), psycopg
 (SQL) and httpx (each provider HTTP call). The run path adds a ``run`` span around a turn, a
-``model.request`` span around each model response and a ``tool.call`` span around each tool
-call (``usage/meter.py``), so one trace runs from the HTTP request through the worker to
+``model.request`` span around each model response, a ``tool.call`` span around each tool
+call and, for a remote agent (``agent_runs``), an ``agent.run`` span around each advance of
+its run (``usage/meter.py``, ``agents/agent_runs/backend.py``), so one trace runs from the HTTP request through the worker to
 every provider and tool call. In embedded mode the executor carries the request's context
 into its thread.
 """

@@ -136,8 +136,9 @@ class _Attempt:
 
     # -- the turn ---------------------------------------------------------------------------
     def advance(self) -> Outcome:
-        try:
-            return self._advance()
+        try:  # the trace's span for the remote agent's work (its HTTP calls are httpx spans inside)
+            with meter().span("agent.run", provider=self.provider.slug, model=self.run.model):
+                return self._advance()
         finally:
             if self.hold is not None:  # parked, failed, cancelled or crashed: no usage to record
                 meter().release(self.hold)
