@@ -154,9 +154,12 @@ def test_provider_list_is_fast_cached_and_keyless(users, ollama_provider, fake_o
 
     fake_ollama.stop()  # the server goes away; an admin refresh notices
     models_refresh(provider=ollama_provider)
-    by_slug = {p["slug"]: p for p in api_for(users["alice"]).get("/api/v1/providers/").json()}
+    by_slug = {p["slug"]: p for p in api_for(users["admin"]).get("/api/v1/providers/").json()}
     assert by_slug["fake-ollama"]["status"].startswith("unreachable: connection refused to 127.0.0.1:")
     assert by_slug["fake-ollama"]["status_checked_at"] is not None
+    # A member sees what happened and what to do, not the address (agents.presentation).
+    by_slug = {p["slug"]: p for p in api_for(users["alice"]).get("/api/v1/providers/").json()}
+    assert by_slug["fake-ollama"]["status"] == "unreachable: the provider could not be reached; ask an administrator"
 
 
 def test_not_configured_provider_says_what_to_set(users, db, monkeypatch, api_for):
@@ -190,8 +193,10 @@ def test_models_endpoint_reprobes_once_per_ttl(users, ollama_provider, fake_olla
 
     fake_ollama.stop()
     body = client.get("/api/v1/providers/fake-ollama/models/").json()
-    assert body["provider"]["status"].startswith("unreachable: connection refused")
+    assert body["provider"]["status"].startswith("unreachable:") and "127.0.0.1" not in body["provider"]["status"]
     assert {m["name"] for m in body["models"]} == {"llama3.2:3b", "qwen2.5:14b"}  # the cached listing stays
+    admin = api_for(users["admin"]).get("/api/v1/providers/fake-ollama/models/").json()
+    assert admin["provider"]["status"].startswith("unreachable: connection refused")  # the detail, for admins
 
 
 def test_models_of_a_provider_without_listing_are_typed(users, offline, api_for):
