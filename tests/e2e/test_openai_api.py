@@ -211,4 +211,5 @@ def test_errors_use_the_openai_shape(client, upstream, platform):
     upstream.script(Failure(status=401, message="bad key"))
     with pytest.raises(openai.APIStatusError) as failed:
         client.chat.completions.create(model="openai", messages=[{"role": "user", "content": "hi"}])
-    assert failed.value.status_code == 502 and "401" in failed.value.message
+    assert failed.value.status_code == 502 and "error code: auth_failed" in failed.value.message
+    assert "bad key" not in failed.value.message  # a member gets no upstream text (agents.presentation)
