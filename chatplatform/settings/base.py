@@ -180,15 +180,14 @@ REDIS_URL = env("REDIS_URL", default="")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # Coalesced deltas keep the rate low; a generous capacity means a slow client
-            # is never the reason a group message is dropped.
-            # redis-py ≥ 8 defaults to a 5 s socket timeout, which races channels-redis's own
-            # 5 s blocking pop and kills idle websockets with 1011; give reads more room.
+            # Redis pub/sub: one PUBLISH per group message, read as a stream by every web
+            # process (chatplatform.layers). A slow client's channel buffers up to
+            # `capacity` messages; beyond that it loses live messages and refills from the log.
+            "BACKEND": "chatplatform.layers.RedisPubSubLayer",
+            # redis-py ≥ 8 defaults to a 5 s socket timeout; give idle subscriptions more room.
             "CONFIG": {
                 "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}],
                 "capacity": 2000,
-                "expiry": 60,
             },
         }
     }
