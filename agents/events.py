@@ -127,13 +127,13 @@ class RunEmitter:
         self.fenced_count = 0
 
     @classmethod
-    def for_run(cls, run, **kwargs) -> RunEmitter:
+    def for_run(cls, run, *, from_log: bool = False, **kwargs) -> RunEmitter:
         """An emitter continuing ``run``'s numbering after its saved ``last_event_seq``; for a
-        run recovered from a dead worker (``attempts`` > 0), after the event log's last seq if
-        that is larger (the worker may have published past the saved value). Reading the log
-        only then keeps a run's start off the publisher loop."""
+        run recovered from a dead worker (``attempts`` > 0) or with ``from_log``, after the
+        event log's last seq if that is larger (the worker may have published past the saved
+        value). Reading the log only then keeps a run's start off the publisher loop."""
         logged = 0
-        if run.attempts:  # recovered after a worker died: the log may be ahead of the row
+        if run.attempts or from_log:  # the log may be ahead of the row
             try:
                 logged = run_coroutine(event_log().last_seq(str(run.pk)), timeout=5)
             except Exception:

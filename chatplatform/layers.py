@@ -34,7 +34,11 @@ import time
 
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer
-from channels_redis.pubsub import RedisPubSubChannelLayer, RedisPubSubLoopLayer, RedisSingleShardConnection
+from channels_redis.pubsub import (
+    RedisPubSubChannelLayer,
+    RedisPubSubLoopLayer,
+    RedisSingleShardConnection,
+)
 from channels_redis.utils import _wrap_close, decode_hosts
 
 SWEEP_INTERVAL_S = 1.0

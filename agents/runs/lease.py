@@ -4,7 +4,8 @@ A worker claims a run (``lifecycle.run_claim``) and the process's heartbeat thre
 process, one database connection, however many runs) renews its lease every
 ``min(RUN_HEARTBEAT_S, STREAM_PERSIST_INTERVAL_S)`` seconds for as long as the turn runs —
 independently of upstream traffic, so a model that takes 20 s to its first token (or stalls mid-stream) is not taken for
-a dead worker. A worker that dies stops renewing; the reaper (``agents.runs.reaper``) sees the
+a dead worker. The heartbeat thread keeps its one pooled connection while any lease is
+registered, so renewals never queue behind turns for the pool. A worker that dies stops renewing; the reaper (``agents.runs.reaper``) sees the
 expired lease within ``RUN_LEASE_S`` + ``RUN_REAPER_PERIOD_S`` seconds and re-queues the run,
 at most ``RUN_MAX_ATTEMPTS`` times (``Run.attempts`` counts these recoveries).
 
