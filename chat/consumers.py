@@ -13,7 +13,6 @@ import asyncio
 import logging
 import time
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.http import Http404
@@ -26,6 +25,7 @@ from agents.ratelimit import rate_limit_hit
 from agents.replay import RunStreamCursor
 from chatplatform import safe_input
 from chatplatform.api import flatten_detail
+from chatplatform.dbasync import db_async
 from chatplatform.errors import ServiceError
 from chatplatform.safe_input import BadInput
 
@@ -66,7 +66,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         try:
-            thread = await database_sync_to_async(thread_get_for_user)(
+            thread = await db_async(thread_get_for_user)(
                 user=user, thread_id=self.scope["url_route"]["kwargs"]["thread_id"]
             )
         except Http404:
@@ -103,7 +103,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         if size > settings.WS_MAX_FRAME_BYTES:
             await self.send_error("frame_too_large", f"Frames are limited to {settings.WS_MAX_FRAME_BYTES} bytes; this one has {size}.")
             return
-        wait = await database_sync_to_async(rate_limit_hit)(
+        wait = await db_async(rate_limit_hit)(
             key=f"ws:{self.scope['user'].pk}", spec=settings.WS_FRAME_RATE_LIMIT
         )
         if wait:
@@ -115,7 +115,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error(exc.code, exc.message)
             return
         except (ValueError, UnicodeDecodeError) as exc:
-            await database_sync_to_async(ws_actions.audit_rejected_frame)(
+            await db_async(ws_actions.audit_rejected_frame)(
                 user=self.scope.get("user"), thread_id=self.thread_id, reason=f"invalid JSON: {exc}"
             )
             await self.send_error("invalid_json", f"The frame is not valid JSON: {exc}")
@@ -143,7 +143,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error("unknown_type", f"Unknown frame type {content['type']!r}. Known: {known}.")
             return
         try:
-            await database_sync_to_async(action)(user=self.scope["user"], thread_id=self.thread_id, frame=content)
+            await db_async(action)(user=self.scope["user"], thread_id=self.thread_id, frame=content)
         except ServiceError as exc:
             await self.send_service_error(exc)
         except ValidationError as exc:
@@ -158,7 +158,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error("invalid_frame", '"after_seq" must be a non-negative integer.')
             return
         try:
-            last_seq = await database_sync_to_async(ws_actions.run_for_resume)(
+            last_seq = await db_async(ws_actions.run_for_resume)(
                 user=self.scope["user"], thread_id=self.thread_id, run_id=frame.get("run_id")
             )
         except ServiceError as exc:
@@ -174,7 +174,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
                                   run_id=run_id, from_seq=delivered + 1, to_seq=last_seq)
 
     async def _still_allowed(self) -> bool:
-        return await database_sync_to_async(ws_actions.socket_still_allowed)(
+        return await db_async(ws_actions.socket_still_allowed)(
             user=self.scope["user"], thread_id=self.thread_id,
             session_key=getattr(self.scope.get("session"), "session_key", None),
             token=ws_actions.token_from_scope(self.scope),
