@@ -29,9 +29,11 @@ class AgentsConfig(AppConfig):
         # Each Celery worker watches for runs whose worker died (expired lease).
         from celery.signals import worker_ready
 
+        from agents.providers.capabilities import preload_adapters
         from agents.runs.reaper import start_reaper
 
         worker_ready.connect(start_reaper, weak=False)
+        worker_ready.connect(preload_adapters, weak=False)
 
 
 def _sync_tool_policies(sender, **kwargs) -> None:

@@ -4,10 +4,12 @@ work (``chatplatform.dbasync.db_async``)."""
 
 import asyncio
 import concurrent.futures
+import threading
 
 from django.conf import settings
 
 from agents.events import bind_server_loop
+from agents.providers.capabilities import preload_adapters
 from agents.runs.reaper import start_reaper
 
 
@@ -27,4 +29,5 @@ class BindServerLoop:
             loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(
                 max_workers=settings.WEB_DB_THREADS, thread_name_prefix="web-db"))
             start_reaper()
+            threading.Thread(target=preload_adapters, name="preload-adapters", daemon=True).start()
         return await self.app(scope, receive, send)
