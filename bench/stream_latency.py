@@ -187,7 +187,7 @@ def run_mode(mode: str, chat_levels: list[int], tokens: int, rate: float, extra:
         "DB_POOL_MAX_SIZE": "30", **(extra or {}),
     }
     with BenchPlatform(mode, extra_env=env) as platform:
-        token = httpx.post(f"{platform.base_url}/api/v1/auth/token/", trust_env=False,
+        token = httpx.post(f"{platform.base_url}/api/v1/auth/token/", trust_env=False, timeout=60,
                            json={"username": "alice", "password": platform.password}).json()["token"]
         pids = [p.pid for p in platform.procs.values()]
         asyncio.run(level(platform, token, 1, min(tokens, 20), pids))  # warm-up

@@ -29,5 +29,6 @@ class BindServerLoop:
             loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(
                 max_workers=settings.WEB_DB_THREADS, thread_name_prefix="web-db"))
             start_reaper()
-            threading.Thread(target=preload_adapters, name="preload-adapters", daemon=True).start()
+            if settings.RUN_EXECUTOR == "embedded":  # this process runs turns: load their SDKs now
+                threading.Thread(target=preload_adapters, name="preload-adapters", daemon=True).start()
         return await self.app(scope, receive, send)
