@@ -124,6 +124,12 @@ class RedisPubSubLayer(RedisPubSubChannelLayer):
     """Production channel layer (``REDIS_URL``). CONFIG: ``hosts`` as for channels-redis,
     ``capacity`` (messages buffered per channel in the receiving process, default 2000)."""
 
+    def group_channel_name(self, group: str) -> str:
+        """The pub/sub channel a group's messages are published on: with :meth:`serialize`,
+        lets the event log publish an event in the same round trip that logs it
+        (``agents.event_log.RedisEventLog.append_and_publish``)."""
+        return self._get_layer()._get_group_channel_name(group)
+
     def _get_layer(self):
         loop = asyncio.get_running_loop()
         layer = self._layers.get(loop)
