@@ -77,13 +77,14 @@ def run_claim(*, run_id, owner: str) -> bool:
     )
 
 
-def run_lease_renew(*, run_id, owner: str, seq: int | None = None) -> bool:
+def run_lease_renew(*, run_id, owner: str, seq: int | None = None, using: str = "default") -> bool:
     """Extend ``owner``'s lease by ``RUN_LEASE_S`` seconds (and save the emitter's ``seq``).
-    False when the run is no longer running under this owner (cancelled, or taken over)."""
+    False when the run is no longer running under this owner (cancelled, or taken over).
+    ``using``: the database alias (the heartbeat's own, ``LEASE_DB_ALIAS``)."""
     fields = {"lease_expires_at": _lease_deadline()}
     if seq is not None:
         fields["last_event_seq"] = Greatest(F("last_event_seq"), seq)
-    return bool(Run.objects.filter(pk=run_id, status=S.RUNNING, lease_owner=owner).update(**fields))
+    return bool(Run.objects.using(using).filter(pk=run_id, status=S.RUNNING, lease_owner=owner).update(**fields))
 
 
 def run_park(*, run_id, owner: str) -> bool:

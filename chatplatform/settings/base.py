@@ -251,6 +251,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
             "timeout": DB_POOL_TIMEOUT_S,
             "max_idle": 60.0,
         }
+        # The lease heartbeat's own alias and pool (one thread per process, agents.runs.lease):
+        # renewals never wait behind turns for a connection. Same database; tests mirror it.
+        DATABASES["leases"] = {
+            **DATABASES["default"],
+            "OPTIONS": {**DATABASES["default"]["OPTIONS"],
+                        "pool": {"min_size": 1, "max_size": 2, "timeout": DB_POOL_TIMEOUT_S, "max_idle": 60.0}},
+        }
     else:
         DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
 # Adaptive coalescing of text deltas (DESIGN §8): window in seconds, early flush in chars.
