@@ -104,6 +104,9 @@ class RunLease:
         if lifecycle.run_lease_renew(run_id=self.run_id, owner=self.owner, seq=seq, using=_alias()):
             self._renewed_at = time.monotonic()
             return
+        self._not_renewed()
+
+    def _not_renewed(self) -> None:
         row = Run.objects.using(_alias()).filter(pk=self.run_id).values("status", "lease_owner").first()
         if row is None or row["status"] == Run.Status.CANCELLED:
             self._cancelled.set()
@@ -146,17 +149,22 @@ class _Heartbeat:
                     return
             interval = min(lease.interval for lease in leases)
             started = time.monotonic()
-            for lease in leases:
-                with self._lock:
-                    if lease not in self._leases:
-                        continue
-                if lease.lost or lease._cancelled.is_set():
-                    continue
-                try:
-                    lease._renew()
-                except Exception:  # the database is unreachable: retry at the next beat
-                    logger.warning("run %s: lease renewal failed", lease.run_id, exc_info=True)
-                    connections[_alias()].close()
+            with self._lock:
+                due = [lease for lease in leases if lease in self._leases]
+            due = [lease for lease in due if not lease.lost and not lease._cancelled.is_set()]
+            try:  # every lease in one statement
+                renewed = lifecycle.run_leases_renew(leases=[
+                    (lease.run_id, lease.owner, lease.seq_source() if lease.seq_source is not None else None)
+                    for lease in due], using=_alias())
+                now = time.monotonic()
+                for lease in due:
+                    if str(lease.run_id) in renewed:
+                        lease._renewed_at = now
+                    else:
+                        lease._not_renewed()
+            except Exception:  # the database is unreachable: retry at the next beat
+                logger.warning("lease renewal of %d runs failed", len(due), exc_info=True)
+                connections[_alias()].close()
             time.sleep(max(0.05, interval - (time.monotonic() - started)))
 
 
