@@ -37,7 +37,7 @@ demo: seed
 
 ## worker: a Celery worker for production mode (needs REDIS_URL)
 worker: install
-	$(BIN)/celery -A chatplatform worker --pool threads --concurrency 32 --loglevel INFO
+	$(BIN)/celery -A chatplatform worker --pool threads --concurrency $${WORKER_CONCURRENCY:-32} --loglevel INFO
 
 ## test: the whole suite; PostgreSQL/Redis/Celery tests run when reachable (required with CI=true)
 test: install-dev
@@ -48,8 +48,10 @@ test: install-dev
 lint: install-dev
 	$(BIN)/ruff check .
 
+## bench: the side-by-side streaming benchmark (embedded and production) with ratios to the
+## stored Open WebUI baseline; BENCH_ARGS="--points 10x1000x50 --modes production" narrows it
 bench: install-dev
-	$(BIN)/python bench/stream_latency.py
+	$(BIN)/python bench/side_by_side/run.py $(BENCH_ARGS)
 
 ## vendor: rebuild templates/static/vendor/ from frontend/package-lock.json (needs Node.js; the
 ## output is committed, so demo and test never need Node)

@@ -32,6 +32,7 @@ class AgentsConfig(AppConfig):
         from agents.runs.reaper import start_reaper
 
         worker_ready.connect(start_reaper, weak=False)
+        worker_ready.connect(_preload_in_background, weak=False)
 
 
 def _sync_tool_policies(sender, **kwargs) -> None:
@@ -43,3 +44,12 @@ def _sync_tool_policies(sender, **kwargs) -> None:
 
     ensure_default_roles(Role)
     tool_policies_sync()
+
+
+def _preload_in_background(**_signal_kwargs) -> None:
+    """worker_ready runs on the consumer's thread: import the SDKs beside it, not in its way."""
+    import threading
+
+    from agents.providers.capabilities import preload_adapters
+
+    threading.Thread(target=preload_adapters, name="preload-adapters", daemon=True).start()

@@ -127,13 +127,13 @@ class RunEmitter:
         self.fenced_count = 0
 
     @classmethod
-    def for_run(cls, run, **kwargs) -> RunEmitter:
+    def for_run(cls, run, *, from_log: bool = False, **kwargs) -> RunEmitter:
         """An emitter continuing ``run``'s numbering after its saved ``last_event_seq``; for a
-        run recovered from a dead worker (``attempts`` > 0), after the event log's last seq if
-        that is larger (the worker may have published past the saved value). Reading the log
-        only then keeps a run's start off the publisher loop."""
+        run recovered from a dead worker (``attempts`` > 0) or with ``from_log``, after the
+        event log's last seq if that is larger (the worker may have published past the saved
+        value). Reading the log only then keeps a run's start off the publisher loop."""
         logged = 0
-        if run.attempts:  # recovered after a worker died: the log may be ahead of the row
+        if run.attempts or from_log:  # the log may be ahead of the row
             try:
                 logged = run_coroutine(event_log().last_seq(str(run.pk)), timeout=5)
             except Exception:
@@ -239,8 +239,13 @@ class RunEmitter:
 
     async def _drain(self) -> None:
         log = event_log()
+        # Production: log and publish in one Redis round trip when both live in Redis.
+        combined = hasattr(log, "append_and_publish") and hasattr(self._layer, "group_channel_name")
         while self._outbox:
             event = self._outbox.popleft()
+            if combined:
+                await self._append_and_publish(log, event)
+                continue
             try:
                 # Log first: a subscriber that sees a gap fills it from the log.
                 if not await log.append(self.run_id, event):
@@ -256,6 +261,21 @@ class RunEmitter:
                 self.sent_count += 1
             except Exception:  # a broken layer must not kill the run; the DB keeps the text
                 logger.exception("run %s: could not publish %s seq %s", self.run_id, event["type"], event["seq"])
+
+    async def _append_and_publish(self, log, event: dict) -> None:
+        message = {"type": GROUP_MESSAGE_TYPE, "event": event}
+        try:
+            published = await log.append_and_publish(
+                self.run_id, event, self._layer.group_channel_name(self.group), self._layer.serialize(message))
+        except Exception:  # a broken Redis must not kill the run; the DB keeps the text
+            logger.exception("run %s: could not log and publish %s seq %s", self.run_id, event["type"], event["seq"])
+            return
+        if published:
+            self.sent_count += 1
+        else:  # the log holds this seq already: another writer owns the run now
+            self.fenced_count += 1
+            logger.warning("run %s: seq %s refused by the event log (stale writer); not published",
+                           self.run_id, event["seq"])
 
     async def _wait_drained(self) -> None:
         await asyncio.sleep(0)  # let call_soon_threadsafe callbacks queued before us run

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import os
 import statistics
@@ -128,7 +129,9 @@ async def one_chat(platform: Platform, token: str, tokens: int) -> dict:
                 text.append(event["delta"])
                 for stamp in event["delta"].split("<")[1:]:
                     out["lat"].append((now_ns - int(stamp.split(">")[0])) / 1e6)
-            elif event["type"] in ("run.completed", "run.failed", "run.cancelled"):
+            elif event["type"] in ("run.completed", "run.failed", "run.cancelled", "error"):
+                out["end"] = event["type"] if event["type"] == "run.completed" else \
+                    f'{event["type"]}: {(event.get("error") or {}).get("code") or event.get("code")}'
                 out["tokens"] = "".join(text).count("<")
                 out["ok"] = event["type"] == "run.completed" and out["tokens"] == tokens
                 return out
@@ -146,6 +149,8 @@ async def level(platform: Platform, token: str, chats: int, tokens: int, pids: l
     results = await asyncio.gather(*(one_chat(platform, token, tokens) for _ in range(chats)), return_exceptions=True)
     cpu1 = cpu_seconds(pids)
     good = [r for r in results if isinstance(r, dict)]
+    ends = collections.Counter(r.get("end", "") for r in good if not r["ok"])
+    ends.update(type(r).__name__ for r in results if not isinstance(r, dict))
     total_tokens = sum(r["tokens"] for r in good) or 1
     lat = [x for r in good for x in r["lat"]]
     ttft = [r["ttft"] for r in good if r["ttft"] is not None]
@@ -157,6 +162,8 @@ async def level(platform: Platform, token: str, chats: int, tokens: int, pids: l
         "cpu_s_per_1k_tokens": round((cpu1 - cpu0) / total_tokens * 1000, 3),
         "event_kb_per_1k_tokens": round(sum(r["bytes"] for r in good) / total_tokens * 1000 / 1024, 1),
         "events_per_chat": round(statistics.mean(r["events"] for r in good), 1) if good else 0,
+        "failures": dict(ends),
+        "load_avg_1m": os.getloadavg()[0],
     }
 
 
@@ -175,12 +182,18 @@ def run_mode(mode: str, chat_levels: list[int], tokens: int, rate: float, extra:
     env = {
         "OPENAI_API_KEY": "sk-bench", "OPENAI_BASE_URL": url, "OPENAI_MODEL": "bench",
         "MAX_ACTIVE_RUNS_PER_USER": "1000", "RUN_RATE_LIMIT": "100000/60", "WS_FRAME_RATE_LIMIT": "100000/60",
-        "EMBEDDED_EXECUTOR_THREADS": "64", "LOG_LEVEL": "WARNING", **(extra or {}),
+        "EMBEDDED_EXECUTOR_THREADS": "64", "WORKER_CONCURRENCY": "64", "LOG_LEVEL": "WARNING",
+        # PostgreSQL is shared on a dev box: cap each process's pool (web + worker = 60).
+        "DB_POOL_MAX_SIZE": "30", **(extra or {}),
     }
     with BenchPlatform(mode, extra_env=env) as platform:
-        token = httpx.post(f"{platform.base_url}/api/v1/auth/token/", trust_env=False,
+        token = httpx.post(f"{platform.base_url}/api/v1/auth/token/", trust_env=False, timeout=60,
                            json={"username": "alice", "password": platform.password}).json()["token"]
         pids = [p.pid for p in platform.procs.values()]
+        # One user stands in for a team of C people: the demo's per-person token budget (and the
+        # reserve each concurrent round holds against it) would refuse the later chats.
+        platform.manage("shell", "-c", "from usage.models import Budget; "
+                        "Budget.objects.filter(name__startswith='demo:').delete()")
         asyncio.run(level(platform, token, 1, min(tokens, 20), pids))  # warm-up
         for chats in chat_levels:
             print(json.dumps({"mode": mode, "tokens_per_chat": tokens, "tok_per_s": rate, **(extra or {}),

@@ -13,7 +13,6 @@ import asyncio
 import logging
 import time
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.http import Http404
@@ -27,6 +26,7 @@ from agents.ratelimit import rate_limit_hit
 from agents.replay import RunStreamCursor
 from chatplatform import safe_input
 from chatplatform.api import flatten_detail
+from chatplatform.dbasync import db_async
 from chatplatform.errors import ServiceError
 from chatplatform.safe_input import BadInput
 
@@ -67,7 +67,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         try:
-            thread = await database_sync_to_async(thread_get_for_user)(
+            thread = await db_async(thread_get_for_user)(
                 user=user, thread_id=self.scope["url_route"]["kwargs"]["thread_id"]
             )
         except Http404:
@@ -107,7 +107,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         if size > settings.WS_MAX_FRAME_BYTES:
             await self.send_error("frame_too_large", f"Frames are limited to {settings.WS_MAX_FRAME_BYTES} bytes; this one has {size}.")
             return
-        wait = await database_sync_to_async(rate_limit_hit)(
+        wait = await db_async(rate_limit_hit)(
             key=f"ws:{self.scope['user'].pk}", spec=settings.WS_FRAME_RATE_LIMIT
         )
         if wait:
@@ -119,7 +119,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error(exc.code, exc.message)
             return
         except (ValueError, UnicodeDecodeError) as exc:
-            await database_sync_to_async(ws_actions.audit_rejected_frame)(
+            await db_async(ws_actions.audit_rejected_frame)(
                 user=self.scope.get("user"), thread_id=self.thread_id, reason=f"invalid JSON: {exc}"
             )
             await self.send_error("invalid_json", f"The frame is not valid JSON: {exc}")
@@ -147,7 +147,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error("unknown_type", f"Unknown frame type {content['type']!r}. Known: {known}.")
             return
         try:
-            await database_sync_to_async(action)(user=self.scope["user"], thread_id=self.thread_id, frame=content)
+            await db_async(action)(user=self.scope["user"], thread_id=self.thread_id, frame=content)
         except ServiceError as exc:
             await self.send_service_error(exc)
         except ValidationError as exc:
@@ -162,7 +162,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error("invalid_frame", '"after_seq" must be a non-negative integer.')
             return
         try:
-            last_seq = await database_sync_to_async(ws_actions.run_for_resume)(
+            last_seq = await db_async(ws_actions.run_for_resume)(
                 user=self.scope["user"], thread_id=self.thread_id, run_id=frame.get("run_id")
             )
         except ServiceError as exc:
@@ -178,7 +178,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
                                   run_id=run_id, from_seq=delivered + 1, to_seq=last_seq)
 
     async def _still_allowed(self) -> bool:
-        return await database_sync_to_async(ws_actions.socket_still_allowed)(
+        return await db_async(ws_actions.socket_still_allowed)(
             user=self.scope["user"], thread_id=self.thread_id,
             session_key=getattr(self.scope.get("session"), "session_key", None),
             token=ws_actions.token_from_scope(self.scope),

@@ -5,10 +5,11 @@ from __future__ import annotations
 from urllib.parse import urlparse
 
 from channels.auth import AuthMiddlewareStack
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import validate_host
+
+from chatplatform.dbasync import db_async
 
 
 def _header(scope, name: bytes) -> str | None:
@@ -18,7 +19,7 @@ def _header(scope, name: bytes) -> str | None:
     return None
 
 
-@database_sync_to_async
+@db_async
 def _user_for_token(key: str):
     from rest_framework.authtoken.models import Token
 

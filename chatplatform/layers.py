@@ -1,4 +1,7 @@
-"""The embedded-mode channel layer: Channels' in-memory layer, minus three per-message costs.
+"""Channel layers: the embedded mode's in-memory layer and the production mode's Redis
+pub/sub layer, each minus the per-message costs that profiling found.
+
+Embedded (:class:`EmbeddedChannelLayer`): Channels' in-memory layer, minus three per-message costs.
 
 Profiling simultaneous streams showed the stock ``InMemoryChannelLayer`` spending its time
 in a ``deepcopy`` of every message per receiving channel, in an expiry sweep over every
@@ -9,6 +12,18 @@ streams). Here messages are passed by reference (run events are built fresh by
 second, and a group send puts the message on each member's queue directly. A full channel
 still drops the message (as the stock layer does), now with a log line; subscribers detect the
 gap by ``seq`` and refill it from the event log.
+
+Production (:class:`RedisPubSubLayer`): channels-redis's pub/sub layer. The list-based
+``RedisChannelLayer`` costs four Redis round trips per group message on the sending side
+(expiry sweep, member list, a second sweep, a Lua push) and four more on the receiving side,
+where one process-wide lock lets a web process pop only one message per round-trip chain:
+measured with ``bench/ours_bench.py``, one daphne process fell seconds behind at 10 chats × 50
+tokens/s with idle CPUs. With pub/sub a group message is one ``PUBLISH`` and every web process
+reads its subscriptions as a stream. Delivery is at most once, exactly like a full list channel:
+subscribers detect a gap by ``seq`` and refill it from the event log (``agents.replay``). Two
+changes to the stock layer: publishes do not queue behind one lock per shard (they share the
+connection pool, so many runs publish concurrently), and each channel's queue is bounded by
+``capacity`` (a stalled socket drops messages with a log line instead of growing without bound).
 """
 
 from __future__ import annotations
@@ -19,6 +34,12 @@ import time
 
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer
+from channels_redis.pubsub import (
+    RedisPubSubChannelLayer,
+    RedisPubSubLoopLayer,
+    RedisSingleShardConnection,
+)
+from channels_redis.utils import _wrap_close, decode_hosts
 
 SWEEP_INTERVAL_S = 1.0
 logger = logging.getLogger(__name__)
@@ -59,3 +80,60 @@ class EmbeddedChannelLayer(InMemoryChannelLayer):
             return
         self._last_sweep = now
         super()._clean_expired()
+
+
+class _Shard(RedisSingleShardConnection):
+    async def publish(self, channel, message):
+        # The stock shard holds its (subscribe/unsubscribe) lock across every PUBLISH, so all
+        # runs of a process publish one round trip at a time. PUBLISH needs no ordering
+        # against subscriptions, and the client's pool gives each concurrent call a connection.
+        self._ensure_redis()
+        await self._redis.publish(channel, message)
+
+    def _receive_message(self, message):
+        if message is None:
+            return
+        name = message["channel"]
+        data = message["data"]
+        if isinstance(name, bytes):
+            name = name.decode()
+        layer = self.channel_layer
+        targets = [name] if name in layer.channels else layer.groups.get(name, ())
+        for channel_name in targets:
+            queue = layer.channels.get(channel_name)
+            if queue is None:
+                continue
+            try:
+                queue.put_nowait(data)
+            except asyncio.QueueFull:
+                logger.info("channel %s is full: message on %s dropped", channel_name, name)
+
+
+class _LoopLayer(RedisPubSubLoopLayer):
+    def __init__(self, *args, capacity: int = 2000, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.capacity = capacity
+        self._shards = [_Shard(host, self) for host in decode_hosts(kwargs.get("hosts"))]
+
+    async def _subscribe_to_channel(self, channel):
+        self.channels[channel] = asyncio.Queue(maxsize=self.capacity)
+        await self._get_shard(channel).subscribe(channel)
+
+
+class RedisPubSubLayer(RedisPubSubChannelLayer):
+    """Production channel layer (``REDIS_URL``). CONFIG: ``hosts`` as for channels-redis,
+    ``capacity`` (messages buffered per channel in the receiving process, default 2000)."""
+
+    def group_channel_name(self, group: str) -> str:
+        """The pub/sub channel a group's messages are published on: with :meth:`serialize`,
+        lets the event log publish an event in the same round trip that logs it
+        (``agents.event_log.RedisEventLog.append_and_publish``)."""
+        return self._get_layer()._get_group_channel_name(group)
+
+    def _get_layer(self):
+        loop = asyncio.get_running_loop()
+        layer = self._layers.get(loop)
+        if layer is None:
+            layer = self._layers[loop] = _LoopLayer(*self._args, **self._kwargs, channel_layer=self)
+            _wrap_close(self, loop)
+        return layer

@@ -1,8 +1,15 @@
-"""Tell the event publisher which loop serves ASGI (see ``agents.events``)."""
+"""Tell the event publisher which loop serves ASGI (see ``agents.events``), and size the
+loop's default executor: the ``WEB_DB_THREADS`` threads that run websocket and SSE database
+work (``chatplatform.dbasync.db_async``)."""
 
 import asyncio
+import concurrent.futures
+import threading
+
+from django.conf import settings
 
 from agents.events import bind_server_loop
+from agents.providers.capabilities import preload_adapters
 from agents.runs.reaper import start_reaper
 
 
@@ -15,8 +22,13 @@ class BindServerLoop:
         self._reaper_started = False
 
     async def __call__(self, scope, receive, send):
-        bind_server_loop(asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        bind_server_loop(loop)
         if not self._reaper_started:
             self._reaper_started = True
+            loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(
+                max_workers=settings.WEB_DB_THREADS, thread_name_prefix="web-db"))
             start_reaper()
+            if settings.RUN_EXECUTOR == "embedded":  # this process runs turns: load their SDKs now
+                threading.Thread(target=preload_adapters, name="preload-adapters", daemon=True).start()
         return await self.app(scope, receive, send)

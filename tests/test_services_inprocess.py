@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 def test_turn_over_redis_channel_layer_and_postgres(users, workspaces, offline, converse):
     assert connection.vendor == "postgresql"
-    assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+    assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "chatplatform.layers.RedisPubSubLayer"
     knowledge_item_create(workspace=workspaces["demo"], owner=users["admin"], title="The with statement",
                           content="The with statement wraps a block with a context manager.")
     thread = make_thread(users["alice"], workspaces["demo"], offline)

@@ -27,7 +27,7 @@ def tiny_capacity_layer(settings):
 
 
 def test_slow_consumer_loses_live_messages_but_not_events(users, workspaces, offline, tiny_capacity_layer, settings):
-    assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+    assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "chatplatform.layers.RedisPubSubLayer"
     settings.EVENTS_COALESCE_WINDOW_S = 0.0  # every delta its own event: far over capacity
     knowledge_item_create(workspace=workspaces["demo"], owner=users["admin"], title="The with statement",
                           content="The with statement wraps a block with a context manager. " * 20)

@@ -41,6 +41,7 @@ from agents.providers import (
     provider_for,
 )
 from agents.runs.calls import all_answered, answered_ids, close_open_calls
+from agents.runs.dbconn import release_db_connection
 from chat.models import Message
 from chat.selectors import instruction_blocks
 from chat.services import message_create
@@ -222,6 +223,7 @@ class _Loop:
         span = meter().span("model.request", provider=provider, model=self.run.model)
         span.__enter__()
         stream = adapter.stream(request)
+        release_db_connection()  # the pool gets it back while the model streams
         try:
             for event in stream:
                 # First: a worker that lost its lease writes nothing more (LeaseLost), and a
@@ -246,6 +248,7 @@ class _Loop:
                     last_persist = now
                     assistant.content = streamed.content
                     assistant.save(update_fields=["content", "updated_at"])
+                    release_db_connection()
         except BaseException as exc:
             if isinstance(exc, ProviderError):
                 exc.partial = streamed  # type: ignore[attr-defined]

@@ -25,6 +25,7 @@ from agents.pipeline import PolicyView, policy_defaults, tool_guard
 from agents.presentation import arguments_summary
 from agents.risk import resolve_env, risk_classify
 from agents.runs import lifecycle
+from agents.runs.dbconn import release_db_connection
 from agents.tools import ToolContext, ToolError, ToolOutput, ToolSpec, tool_sources
 from chat.models import Message
 from chat.services import message_create
@@ -294,6 +295,7 @@ def _run(run, assistant, call, ledger, emitter, *, spec, policy, ctx, args, tick
         ledger.attempts = attempts
         ledger.save(update_fields=["attempts", "updated_at"])
         deadline = time.monotonic() + policy.timeout_s
+        release_db_connection()  # the tool thread may need one from the pool while this one waits
         slot = tool_threads.slot(ctx.user_id)
         while not slot.acquire(timeout=min(TICK_S, max(0.01, deadline - time.monotonic()))):
             if tick():

@@ -149,3 +149,26 @@ def adapter_class(caps: Capabilities) -> type:
         raise LookupError("no adapter")
     module, _, name = caps.adapter.partition(":")
     return getattr(importlib.import_module(module), name)
+
+
+#: SDK modules an adapter imports lazily on its first request (``OpenAI().chat``).
+_LAZY_SDK_MODULES = ("openai.resources.chat",)
+
+
+def preload_adapters(**_signal_kwargs) -> None:
+    """Import every adapter and its SDK's lazily loaded modules now. Measured at issue 18: a
+    worker's first turns spent over a second of CPU importing the OpenAI SDK (pydantic model
+    building) on the turn's thread, holding up every simultaneous first token. Called when a
+    Celery worker is ready and, in a thread, on a web process's first connection. An adapter
+    whose SDK is not installed is skipped (its provider fails when used, as before)."""
+    for caps in CAPABILITIES.values():
+        if caps.adapter:
+            try:
+                adapter_class(caps)
+            except ImportError:
+                pass
+    for module in _LAZY_SDK_MODULES:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass

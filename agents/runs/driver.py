@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import logging
 
+from django.db import DatabaseError, connection
+
 from agents.backends import Outcome, Turn, backend_for
 from agents.events import RunEmitter
 from agents.metering import meter
@@ -34,9 +36,12 @@ from agents.tools import ToolContext
 from chat.models import Membership, Message
 
 from . import lifecycle
+from .dbconn import DATABASE_UNAVAILABLE, is_database_unavailable, unavailable_message
 from .lease import LeaseLost, RunLease, worker_identity
 
 logger = logging.getLogger(__name__)
+
+FAIL_RECORD_ATTEMPTS = 3  # tries to record a database_unavailable failure before the reaper's turn
 
 
 def run_turn(*, run_id) -> None:
@@ -66,11 +71,60 @@ def run_turn(*, run_id) -> None:
         emitter.close(save_seq=False)
         return
     except Exception as exc:  # last line of defence: a bug still ends the run cleanly
-        logger.exception("run %s crashed", run.pk)
         lease.stop()
-        _fail(run, emitter, "internal_error", f"internal error: {type(exc).__name__}")
+        if is_database_unavailable(exc):
+            logger.warning("run %s: no database connection (%s: %s)", run.pk, type(exc).__name__, exc)
+            code, message = DATABASE_UNAVAILABLE, unavailable_message(exc)
+        else:
+            logger.exception("run %s crashed", run.pk)
+            code, message = "internal_error", f"internal error: {type(exc).__name__}"
+        try:
+            _fail(run, emitter, code, message)
+        except DatabaseError:
+            emitter.close(save_seq=False)  # what was published is in the event log
+            raise  # run_turn_or_fail records the failure once a connection is free
     emitter.close()
     lease.release()
+
+
+def run_turn_or_fail(*, run_id) -> None:
+    """:func:`run_turn` for the executors: a turn that cannot get a database connection (the
+    pool stayed empty for ``DB_POOL_TIMEOUT_S``, or the server refused) fails visibly —
+    ``run.failed`` with code ``database_unavailable``, the user's message kept — instead of
+    staying queued or running with no event. If even that write finds no connection, the run
+    is left to the reaper (``not_started`` / ``interrupted``), which needs the database too."""
+    try:
+        run_turn(run_id=run_id)
+    except DatabaseError as exc:
+        if not is_database_unavailable(exc):
+            raise
+        logger.warning("run %s: no database connection (%s: %s); failing it", run_id, type(exc).__name__, exc)
+        connection.close()  # a broken connection must not be reused
+        for attempt in range(1, FAIL_RECORD_ATTEMPTS + 1):  # each waits up to DB_POOL_TIMEOUT_S
+            try:
+                if not run_fail_unavailable(run_id=run_id, message=unavailable_message(exc)):
+                    logger.info("run %s: already ended when its database failure was recorded", run_id)
+                return
+            except DatabaseError:
+                connection.close()
+                if attempt == FAIL_RECORD_ATTEMPTS:
+                    logger.exception("run %s: no database connection to record its failure; left to the reaper",
+                                     run_id)
+
+
+def run_fail_unavailable(*, run_id, message: str) -> bool:
+    """Fail an active run with ``database_unavailable`` and publish ``run.failed`` after the
+    last seq in the event log (the turn may have published past the saved seq). False when the
+    run had already ended (a cancel or another worker got there first)."""
+    run = Run.objects.select_related("thread").get(pk=run_id)
+    error = {"code": DATABASE_UNAVAILABLE, "message": message}
+    if not lifecycle.run_finish(run=run, status=Run.Status.FAILED, error=error):
+        return False
+    lifecycle.run_release(run_id=run.pk, owner=run.lease_owner or "")
+    emitter = RunEmitter.for_run(run, from_log=True)
+    emitter.emit("run.failed", status=Run.Status.FAILED, error=error, retryable=True)
+    emitter.close()
+    return True
 
 
 def _turn(run: Run, emitter: RunEmitter, lease: RunLease) -> Turn:

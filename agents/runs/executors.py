@@ -38,11 +38,11 @@ def _embedded_pool() -> concurrent.futures.ThreadPoolExecutor:
 
 
 def _run_embedded(run_id: str) -> None:
-    from .driver import run_turn
+    from .driver import run_turn_or_fail
 
     close_old_connections()
     try:
-        run_turn(run_id=run_id)
+        run_turn_or_fail(run_id=run_id)
     except Exception:
         logger.exception("run %s failed in the embedded executor", run_id)
     finally:

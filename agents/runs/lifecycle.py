@@ -45,7 +45,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import F, Q
+from django.db import transaction
+from django.db.models import Case, F, Q, When
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
@@ -77,13 +78,40 @@ def run_claim(*, run_id, owner: str) -> bool:
     )
 
 
-def run_lease_renew(*, run_id, owner: str, seq: int | None = None) -> bool:
+def run_lease_renew(*, run_id, owner: str, seq: int | None = None, using: str = "default") -> bool:
     """Extend ``owner``'s lease by ``RUN_LEASE_S`` seconds (and save the emitter's ``seq``).
-    False when the run is no longer running under this owner (cancelled, or taken over)."""
+    False when the run is no longer running under this owner (cancelled, or taken over).
+    ``using``: the database alias (the heartbeat's own, ``LEASE_DB_ALIAS``)."""
     fields = {"lease_expires_at": _lease_deadline()}
     if seq is not None:
         fields["last_event_seq"] = Greatest(F("last_event_seq"), seq)
-    return bool(Run.objects.filter(pk=run_id, status=S.RUNNING, lease_owner=owner).update(**fields))
+    return bool(Run.objects.using(using).filter(pk=run_id, status=S.RUNNING, lease_owner=owner).update(**fields))
+
+
+def run_leases_renew(*, leases: list[tuple], using: str = "default") -> set[str]:
+    """:func:`run_lease_renew` for many runs in one UPDATE: ``leases`` is ``[(run_id, owner,
+    seq or None), …]``. Returns the ids (str) renewed; the others are no longer running under
+    that owner. One statement per heartbeat instead of one per run: with 50 runs under load a
+    serial pass outlasted the fence and healthy runs were stopped."""
+    if not leases:
+        return set()
+    deadline = _lease_deadline()
+    match = Q()
+    for run_id, owner, _seq in leases:
+        match |= Q(pk=run_id, lease_owner=owner)
+    fields = {"lease_expires_at": deadline}
+    seqs = [When(pk=run_id, then=Greatest(F("last_event_seq"), seq)) for run_id, _owner, seq in leases
+            if seq is not None]
+    if seqs:
+        fields["last_event_seq"] = Case(*seqs, default=F("last_event_seq"))
+    owners = {str(run_id): owner for run_id, owner, _seq in leases}
+    with transaction.atomic(using=using):
+        updated = Run.objects.using(using).filter(match, status=S.RUNNING).update(**fields)
+        if updated == len(leases):
+            return set(owners)
+        rows = Run.objects.using(using).filter(pk__in=list(owners), status=S.RUNNING,
+                                               lease_expires_at=deadline).values_list("pk", "lease_owner")
+        return {str(pk) for pk, owner in rows if owners.get(str(pk)) == owner}
 
 
 def run_park(*, run_id, owner: str) -> bool:

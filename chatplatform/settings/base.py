@@ -123,8 +123,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         }
     )
 else:
-    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+# PostgreSQL: Django's connection pool (psycopg_pool) is configured below, once the thread
+# counts it is derived from are known.
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -180,15 +181,14 @@ REDIS_URL = env("REDIS_URL", default="")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # Coalesced deltas keep the rate low; a generous capacity means a slow client
-            # is never the reason a group message is dropped.
-            # redis-py ≥ 8 defaults to a 5 s socket timeout, which races channels-redis's own
-            # 5 s blocking pop and kills idle websockets with 1011; give reads more room.
+            # Redis pub/sub: one PUBLISH per group message, read as a stream by every web
+            # process (chatplatform.layers). A slow client's channel buffers up to
+            # `capacity` messages; beyond that it loses live messages and refills from the log.
+            "BACKEND": "chatplatform.layers.RedisPubSubLayer",
+            # redis-py ≥ 8 defaults to a 5 s socket timeout; give idle subscriptions more room.
             "CONFIG": {
                 "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}],
                 "capacity": 2000,
-                "expiry": 60,
             },
         }
     }
@@ -222,6 +222,44 @@ EMBEDDED_EXECUTOR_THREADS = env.int("EMBEDDED_EXECUTOR_THREADS", default=32)
 # TOOL_CALLS_PER_USER of them at once (one user's slow tools cannot starve everyone's).
 TOOL_THREADS = env.int("TOOL_THREADS", default=32)
 TOOL_CALLS_PER_USER = env.int("TOOL_CALLS_PER_USER", default=4)
+# Threads of a Celery worker (production); `make worker` and the README start workers with it.
+WORKER_CONCURRENCY = env.int("WORKER_CONCURRENCY", default=32)
+CELERY_WORKER_CONCURRENCY = WORKER_CONCURRENCY
+# Threads that run the web process's database work for websockets and SSE (the ASGI loop's
+# default executor; chatplatform.loop_binding).
+WEB_DB_THREADS = env.int("WEB_DB_THREADS", default=8)
+
+# --- PostgreSQL connection pool ----------------------------------------------------------
+# One pool per process (web or worker). A turn's thread holds a connection only while it
+# queries (agents.runs.dbconn.release_db_connection hands it back between persists), so the
+# pool needs half the turn threads, plus the web DB threads, plus 4 for the heartbeat, reaper
+# and HTTP requests. A thread that finds the pool empty waits up to DB_POOL_TIMEOUT_S, then
+# gets an OperationalError; a turn that hits it fails visibly (run.failed `database_unavailable`).
+# PostgreSQL's max_connections must cover every process's DB_POOL_MAX_SIZE (README).
+# DB_POOL=false: no pool, persistent connections (CONN_MAX_AGE), e.g. behind PgBouncer.
+DB_POOL = env.bool("DB_POOL", default=True)
+_turn_threads = EMBEDDED_EXECUTOR_THREADS if RUN_EXECUTOR == "embedded" else WORKER_CONCURRENCY
+DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=-(-_turn_threads // 2) + WEB_DB_THREADS + 4)
+DB_POOL_MIN_SIZE = env.int("DB_POOL_MIN_SIZE", default=2)
+DB_POOL_TIMEOUT_S = env.float("DB_POOL_TIMEOUT_S", default=10.0)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    if DB_POOL:
+        DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps the connections
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": min(DB_POOL_MIN_SIZE, DB_POOL_MAX_SIZE),
+            "max_size": DB_POOL_MAX_SIZE,
+            "timeout": DB_POOL_TIMEOUT_S,
+            "max_idle": 60.0,
+        }
+        # The lease heartbeat's own alias and pool (one thread per process, agents.runs.lease):
+        # renewals never wait behind turns for a connection. Same database; tests mirror it.
+        DATABASES["leases"] = {
+            **DATABASES["default"],
+            "OPTIONS": {**DATABASES["default"]["OPTIONS"],
+                        "pool": {"min_size": 1, "max_size": 2, "timeout": DB_POOL_TIMEOUT_S, "max_idle": 60.0}},
+        }
+    else:
+        DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
 # Adaptive coalescing of text deltas (DESIGN §8): window in seconds, early flush in chars.
 EVENTS_COALESCE_WINDOW_S = env.float("EVENTS_COALESCE_WINDOW_S", default=0.015)
 EVENTS_COALESCE_MAX_CHARS = env.int("EVENTS_COALESCE_MAX_CHARS", default=512)

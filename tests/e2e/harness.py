@@ -89,9 +89,13 @@ class Platform:
     """The running platform. Use as a context manager or call ``start()``/``stop()``."""
 
     def __init__(self, mode: str = "embedded", *, password: str = DEMO_PASSWORD,
-                 startup_timeout: float = 60.0, extra_env: dict[str, str] | None = None) -> None:
+                 startup_timeout: float = 60.0, extra_env: dict[str, str] | None = None,
+                 asgi_server: str = "daphne") -> None:
         if mode not in ("embedded", "services"):
             raise ValueError(mode)
+        if asgi_server not in ("daphne", "uvicorn"):
+            raise ValueError(asgi_server)
+        self.asgi_server = asgi_server
         self.mode = mode
         self.password = password
         self.startup_timeout = startup_timeout
@@ -281,8 +285,14 @@ class Platform:
     def _start_daphne(self) -> None:
         for attempt in range(3):
             self.port = free_port()
-            proc = self._spawn("daphne", [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.port),
-                                          "chatplatform.asgi:application"])
+            if self.asgi_server == "uvicorn":  # the README's alternative: permessage-deflate
+                cmd = [str(VENV_BIN / "uvicorn"), "--host", "127.0.0.1", "--port", str(self.port), "--ws",
+                       "websockets", "--ws-max-size", "1048576", "--lifespan", "off", "--no-access-log",
+                       "chatplatform.asgi:application"]
+            else:
+                cmd = [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.port),
+                       "chatplatform.asgi:application"]
+            proc = self._spawn("daphne", cmd)  # "daphne": the web process, whichever server
             time.sleep(0.3)
             if proc.poll() is None:
                 return
