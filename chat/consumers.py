@@ -2,7 +2,7 @@
 
 Thin by design: ``connect`` authenticates and authorises through the permission-checked
 selector, joins the thread's group and accepts; each client frame is validated and handed to
-one sync service through ``database_sync_to_async``; group events pass through a
+one sync service through ``db_async`` (chatplatform.dbasync); group events pass through a
 :class:`~agents.replay.RunStreamCursor`, which fills gaps from the event log and drops
 duplicates, so a client sees every run's seqs 1, 2, 3… exactly once.
 """
@@ -77,7 +77,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         self.thread_id = str(thread.pk)
         self.workspace_id = thread.workspace_id
         # Upstream error detail only for staff and the workspace's admins (agents.presentation).
-        self.detailed = await database_sync_to_async(sees_error_details)(user=user, workspace_id=thread.workspace_id)
+        self.detailed = await db_async(sees_error_details)(user=user, workspace_id=thread.workspace_id)
         self.group_name = thread.group_name
         self.cursor = RunStreamCursor()
         self.user_group = user_group(user.pk)  # access changes reach this socket (chat.access)
@@ -209,7 +209,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
             await self.disconnect(CLOSE_FORBIDDEN)
         elif self.group_name:  # a role change: upstream error detail follows the new role
-            self.detailed = await database_sync_to_async(sees_error_details)(
+            self.detailed = await db_async(sees_error_details)(
                 user=self.scope["user"], workspace_id=self.workspace_id)
 
     async def run_event(self, message: dict) -> None:
