@@ -405,3 +405,30 @@ def test_an_expired_request_lets_the_run_go_on_with_a_denied_result(rules, box, 
     late = api_for(users["admin"]).post(f"/api/v1/tool-calls/{ledger_id}/decision/", {"decision": "approve"},
                                         format="json")
     assert late.status_code == 409 and late.json()["error"]["code"] == "expired"
+
+
+def test_ask_prints_a_pending_request_and_exits_3_instead_of_waiting(rules, box, users, alice_thread, fake_openai):
+    """An unwatched run never auto-approves: ``manage.py ask`` shows the request and exits."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    fake_openai.script(tool_call_chunks([call("c1", "note_write", {"text": "x", "env_id": "prod-eu"})]),
+                       text_chunks("done"))
+    out = StringIO()
+    with pytest.raises(SystemExit) as exit_:
+        call_command("ask", "--user", "alice", "--thread", str(alice_thread.pk), "--timeout", "30",
+                     "please write it", stdout=out, stderr=StringIO())
+    assert exit_.value.code == 3
+    text = out.getvalue()
+    assert "[approval] note_write(" in text
+    assert "Production write: needs 1 approval from a workspace admin other than alice" in text
+    assert "may approve: admin" in text and "/api/v1/tool-calls/" in text
+    run = Run.objects.get(thread=alice_thread)
+    deadline = time.monotonic() + 10  # the event comes just before the driver parks the run
+    while Run.objects.get(pk=run.pk).status != "awaiting_approval":
+        assert time.monotonic() < deadline, "the run never parked"
+        time.sleep(0.02)
+    assert box.calls == []  # parked, not approved
+    assert ToolCall.objects.get(run=run).status == "awaiting_approval"
+    run_cancel(run=run, user=users["alice"])  # leave no run behind
