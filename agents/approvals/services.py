@@ -15,6 +15,7 @@ from datetime import timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agents.event_types import check_event
 from agents.models import ApprovalDecision, AuditEvent, Run, ToolCall
 from agents.risk import COUNTDOWN_S
 from agents.runs import lifecycle
@@ -119,18 +120,25 @@ def approval_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:
         if now < ready_at:
             wait = (ready_at - now).total_seconds()
             raise DecisionRefused("countdown", f"Dangerous call: approve is possible in {wait:.1f} s.", 409)
-    so_far = tool_call.approvals_so_far
-    final = decision == "deny" or so_far + 1 >= tool_call.approvals_needed
     try:
         with transaction.atomic():
             _lock(thread_id=run.thread_id)  # a decision and a new message in the thread never interleave
+            # Decisions on one thread are serialised by that lock: count what landed before it.
+            fresh = ToolCall.objects.filter(pk=tool_call.pk).values("status", "approvals_so_far").first()
+            if fresh is None or fresh["status"] != ToolCall.Status.AWAITING_APPROVAL:
+                raise DecisionRefused("not_pending", "This call was decided a moment ago.", 409)
+            if tool_call.approvals.filter(user=user).exists():
+                raise DecisionRefused("already_decided", "You already decided this call; it needs another person.",
+                                      409)
+            so_far = fresh["approvals_so_far"]
+            final = decision == "deny" or so_far + 1 >= tool_call.approvals_needed
             if final:
                 if not lifecycle.tool_call_decide(ledger=tool_call, decision=decision, user=user, so_far=so_far):
                     raise DecisionRefused("not_pending", "This call was decided a moment ago.", 409)
                 if not lifecycle.run_requeue_decided(run_id=run.pk):
                     raise DecisionRefused("not_pending", "This run is no longer waiting.", 409)
             elif not lifecycle.tool_call_count_approval(ledger=tool_call, so_far=so_far):
-                raise DecisionRefused("not_pending", "Someone else decided this call a moment ago; reload it.", 409)
+                raise DecisionRefused("not_pending", "Someone else decided this call a moment ago.", 409)
             _record(tool_call, run, user=user, decision=decision, role=check.role, as_requester=check.as_requester,
                     so_far=so_far + (decision == "approve"))
             transaction.on_commit(lambda: _publish_decision(tool_call.pk, run.pk, user, decision, final))
@@ -234,7 +242,9 @@ def inbox_notify(*, ledger: ToolCall, run: Run, state: str) -> None:
         user_ids |= set(members.values_list("user_id", flat=True))
     user_ids.add(run.user_id)
     user_ids |= set(ledger.approvals.exclude(user=None).values_list("user_id", flat=True))
-    event = {"type": INBOX_MESSAGE_TYPE, "tool_call_id": str(ledger.pk), "state": state}
+    fields = {"tool_call_id": str(ledger.pk), "state": state}
+    check_event(INBOX_MESSAGE_TYPE, fields)
+    event = {"type": INBOX_MESSAGE_TYPE, **fields}
 
     def send() -> None:
         from channels.layers import get_channel_layer

@@ -209,8 +209,9 @@ def tool_call_park(*, ledger: ToolCall, approval: dict | None = None, approvals_
 
 def tool_call_count_approval(*, ledger: ToolCall, so_far: int) -> bool:
     """awaiting_approval with exactly ``so_far`` approvals → awaiting_approval with ``so_far``
-    + 1: an approval that is not yet the last one needed (two-person rule). Exactly one of
-    two racing approvals wins; the loser re-reads and tries as the deciding approval."""
+    + 1: an approval that is not yet the last one needed (two-person rule). Of two approvals
+    counting from the same ``so_far`` exactly one wins (the decision service serialises them
+    per thread and re-reads the count under that lock)."""
     if ToolCall.objects.filter(pk=ledger.pk, status=T.AWAITING_APPROVAL, approvals_so_far=so_far).update(
         approvals_so_far=so_far + 1, updated_at=timezone.now()
     ):

@@ -271,12 +271,15 @@ def test_two_approvals_at_once_count_once_each(rules, people, workspaces, no_exe
     """The conditional UPDATE on ``approvals_so_far``: the second of two racing approvals by
     different people cannot overwrite the first (it re-reads and becomes the deciding one)."""
     ledger = park(people, workspaces, requester="alice", risk="dangerous", tier="prod")
-    stale = ToolCall.objects.get(pk=ledger.pk)  # read before the first approval lands
+    stale = ToolCall.objects.select_related("run__thread", "run__user").get(pk=ledger.pk)  # read before
     approval_decide(tool_call=ledger, user=people["admin"], decision="approve")
     assert not lifecycle.tool_call_count_approval(ledger=stale, so_far=0)  # the stale count loses
     assert not lifecycle.tool_call_decide(ledger=stale, decision="approve", user=people["admin2"], so_far=0)
-    approval_decide(tool_call=ToolCall.objects.get(pk=ledger.pk), user=people["admin2"], decision="approve")
-    assert ToolCall.objects.get(pk=ledger.pk).status == "approved"
+    assert stale.approvals_so_far == 0
+    # The service re-reads the count under the thread's lock: the second approver decides it.
+    decided = approval_decide(tool_call=stale, user=people["admin2"], decision="approve")
+    assert (decided.status, decided.approvals_so_far) == ("approved", 2)
+    assert ApprovalDecision.objects.filter(tool_call=ledger).count() == 2
 
 
 # --- expiry ---------------------------------------------------------------------------------
