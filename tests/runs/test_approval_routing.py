@@ -375,3 +375,20 @@ def test_everyone_who_may_decide_is_notified_on_their_own_group(rules, people, w
     approval_decide(tool_call=ledger, user=people["admin"], decision="approve")
     assert [e["state"] for e in received("admin2")] == ["progress"]
     assert json.dumps(received("admin"))  # the first approver hears of it too
+
+
+def test_the_admin_shows_the_rules_and_every_approver(rules, people, workspaces, no_executor, client, django_user_model):
+    ledger = park(people, workspaces, requester="alice", risk="dangerous", tier="prod")
+    approval_decide(tool_call=ledger, user=people["admin"], decision="approve")
+    approval_decide(tool_call=ToolCall.objects.get(pk=ledger.pk), user=people["admin2"], decision="approve")
+    client.force_login(django_user_model.objects.create_superuser("root", password="pw"))
+    page = client.get(f"/admin/agents/toolcall/{ledger.pk}/change/").content.decode()
+    for text in ("admin2", "Production dangerous", "approve"):
+        assert text in page, text
+    assert page.count('<td class="field-username">') == 2  # both approvers, inline on the call
+    listing = client.get("/admin/agents/approvalpolicy/").content.decode()
+    assert all(name in listing for name, *_ in DEFAULT_RULES)
+    form = client.post("/admin/agents/approvalpolicy/add/", {
+        "name": "Bad", "enabled": "on", "approver_kind": "workspace_admins", "approvals_needed": "2",
+        "requester_counts": "on", "expires_s": "60"})
+    assert form.status_code == 200 and "requester never counts" in form.content.decode()  # refused, explained
