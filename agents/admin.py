@@ -1,7 +1,18 @@
 from django import forms
 from django.contrib import admin, messages
 
-from .models import AuditEvent, Environment, LLMModel, Provider, Role, Run, ToolCall, ToolPolicy
+from .models import (
+    ApprovalDecision,
+    ApprovalPolicy,
+    AuditEvent,
+    Environment,
+    LLMModel,
+    Provider,
+    Role,
+    Run,
+    ToolCall,
+    ToolPolicy,
+)
 from .providers.catalogue import models_refresh, provider_health
 from .providers.keys import encrypt_key
 
@@ -127,9 +138,54 @@ class RunAdmin(ReadOnlyAdmin):
     search_fields = ["id", "user__username"]
 
 
+@admin.register(ApprovalPolicy)
+class ApprovalPolicyAdmin(admin.ModelAdmin):
+    """Who may approve which calls (agents.approvals.policy: the most specific enabled rule wins)."""
+
+    list_display = ["name", "enabled", "tool_policy", "source", "risk_shown", "tier_shown", "approver_kind",
+                    "approver_role", "approvals_needed", "requester_counts", "expires_s"]
+    list_editable = ["enabled"]
+    list_filter = ["enabled", "approver_kind", "risk", "env_tier", "approvals_needed"]
+    fields = ["name", "enabled", "tool_policy", "mcp_server", "provider", "risk", "env_tier", "approver_kind",
+              "approver_role", "approvals_needed", "requester_counts", "expires_s"]
+
+    @admin.display(description="source")
+    def source(self, obj):
+        return obj.mcp_server or obj.provider or "any"
+
+    @admin.display(description="risk")
+    def risk_shown(self, obj):
+        return obj.risk or "any"
+
+    @admin.display(description="tier")
+    def tier_shown(self, obj):
+        return obj.env_tier or "any"
+
+
+class ApprovalDecisionInline(admin.TabularInline):
+    """Every approver of the call: who, their role at the time, the decision, when."""
+
+    model = ApprovalDecision
+    extra = 0
+    can_delete = False
+    fields = ["decided_at", "username", "role", "as_requester", "decision"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(ToolCall)
 class ToolCallAdmin(ReadOnlyAdmin):
-    list_display = ["tool_name", "status", "risk", "run", "attempts", "duration_ms", "created_at"]
+    list_display = ["tool_name", "status", "risk", "run", "approvals_shown", "attempts", "duration_ms", "created_at"]
+    inlines = [ApprovalDecisionInline]
+
+    @admin.display(description="approvals")
+    def approvals_shown(self, obj):
+        if obj.requested_at is None:
+            return "-"
+        rule = (obj.approval or {}).get("rule", "")
+        return f"{obj.approvals_so_far}/{obj.approvals_needed} {rule}".strip()
     list_filter = ["status", "tool_name", "risk", ("run__user", admin.RelatedOnlyFieldListFilter),
                    ("created_at", admin.DateFieldListFilter)]
     search_fields = ["tool_name", "call_id", "run__user__username"]

@@ -34,11 +34,20 @@ _ALL = (
     EventType("tool.completed", ("tool_call_id", "name", "status", "summary", "is_error")),
     EventType("tool.timeout", ("tool_call_id", "retryable", "status_unknown")),
     EventType("permission.denied", ("tool", "required_role", "alternatives")),
+    # rule: the approval rule that fired (its name); approvers: who may approve, in plain words;
+    # approver_names: usernames who may decide now; expires_at: ISO 8601 or null (never);
+    # waiting_text: the card's sentence ("Production write: needs 1 approval from …").
     EventType("approval.requested", ("tool_call_id", "tool", "arguments_summary", "risk", "risk_level",
-                                     "env_context", "dangerous", "countdown_s"),
+                                     "env_context", "dangerous", "countdown_s", "rule", "approvers",
+                                     "approver_names", "approvals_needed", "approvals_so_far", "expires_at",
+                                     "requester", "waiting_text"),
               # description: an agent's own reason for asking (agent_runs); reason: a per-tool
               # call limit sent the call to approval (usage)
               optional=("description", "reason")),
+    # One approval of two (two-person rule): the call keeps waiting for the next person.
+    EventType("approval.progress", ("tool_call_id", "approvals_so_far", "approvals_needed", "approved_by",
+                                    "waiting_text")),
+    # decision: approve | deny | expired (nobody decided in time) | superseded | cancelled
     EventType("approval.resolved", ("tool_call_id", "decision", "decided_by")),
     EventType("knowledge.saved", ("item_id", "title")),
     EventType("knowledge.changed", ("item_ids",)),
@@ -52,6 +61,10 @@ _ALL = (
     # Sent to one socket: a bad frame, a refused action, missing events. Extra fields by
     # code: events_missing → run_id, from_seq, to_seq; rate_limited → retry_after; a refused
     # decision → status, tool_call_id; budget_exceeded → retry_after, resets_at.
+    # Sent to every socket of a person who may decide a call (their per-user group), its
+    # requester and its earlier approvers: state pending | progress | closed. Clients re-read
+    # GET /api/v1/approvals/ (the inbox, the rail badge).
+    EventType("inbox.changed", ("tool_call_id", "state"), run_event=False),
     EventType("error", ("code", "message"),
               optional=("run_id", "from_seq", "to_seq", "retry_after", "status", "tool_call_id", "resets_at"),
               run_event=False),

@@ -171,6 +171,80 @@ class ToolPolicy(models.Model):
         return self.tool_name
 
 
+class ApprovalPolicy(models.Model):
+    """Who may approve a tool call that needs approval, how many must, and for how long.
+
+    A rule matches a call by its tool (``tool_policy``; empty: every tool), the MCP server or
+    agent provider it comes from (empty: any), its risk (``read|write|dangerous``; empty:
+    any) and its environment tier (``prod|staging|dev``; empty: any, also none). The most
+    specific enabled rule wins (tool > server/provider > tier > risk); ties go to the oldest.
+    ``agents.approvals.policy`` reads them; ``expires_s`` 0 means the request never expires.
+    """
+
+    class ApproverKind(models.TextChoices):
+        REQUESTER = "requester", "The requester (or a workspace admin)"
+        ROLE = "role", "People with a named role"
+        WORKSPACE_ADMINS = "workspace_admins", "Workspace admins"
+
+    name = models.CharField(max_length=100, unique=True, help_text='Shown on the card, e.g. "Production write".')
+    enabled = models.BooleanField(default=True)
+    tool_policy = models.ForeignKey(
+        ToolPolicy, null=True, blank=True, on_delete=models.CASCADE, related_name="approval_policies",
+        help_text="Only calls of this tool. Empty: every tool.",
+    )
+    mcp_server = models.ForeignKey(
+        "agents_mcp.MCPServer", null=True, blank=True, on_delete=models.CASCADE, related_name="approval_policies",
+        help_text="Only tools of this MCP server. Empty: any source.",
+    )
+    provider = models.ForeignKey(
+        Provider, null=True, blank=True, on_delete=models.CASCADE, related_name="approval_policies",
+        limit_choices_to={"kind": "agent_runs"}, help_text="Only this agent provider's approvals. Empty: any.",
+    )
+    risk = models.CharField(max_length=12, choices=ToolPolicy.Risk.choices, blank=True, help_text="Empty: any risk.")
+    env_tier = models.CharField(max_length=8, choices=Environment.Tier.choices, blank=True,
+                                help_text="Empty: any tier, and calls with no environment.")
+    approver_kind = models.CharField(max_length=20, choices=ApproverKind.choices, default=ApproverKind.REQUESTER)
+    approver_role = models.ForeignKey(
+        Role, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        help_text="For “people with a named role”: the role (read at decision time).",
+    )
+    approvals_needed = models.PositiveSmallIntegerField(choices=[(1, "1"), (2, "2 (two-person rule)")], default=1)
+    requester_counts = models.BooleanField(
+        default=True, help_text="Whether the requester may be one of the approvers (never under the two-person rule).",
+    )
+    expires_s = models.PositiveIntegerField(default=86400, help_text="seconds a request stays open; 0: never expires")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "approval policies"
+        constraints = [
+            models.CheckConstraint(condition=models.Q(approvals_needed__in=[1, 2]), name="approvalpolicy_needed_1_or_2"),
+            models.CheckConstraint(condition=~models.Q(approvals_needed=2, requester_counts=True),
+                                   name="approvalpolicy_two_person_excludes_requester"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        errors = {}
+        if self.approver_kind == self.ApproverKind.ROLE and self.approver_role_id is None:
+            errors["approver_role"] = "Name the role whose members may approve."
+        if self.approver_kind != self.ApproverKind.ROLE and self.approver_role_id is not None:
+            errors["approver_role"] = "A role is named only for “people with a named role”."
+        if self.approvals_needed == 2 and self.requester_counts:
+            errors["requester_counts"] = "Under the two-person rule the requester never counts as an approver."
+        if self.approvals_needed == 2 and self.approver_kind == self.ApproverKind.REQUESTER:
+            errors["approver_kind"] = "Two approvals need a group of approvers (a role or workspace admins)."
+        if self.mcp_server_id and self.provider_id:
+            errors["provider"] = "A rule is for an MCP server or an agent provider, not both."
+        if errors:
+            raise ValidationError(errors)
+
+
 class Run(models.Model):
     """One agent turn: from a user message to the final assistant message. Its status
     changes only through ``agents.runs.lifecycle`` (the transition table is there)."""
@@ -275,15 +349,50 @@ class ToolCall(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     decided_at = models.DateTimeField(null=True, blank=True)
+    # The approval rule that fired, as it was when the call parked (agents.approvals.policy
+    # ``ApprovalRule.as_dict``: rule, policy_id, approver_kind, role, requester_counts,
+    # expires_s); who holds the role is read at decision time.
+    approval = models.JSONField(default=dict, blank=True)
+    approvals_needed = models.PositiveSmallIntegerField(default=1)
+    approvals_so_far = models.PositiveSmallIntegerField(default=0)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="when an open approval request expires")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["created_at"]
         constraints = [models.UniqueConstraint(fields=["message", "call_id"], name="toolcall_unique_call")]
+        indexes = [models.Index(fields=["status", "expires_at"], name="toolcall_status_expires")]
 
     def __str__(self) -> str:
         return f"{self.tool_name} ({self.status})"
+
+
+class ApprovalDecision(models.Model):
+    """One person's decision on a call that waited for approval: who, in which role at the
+    time, approve or deny, when. A person decides a call at most once; ``expired`` rows have
+    no person (the request ran out of time)."""
+
+    class Decision(models.TextChoices):
+        APPROVE = "approve"
+        DENY = "deny"
+        EXPIRED = "expired"
+
+    tool_call = models.ForeignKey(ToolCall, on_delete=models.CASCADE, related_name="approvals")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    username = models.CharField(max_length=150, blank=True, help_text="kept if the account is deleted")
+    role = models.CharField(max_length=100, blank=True, help_text="the approver's workspace role at the time")
+    as_requester = models.BooleanField(default=False)
+    decision = models.CharField(max_length=8, choices=Decision.choices)
+    decided_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["decided_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["tool_call", "user"], condition=models.Q(user__isnull=False),
+                                               name="approvaldecision_one_per_person")]
+
+    def __str__(self) -> str:
+        return f"{self.decision} by {self.username or '-'} ({self.role or '-'})"
 
 
 class AuditEvent(models.Model):
@@ -298,6 +407,8 @@ class AuditEvent(models.Model):
         MCP_TOOL_QUARANTINED = "mcp_tool_quarantined"
         MCP_TOOL_REVIEWED = "mcp_tool_reviewed"
         MCP_CALL = "mcp_call"
+        APPROVAL_DECIDED = "approval_decided"
+        APPROVAL_EXPIRED = "approval_expired"
 
     kind = models.CharField(max_length=32, choices=Kind.choices)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

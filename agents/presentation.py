@@ -19,11 +19,16 @@ def arguments_summary(args: dict, limit: int = 120) -> str:
     return out if len(out) <= limit else out[: limit - 1] + "…"
 
 
+def shown_arguments(row: ToolCall) -> dict:
+    """The call's arguments as shown to people: the run's scope arguments left out."""
+    return {k: v for k, v in (row.arguments or {}).items() if k not in DEFAULT_SCOPE_ARGS}
+
+
 def tool_call_presentation(row: ToolCall) -> dict:
     """The shown fields of a ledger row: ``{"status", "summary", "is_error", "risk_level",
     "env_context" ("" or a tier), "requested_at" (ISO 8601 or None), "countdown_s" (10 for
     dangerous calls, else 0), "arguments_summary" (scope arguments hidden)}``."""
-    shown = {k: v for k, v in (row.arguments or {}).items() if k not in DEFAULT_SCOPE_ARGS}
+    shown = shown_arguments(row)
     return {
         "status": row.status,
         "summary": row.summary,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -17,9 +16,8 @@ from chatplatform.errors import ServiceError
 from .backends import abandon_waiting
 from .events import RunEmitter
 from .metering import meter
-from .models import AuditEvent, Run, ToolCall
+from .models import Run, ToolCall
 from .ratelimit import rate_limit_hit
-from .risk import COUNTDOWN_S
 from .runs import lifecycle
 from .runs.calls import close_open_calls
 from .runs.executors import enqueue_run
@@ -212,44 +210,10 @@ def run_cancel(*, run: Run, user) -> Run:
 
 
 def tool_call_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:
-    """Approve or deny a call that waits for approval, then re-queue its run.
+    """Approve or deny a call that waits for approval, under the approval rule it carries
+    (``agents.approvals.services.approval_decide``: who may decide, two-person rule, expiry,
+    countdown; 400/403/409 as ``ServiceError``). ``tool_call`` must come from
+    ``tool_call_get_for_decider``."""
+    from .approvals.services import approval_decide
 
-    ``tool_call`` must come from ``tool_call_get_for_user``. Only the run's user or a
-    workspace admin may decide (``not_allowed``, 403). Refused with 409: a call that is not
-    waiting (decided, superseded, cancelled — ``not_pending``), or an *approve* of a
-    dangerous call before ``countdown_s`` (10 s) after the request (``countdown``; the
-    server owns the countdown). Exactly one decision wins (conditional UPDATE).
-    """
-    if decision not in ("approve", "deny"):
-        raise RunRejected("invalid", 'decision must be "approve" or "deny".', 400)
-    run = tool_call.run
-    if not _may_manage(run, user):
-        AuditEvent.objects.create(kind=AuditEvent.Kind.DECISION_REFUSED, user=user, run=run,
-                                  tool_name=tool_call.tool_name, detail={"reason": "not allowed"})
-        raise RunRejected("not_allowed", "Only the person who started this run or a workspace admin may decide.", 403)
-    if tool_call.status != ToolCall.Status.AWAITING_APPROVAL or run.status != Run.Status.AWAITING_APPROVAL:
-        raise RunRejected("not_pending", f"This call is not waiting for a decision (it is {tool_call.status}).", 409)
-    now = timezone.now()
-    if decision == "approve" and tool_call.risk_level == "dangerous":
-        ready_at = (tool_call.requested_at or now) + timedelta(seconds=COUNTDOWN_S)
-        if now < ready_at:
-            wait = (ready_at - now).total_seconds()
-            raise RunRejected("countdown", f"Dangerous call: approve is possible in {wait:.1f} s.", 409)
-    with transaction.atomic():
-        _lock(thread_id=run.thread_id)  # a decision and a new message in the thread never interleave
-        if not lifecycle.tool_call_decide(ledger=tool_call, decision=decision, user=user):
-            raise RunRejected("not_pending", "This call was decided a moment ago.", 409)
-        if not lifecycle.run_requeue_decided(run_id=run.pk):
-            raise RunRejected("not_pending", "This run is no longer waiting.", 409)
-
-        def publish_and_resume() -> None:
-            fresh = Run.objects.get(pk=run.pk)
-            emitter = RunEmitter.for_run(fresh)
-            emitter.emit("approval.resolved", tool_call_id=str(tool_call.pk), decision=decision,
-                         decided_by=user.get_username())
-            emitter.close()
-            enqueue_run(run.pk)
-
-        transaction.on_commit(publish_and_resume)
-    tool_call.refresh_from_db()
-    return tool_call
+    return approval_decide(tool_call=tool_call, user=user, decision=decision)

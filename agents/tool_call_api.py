@@ -1,4 +1,5 @@
-"""Approval endpoints: ``GET /api/v1/tool-calls/`` and ``POST /api/v1/tool-calls/{id}/decision/``."""
+"""Approval endpoints: ``GET /api/v1/tool-calls/``, ``GET /api/v1/approvals/`` (the caller's
+inbox) and ``POST /api/v1/tool-calls/{id}/decision/``."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ from rest_framework import generics, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from .approvals.policy import decider_check
+from .approvals.selectors import inbox_for_user, tool_call_get_for_decider
+from .approvals.services import approval_fields
 from .models import ToolCall
-from .presentation import tool_call_presentation
-from .selectors import tool_call_get_for_user, tool_call_list_for_user
+from .presentation import shown_arguments, tool_call_presentation
+from .selectors import tool_call_list_for_user
 from .services import tool_call_decide
 
 
@@ -19,14 +23,45 @@ class ToolCallSerializer(serializers.ModelSerializer):
     decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     arguments_summary = serializers.SerializerMethodField()
     countdown_s = serializers.SerializerMethodField()
+    thread_title = serializers.CharField(source="run.thread.title", read_only=True)
+    workspace = serializers.CharField(source="run.thread.workspace.slug", read_only=True)
+    arguments = serializers.SerializerMethodField()
+    approval = serializers.SerializerMethodField()
+    decisions = serializers.SerializerMethodField()
+    may_decide = serializers.SerializerMethodField()
 
     class Meta:
         model = ToolCall
         fields = [
-            "id", "run_id", "thread_id", "call_id", "tool_name", "arguments_summary", "risk", "risk_level",
-            "env_context", "status", "summary", "is_error", "attempts", "duration_ms", "requested_at",
-            "decision", "decided_by", "decided_at", "countdown_s", "created_at",
+            "id", "run_id", "thread_id", "thread_title", "workspace", "call_id", "tool_name", "arguments",
+            "arguments_summary", "risk", "risk_level", "env_context", "status", "summary", "is_error", "attempts",
+            "duration_ms", "requested_at", "decision", "decided_by", "decided_at", "countdown_s", "approval",
+            "decisions", "may_decide", "created_at",
         ]
+
+    def get_arguments(self, obj) -> dict:
+        return shown_arguments(obj)
+
+    def get_approval(self, obj) -> dict | None:
+        """Null for a call that never asked; else ``{rule, approvers, approver_names,
+        approvals_needed, approvals_so_far, approved_by, expires_at, requester, waiting_text}``."""
+        if obj.requested_at is None:
+            return None
+        return approval_fields(obj, obj.run, with_names=obj.status == ToolCall.Status.AWAITING_APPROVAL)
+
+    def get_decisions(self, obj) -> list[dict]:
+        """Each person's decision: ``[{username, role, as_requester, decision, decided_at}]``."""
+        return [{"username": d.username, "role": d.role, "as_requester": d.as_requester, "decision": d.decision,
+                 "decided_at": d.decided_at.isoformat()} for d in obj.approvals.all()]
+
+    def get_may_decide(self, obj) -> bool:
+        """Whether the caller may decide this call now."""
+        request = self.context.get("request")
+        if request is None or obj.status != ToolCall.Status.AWAITING_APPROVAL:
+            return False
+        if obj.approvals.filter(user=request.user).exists():
+            return False
+        return decider_check(ledger=obj, run=obj.run, user=request.user).allowed
 
     def get_arguments_summary(self, obj) -> str:
         return tool_call_presentation(obj)["arguments_summary"]
@@ -53,17 +88,30 @@ class ToolCallListApi(generics.ListAPIView):
         return tool_call_list_for_user(user=self.request.user, status=self.request.query_params.get("status", ""))
 
 
+class ApprovalInboxApi(generics.ListAPIView):
+    """The caller's approval inbox: every call waiting for approval they may decide now,
+    across threads and workspaces, oldest request first (not paginated)."""
+
+    serializer_class = ToolCallSerializer
+    pagination_class = None
+
+    def get_queryset(self):
+        return inbox_for_user(user=self.request.user)
+
+
 class DecisionSerializer(serializers.Serializer):
     decision = serializers.ChoiceField(choices=["approve", "deny"])
 
 
 class ToolCallDecisionApi(APIView):
-    """Approve or deny: 403 not allowed, 409 already decided or countdown not over."""
+    """Approve or deny under the call's approval rule: 403 ``not_allowed`` (with the reason),
+    409 ``not_pending`` / ``expired`` / ``already_decided`` / ``countdown``. The first of two
+    approvals answers 200 with the call still ``awaiting_approval``."""
 
     @extend_schema(request=DecisionSerializer, responses=ToolCallSerializer)
     def post(self, request, tool_call_id):
-        tool_call = tool_call_get_for_user(user=request.user, tool_call_id=tool_call_id)
+        tool_call = tool_call_get_for_decider(user=request.user, tool_call_id=tool_call_id)
         data = DecisionSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         decided = tool_call_decide(tool_call=tool_call, user=request.user, decision=data.validated_data["decision"])
-        return Response(ToolCallSerializer(decided).data)
+        return Response(ToolCallSerializer(decided, context={"request": request}).data)

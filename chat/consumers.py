@@ -212,6 +212,11 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             self.detailed = await db_async(sees_error_details)(
                 user=self.scope["user"], workspace_id=self.workspace_id)
 
+    async def inbox_changed(self, message: dict) -> None:
+        """Group handler for ``inbox.changed`` (``agents.approvals.services.inbox_notify``):
+        a call this user may decide was requested, progressed or closed; passed on as is."""
+        await self.send_json(message["event"])
+
     async def run_event(self, message: dict) -> None:
         """Group handler for ``run.event``: re-check access on a run's first event (a socket
         may outlive a logout or a membership), then deliver through the cursor."""
@@ -249,3 +254,43 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await self.run_event(message)
         else:
             await super().dispatch(message)
+
+
+class InboxConsumer(AsyncJsonWebsocketConsumer):
+    """``/ws/approvals/``: the signed-in user's approval notices (``inbox.changed``) for the
+    inbox page and the rail badge. Joins only the per-user group; takes no frames."""
+
+    user_group: str | None = None
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.accept()
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        self.user_group = user_group(user.pk)
+        await self.channel_layer.group_add(self.user_group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if self.user_group:
+            await self.channel_layer.group_discard(self.user_group, self.channel_name)
+            self.user_group = None
+
+    async def receive_json(self, content, **kwargs) -> None:
+        event = {"code": "unknown_type", "message": "This socket only sends approval notices."}
+        check_event("error", event)
+        await self.send_json({"type": "error", **event})
+
+    async def inbox_changed(self, message: dict) -> None:
+        await self.send_json(message["event"])
+
+    async def access_changed(self, message: dict) -> None:
+        """Signed out or deactivated: stop delivering."""
+        user = self.scope["user"]
+        if not await database_sync_to_async(ws_actions.socket_user_active)(
+            user=user, session_key=getattr(self.scope.get("session"), "session_key", None),
+            token=ws_actions.token_from_scope(self.scope),
+        ):
+            await self.close(code=CLOSE_FORBIDDEN)
+            await self.disconnect(CLOSE_FORBIDDEN)

@@ -8,5 +8,6 @@ urlpatterns = [
     path("", views.index, name="index"),
     path("new/", views.thread_new, name="thread-new"),
     path("settings/", views.preferences, name="preferences"),
+    path("approvals/", views.approvals_page, name="approvals"),
     path("<uuid:thread_id>/", views.thread_page, name="thread"),
 ]

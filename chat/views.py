@@ -100,6 +100,13 @@ def thread_page(request, thread_id):
 
 
 @login_required
+def approvals_page(request):
+    """The approval inbox: the list is read by the page (``GET /api/v1/approvals/``) and kept
+    live over ``/ws/approvals/`` (templates/static/chat/approvals/inbox.js)."""
+    return render(request, "chat/approvals.html", {})
+
+
+@login_required
 def preferences(request):
     """Personal settings: custom instructions (POST saves, then redirects; an error keeps
     the text in the form), and the workspace instructions the admins set, read-only."""

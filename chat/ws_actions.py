@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from django.http import Http404
 
+from agents.approvals.selectors import tool_call_get_for_decider
 from agents.models import AuditEvent
-from agents.selectors import run_get_for_user, tool_call_get_for_user
+from agents.selectors import run_get_for_user
 from agents.services import run_cancel, run_create, tool_call_decide
 from agents.tool_call_api import DecisionSerializer
 from chatplatform.errors import ServiceError
@@ -72,9 +73,8 @@ def token_from_scope(scope) -> str | None:
     return None
 
 
-def socket_still_allowed(*, user, thread_id: str, session_key: str | None, token: str | None) -> bool:
-    """Whether a connected socket may keep receiving: the user is active, their credential
-    (token, or session after a logout) still exists, and the thread is still visible."""
+def socket_user_active(*, user, session_key: str | None, token: str | None) -> bool:
+    """The user is active and their credential (token, or session after a logout) still exists."""
     from django.conf import settings
     from django.contrib.sessions.backends.base import SessionBase
     from django.utils.module_loading import import_string
@@ -84,12 +84,18 @@ def socket_still_allowed(*, user, thread_id: str, session_key: str | None, token
     if not user.is_active:
         return False
     if token is not None:
-        if not Token.objects.filter(key=token, user=user).exists():
-            return False
-    elif session_key is not None:
+        return Token.objects.filter(key=token, user=user).exists()
+    if session_key is not None:
         store: SessionBase = import_string(settings.SESSION_ENGINE + ".SessionStore")()
-        if not store.exists(session_key):
-            return False
+        return store.exists(session_key)
+    return True
+
+
+def socket_still_allowed(*, user, thread_id: str, session_key: str | None, token: str | None) -> bool:
+    """Whether a connected socket may keep receiving: the user is active, their credential
+    (token, or session after a logout) still exists, and the thread is still visible."""
+    if not socket_user_active(user=user, session_key=session_key, token=token):
+        return False
     try:
         thread_get_for_user(user=user, thread_id=thread_id)
     except Http404:
@@ -103,7 +109,7 @@ def approval_decide(*, user, thread_id: str, frame: dict) -> list[dict]:
     data = DecisionSerializer(data=frame)
     data.is_valid(raise_exception=True)
     try:
-        tool_call = tool_call_get_for_user(user=user, tool_call_id=frame.get("tool_call_id"))
+        tool_call = tool_call_get_for_decider(user=user, tool_call_id=frame.get("tool_call_id"))
     except Http404 as exc:
         raise ServiceError("not_found", "No such tool call.", 404) from exc
     if str(tool_call.run.thread_id) != thread_id:

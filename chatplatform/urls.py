@@ -8,7 +8,7 @@ from rest_framework.settings import api_settings
 
 from agents.api import ProviderListApi, ProviderModelsApi
 from agents.offer_api import ThreadToolsApi
-from agents.tool_call_api import ToolCallDecisionApi, ToolCallListApi
+from agents.tool_call_api import ApprovalInboxApi, ToolCallDecisionApi, ToolCallListApi
 from chat.api import views as chat_api
 from chat.sse import run_events
 from knowledge import api as knowledge_api
@@ -43,6 +43,7 @@ api_v1 = [
     path("runs/<str:run_id>/cancel/", chat_api.RunCancelApi.as_view(), name="run-cancel"),
     path("runs/<str:run_id>/events/", run_events, name="run-events"),
     path("tool-calls/", ToolCallListApi.as_view(), name="tool-calls"),
+    path("approvals/", ApprovalInboxApi.as_view(), name="approvals"),
     path("tool-calls/<str:tool_call_id>/decision/", ToolCallDecisionApi.as_view(), name="tool-call-decision"),
     path("providers/", ProviderListApi.as_view(), name="providers"),
     path("providers/<slug:slug>/models/", ProviderModelsApi.as_view(), name="provider-models"),

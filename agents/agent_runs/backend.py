@@ -59,6 +59,7 @@ import time
 
 from django.conf import settings
 
+from agents.approvals.services import approval_request
 from agents.backends import Outcome, Turn
 from agents.metering import DispatchRefused, meter
 from agents.models import Role, Run, ToolCall
@@ -384,13 +385,11 @@ class _Attempt:
         self.state["pending_approval"] = {"ledger_id": str(ledger.pk), "choices": choices}
         self._persist(force=True)
         self.parking = True
-        if lifecycle.tool_call_park(ledger=ledger):
-            self.emitter.emit(
-                "approval.requested", tool_call_id=str(ledger.pk), tool=ledger.tool_name,
-                arguments_summary=_clip(arguments["command"], 200) or "(command not known)",
-                risk=assessment.risk, risk_level=assessment.risk_level, env_context=assessment.env_context,
-                dangerous=assessment.dangerous, countdown_s=assessment.countdown_s, description=description,
-            )
+        approval_request(
+            ledger=ledger, run=self.run, emitter=self.emitter, risk=assessment.risk, tier=assessment.env_context,
+            arguments_summary=_clip(arguments["command"], 200) or "(command not known)", assessment=assessment,
+            provider_id=self.provider.pk, description=description,
+        )
         return Outcome.awaiting_approval()
 
     def _forward_decision(self, remote: str) -> Outcome | None:
@@ -426,7 +425,8 @@ class _Attempt:
                 lifecycle.tool_call_claim(ledger=ledger)  # approved → running until tool.completed
             else:
                 self._finish_call(ledger, ToolCall.Status.DENIED,
-                                  f"Denied by {who}: {self.provider.name} did not run it.", is_error=True)
+                                  f"{ledger.summary} {self.provider.name} did not run it." if ledger.decision == "expired"
+                                  else f"Denied by {who}: {self.provider.name} did not run it.", is_error=True)
         self.state.pop("pending_approval", None)
         self._persist(force=True)
         return None

@@ -213,10 +213,10 @@ def execute_tool_call(
         return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.FAILED, error=refusal)
 
     if assessment.needs_approval and ledger.status != ToolCall.Status.APPROVED:
-        return _request_approval(ledger, emitter, model_args, assessment)
+        return _request_approval(run, ledger, emitter, model_args, assessment, spec)
     over_limit = meter().tool_over_limit(run=run, tool_name=name) if ledger.status != ToolCall.Status.APPROVED else None
     if over_limit:  # a per-tool call limit: a person decides instead of the limit refusing
-        return _request_approval(ledger, emitter, model_args, assessment, reason=over_limit)
+        return _request_approval(run, ledger, emitter, model_args, assessment, spec, reason=over_limit)
     if not lifecycle.tool_call_claim(ledger=ledger):
         ledger.refresh_from_db()  # claimed elsewhere meanwhile: never run twice
         return _replay(run, assistant, call, ledger, emitter) or CallOutcome(None, [], pending=True)
@@ -254,29 +254,23 @@ def _replay(run, assistant, call, ledger, emitter) -> CallOutcome | None:
                      summary=ledger.summary, is_error=True)
     if status == ToolCall.Status.DENIED:
         who = ledger.decided_by.get_username() if ledger.decided_by else "the user"
-        return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.DENIED,
-                       error=f"Denied by {who}: the operation was cancelled and nothing was changed.")
+        error = (ledger.summary if ledger.decision == "expired"
+                 else f"Denied by {who}: the operation was cancelled and nothing was changed.")
+        return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.DENIED, error=error)
     content = ledger.summary if ledger.is_error else truncate_for_model(ledger.result)
     return CallOutcome(_tool_message(run, assistant, call, content, ledger.is_error), [])
 
 
-def _request_approval(ledger, emitter, model_args: dict, assessment, *, reason: str = "") -> CallOutcome:
-    if not lifecycle.tool_call_park(ledger=ledger):
-        return CallOutcome(None, [], pending=True)  # parked (or decided) by another attempt
+def _request_approval(run, ledger, emitter, model_args: dict, assessment, spec, *, reason: str = "") -> CallOutcome:
+    from agents.approvals.services import approval_request
+
     extra = {"reason": reason} if reason else {}
-    emitter.emit(
-        "approval.requested",
-        tool_call_id=str(ledger.pk),
-        tool=ledger.tool_name,
-        arguments_summary=arguments_summary(model_args),
-        risk=assessment.risk,
-        risk_level=assessment.risk_level,
-        env_context=assessment.env_context,
-        dangerous=assessment.dangerous,
-        countdown_s=assessment.countdown_s,
-        **extra,
+    approval_request(
+        ledger=ledger, run=run, emitter=emitter, risk=assessment.risk, tier=assessment.env_context,
+        arguments_summary=arguments_summary(model_args), assessment=assessment,
+        mcp_server_slug=spec.source[4:] if spec.source.startswith("mcp:") else "", **extra,
     )
-    return CallOutcome(None, [], pending=True)
+    return CallOutcome(None, [], pending=True)  # parked now, or by another attempt
 
 
 TICK_S = 0.25  # how often a waiting loop looks at the clock, the lease and the cancel flag

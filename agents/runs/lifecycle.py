@@ -29,8 +29,11 @@ ToolCall transitions (``ToolCall.Status``)::
 
     function                from                                    to
     tool_call_open          (no row)                                pending
-    tool_call_park          pending                                 awaiting_approval
+    tool_call_park          pending                                 awaiting_approval (rule, expires_at)
+    tool_call_count_approval awaiting_approval (n approvals)        awaiting_approval (n + 1): the first
+                                                                    of two approvals
     tool_call_decide        awaiting_approval                       approved | denied
+    tool_call_expire_request awaiting_approval (expires_at passed)  denied, decision "expired"
     tool_call_claim         pending | approved                      running
     tool_call_finish        pending | approved | running | denied   succeeded | failed | timeout |
                                                                     status_unknown | permission_denied | denied
@@ -216,24 +219,61 @@ def tool_call_open(*, run: Run, message, call_id: str, tool_name: str, raw_argum
     )
 
 
-def tool_call_park(*, ledger: ToolCall) -> bool:
-    """pending → awaiting_approval, stamping ``requested_at`` (the countdown's start)."""
+def tool_call_park(*, ledger: ToolCall, approval: dict | None = None, approvals_needed: int = 1,
+                   expires_s: int = 0) -> bool:
+    """pending → awaiting_approval, stamping ``requested_at`` (the countdown's start), the
+    approval rule that fired (``approval``: ``ApprovalRule.as_dict()``), ``approvals_needed``
+    (1 or 2) and ``expires_at`` (``expires_s`` seconds later; 0: never)."""
     now = timezone.now()
-    if ToolCall.objects.filter(pk=ledger.pk, status=T.PENDING).update(
-        status=T.AWAITING_APPROVAL, requested_at=now, updated_at=now
-    ):
-        ledger.status, ledger.requested_at = T.AWAITING_APPROVAL, now
+    expires_at = now + timedelta(seconds=expires_s) if expires_s else None
+    fields = {"status": T.AWAITING_APPROVAL, "requested_at": now, "updated_at": now, "approval": approval or {},
+              "approvals_needed": approvals_needed, "approvals_so_far": 0, "expires_at": expires_at}
+    if ToolCall.objects.filter(pk=ledger.pk, status=T.PENDING).update(**fields):
+        for key, value in fields.items():
+            setattr(ledger, key, value)
         return True
     return False
 
 
-def tool_call_decide(*, ledger: ToolCall, decision: str, user) -> bool:
+def tool_call_count_approval(*, ledger: ToolCall, so_far: int) -> bool:
+    """awaiting_approval with exactly ``so_far`` approvals → awaiting_approval with ``so_far``
+    + 1: an approval that is not yet the last one needed (two-person rule). Of two approvals
+    counting from the same ``so_far`` exactly one wins (the decision service serialises them
+    per thread and re-reads the count under that lock)."""
+    if ToolCall.objects.filter(pk=ledger.pk, status=T.AWAITING_APPROVAL, approvals_so_far=so_far).update(
+        approvals_so_far=so_far + 1, updated_at=timezone.now()
+    ):
+        ledger.approvals_so_far = so_far + 1
+        return True
+    return False
+
+
+def tool_call_decide(*, ledger: ToolCall, decision: str, user, so_far: int | None = None) -> bool:
     """awaiting_approval → approved (``decision`` "approve") or denied ("deny"). Exactly one
-    decision wins."""
+    decision wins. ``so_far``: the approvals counted before this one (an approval is the
+    deciding one only while nobody else counted meanwhile); an approve stores ``so_far`` + 1."""
     status = T.APPROVED if decision == "approve" else T.DENIED
     now = timezone.now()
-    return bool(ToolCall.objects.filter(pk=ledger.pk, status=T.AWAITING_APPROVAL).update(
-        status=status, decision=decision, decided_by=user, decided_at=now, updated_at=now))
+    rows = ToolCall.objects.filter(pk=ledger.pk, status=T.AWAITING_APPROVAL)
+    fields = {"status": status, "decision": decision, "decided_by": user, "decided_at": now, "updated_at": now}
+    if so_far is not None:
+        rows = rows.filter(approvals_so_far=so_far)
+        if decision == "approve":
+            fields["approvals_so_far"] = so_far + 1
+    return bool(rows.update(**fields))
+
+
+def tool_call_expire_request(*, ledger: ToolCall, summary: str) -> bool:
+    """awaiting_approval whose ``expires_at`` has passed → denied with decision ``expired``
+    (nobody decided in time; the run goes on with a denied result). The reaper, or a decision
+    that arrives late, calls it; exactly one wins."""
+    now = timezone.now()
+    if ToolCall.objects.filter(pk=ledger.pk, status=T.AWAITING_APPROVAL, expires_at__lte=now).update(
+        status=T.DENIED, decision="expired", decided_at=now, summary=summary, updated_at=now
+    ):
+        ledger.status, ledger.decision, ledger.decided_at, ledger.summary = T.DENIED, "expired", now, summary
+        return True
+    return False
 
 
 def tool_call_claim(*, ledger: ToolCall) -> bool:

@@ -1,4 +1,5 @@
-"""The reaper: finds runs whose worker died (expired lease) and re-queues or fails them.
+"""The reaper: finds runs whose worker died (expired lease) and re-queues or fails them, and
+expires approval requests nobody decided in time (the run goes on with a denied result).
 
 Runs every ``RUN_REAPER_PERIOD_S`` seconds in a daemon thread of each Celery worker and of
 the embedded web process. Safe with many reapers: each run is taken by one conditional
@@ -22,6 +23,13 @@ from agents.models import Run
 from . import lifecycle
 from .driver import run_fail_interrupted, run_fail_not_started
 from .executors import enqueue_run
+
+
+def approvals_expire_due() -> list[str]:
+    """Expire approval requests past their ``expires_at`` (``agents.approvals.services``)."""
+    from agents.approvals.services import approvals_expire_due as expire
+
+    return expire()
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +73,7 @@ def _loop() -> None:
         try:
             close_old_connections()
             reap_expired_runs()
+            approvals_expire_due()
         except Exception:
             logger.exception("reaper pass failed")
         finally:

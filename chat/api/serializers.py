@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from agents.approvals.services import approval_fields
 from agents.models import Provider, Run, ToolCall
 from agents.presentation import error_for_viewer, tool_call_presentation
 from chat.models import Message, Thread, Workspace
@@ -76,7 +77,7 @@ def ledger_by_call(messages) -> dict[tuple, ToolCall]:
     ids = [m.pk for m in messages if m.role == Message.Role.ASSISTANT and m.tool_calls]
     if not ids:
         return {}
-    rows = ToolCall.objects.filter(message_id__in=ids).select_related("decided_by")
+    rows = ToolCall.objects.filter(message_id__in=ids).select_related("decided_by", "run__thread", "run__user")
     return {(tc.message_id, tc.call_id): tc for tc in rows}
 
 
@@ -137,6 +138,8 @@ class MessageSerializer(serializers.ModelSerializer):
             elif row is not None:
                 shown = {**tool_call_presentation(row), "decision": row.decision,
                          "decided_by": row.decided_by.get_username() if row.decided_by else ""}
+                if row.status == ToolCall.Status.AWAITING_APPROVAL:  # the card: rule, who, how many, expiry
+                    shown["approval"] = approval_fields(row, row.run)
             else:
                 shown = {**NO_LEDGER_ROW, "decision": "", "decided_by": ""}
             out.append({"id": call["id"], "name": call["name"], "arguments": call.get("arguments", ""),

@@ -397,6 +397,9 @@ RUN_QUEUED_DEADLINE_S = env.float("RUN_QUEUED_DEADLINE_S", default=30.0)
 # Extra modules with @tool declarations (e.g. site-specific tools), imported at start-up.
 EXTRA_TOOL_MODULES = env.list("EXTRA_TOOL_MODULES", default=[])
 RUN_REAPER_ENABLED = env.bool("RUN_REAPER_ENABLED", default=True)
+# An approval request no enabled ApprovalPolicy covers expires after this many seconds (the
+# reaper denies it with an "expired" result and the run goes on); 0: it never expires.
+APPROVAL_DEFAULT_EXPIRES_S = env.int("APPROVAL_DEFAULT_EXPIRES_S", default=86400)
 # External MCP servers (agents.mcp): how often each session re-lists its tools (drift check),
 # how often a process re-reads the admin's settings, the longest reconnect backoff (seconds).
 MCP_REFRESH_S = env.float("MCP_REFRESH_S", default=60.0)

@@ -404,7 +404,7 @@ def test_reload_during_an_approval_keeps_the_card_stop_and_who_decided(session_f
     card.locator("button.approve").wait_for()
     assert card.count() == 1
     meta = page.locator("article.msg.assistant .meta").last.inner_text()
-    assert meta == "waiting for your approval", meta
+    assert meta == "waiting — Write: needs 1 approval from alice or a workspace admin", meta
     assert "awaiting_approval" not in page.locator("#messages").inner_text()
     assert page.locator("article.msg.assistant .tool-status").inner_text() == "waiting for approval"
     assert page.locator("#stop").is_visible()
@@ -418,6 +418,52 @@ def test_reload_during_an_approval_keeps_the_card_stop_and_who_decided(session_f
     assert page.locator(".card.approval .approval-note").inner_text() == "Approved by alice"
     assert page.locator("article.msg.assistant .tool-status").inner_text() == "succeeded"
     assert not s.errors, s.errors
+
+
+def test_the_inbox_shows_alices_production_request_live_and_admin_approves_it(session_for, fake):
+    """Approval routing (issue 13) end to end: alice's production write waits for a workspace
+    admin other than her; her card says so and who can, with no button; the request appears
+    live in admin's inbox on another page (badge count in the rail), admin approves it there,
+    and alice's thread goes on."""
+    alice = session_for("alice")
+    admin = session_for("admin")
+    thread_id = alice.new_chat()
+    assert alice.api("PATCH", f"/api/v1/threads/{thread_id}/", {"ui_context": {"envId": "prod-eu"}}).status == 200
+    alice.open(thread_id)
+    admin.page.goto("/chat/approvals/")
+    admin.page.locator("#inbox-empty").wait_for(state="visible")
+    badge = admin.page.locator("#rail-approvals [data-approvals-count]")
+    assert badge.is_hidden()
+
+    reset(fake, tool_call_chunks([call("c1", "ui_write", {"setting": "retention=30d"})]),
+          text_chunks("Changed it in production."))
+    alice.send("Change the retention in production")
+    card = alice.page.locator(".card.approval")
+    card.wait_for(timeout=RUN_MS)
+    assert card.locator(".approval-rule").inner_text() == (
+        "Production write: needs 1 approval from a workspace admin other than alice")
+    assert card.locator(".approval-who").inner_text() == "You cannot approve this call yourself. Who can: admin."
+    assert card.locator("button.approve").count() == 0  # no dead button
+    alice.shot("approval-waits-for-admin")
+
+    item = admin.page.locator(".inbox-item")
+    item.wait_for(timeout=RUN_MS)  # live: no reload
+    text = item.inner_text()
+    for expected in ("ui_write", "Change the retention in production", "alice", "prod", "write (guarded)",
+                     "Production write", "0 of 1", "retention=30d", "expires in 60 min"):
+        assert expected in text, (expected, text)
+    assert badge.inner_text() == "1"
+    admin.shot("approval-inbox")
+    admin.no_horizontal_overflow()
+    item.locator("button.approve").click()
+    item.wait_for(state="detached", timeout=STEP_MS)  # decided: it leaves the inbox
+    admin.page.locator("#inbox-empty").wait_for(state="visible")
+    badge.wait_for(state="hidden")
+
+    alice.page.locator("article.msg.assistant .body", has_text="Changed it in production.").wait_for(timeout=RUN_MS)
+    assert alice.page.locator(".card.approval .approval-note").inner_text() == "Approved by admin"
+    assert not alice.errors, alice.errors
+    assert not admin.errors, admin.errors
 
 
 def test_escape_stops_a_run(session_for, fake):

@@ -8,12 +8,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agents.models import Environment, Run, ToolCall, ToolPolicy
+from agents.approvals.defaults import ensure_default_approval_policies
+from agents.models import ApprovalPolicy, Environment, Run, ToolCall, ToolPolicy
 from agents.risk import risk_classify
 from agents.runs.driver import run_turn
-from agents.runs.reaper import reap_expired_runs
+from agents.runs.reaper import approvals_expire_due, reap_expired_runs
 from agents.services import run_cancel, run_create
-from chat.models import Message
+from chat.models import Membership, Message
 from tests.conftest import joined_text, make_thread, types
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
 from tests.policy.tooltest import Behaviour, call, scoped_toolbox
@@ -339,3 +340,95 @@ def test_many_approvals_in_one_run_are_not_mistaken_for_crashes(box, users, alic
     assert rest[-1]["type"] == "run.completed"
     assert [args["text"] for _, args in box.calls] == ["0", "1", "2", "3"]
     assert Run.objects.get(pk=created.run.pk).attempts == 0
+
+
+# --- approval routing through real runs (issue 13) ----------------------------------------
+@pytest.fixture
+def rules(db):
+    ensure_default_approval_policies(ApprovalPolicy)
+
+
+@pytest.fixture
+def admin2(users, roles, workspaces, django_user_model):
+    user = django_user_model.objects.create_user("admin2", password="pw")
+    Membership.objects.create(user=user, workspace=workspaces["demo"], role=roles["admin"])
+    return user
+
+
+def test_a_production_dangerous_call_needs_two_admins(rules, box, users, admin2, alice_thread, fake_openai, sink_for,
+                                                      api_for):
+    run, events, sink = start_until_awaiting(fake_openai, sink_for, alice_thread, users["alice"],
+                                             [call("c1", "records_purge", {"ids": [7], "env_id": "prod-eu"})])
+    request = events[-1]
+    assert request["type"] == "approval.requested" and request["env_context"] == "prod"
+    assert request["rule"] == "Production dangerous" and request["approvals_needed"] == 2
+    assert request["approvals_so_far"] == 0 and request["requester"] == "alice"
+    assert request["approver_names"] == ["admin", "admin2"] and request["expires_at"]
+    assert request["waiting_text"] == "Production dangerous: needs 2 approvals from two workspace admins other than alice"
+    url = f"/api/v1/tool-calls/{request['tool_call_id']}/decision/"
+    ToolCall.objects.filter(pk=request["tool_call_id"]).update(requested_at=timezone.now() - timedelta(seconds=11))
+
+    assert api_for(users["alice"]).post(url, {"decision": "approve"}, format="json").status_code == 403
+    first = api_for(users["admin"]).post(url, {"decision": "approve"}, format="json")
+    assert first.status_code == 200 and first.json()["status"] == "awaiting_approval"
+    progress = sink.until_any(run.pk, timeout=10)
+    assert progress["type"] == "approval.progress"
+    assert (progress["approvals_so_far"], progress["approvals_needed"], progress["approved_by"]) == (1, 2, ["admin"])
+    assert box.calls == [] and Run.objects.get(pk=run.pk).status == "awaiting_approval"
+
+    assert api_for(admin2).post(url, {"decision": "approve"}, format="json").status_code == 200
+    rest = sink.until_terminal(run.pk)
+    resolved = next(e for e in rest if e["type"] == "approval.resolved")
+    assert resolved["decision"] == "approve" and resolved["decided_by"] == "admin2"
+    assert types(rest)[-1] == "run.completed"
+    assert box.calls == [("records_purge", {"ids": [7], "env_id": "prod-eu"})]
+
+
+def test_an_expired_request_lets_the_run_go_on_with_a_denied_result(rules, box, users, alice_thread, fake_openai,
+                                                                    sink_for, api_for):
+    run, events, sink = start_until_awaiting(fake_openai, sink_for, alice_thread, users["alice"],
+                                             [call("c1", "note_write", {"text": "x", "env_id": "prod-eu"})],
+                                             answer="Nobody approved it, so nothing changed.")
+    ledger_id = events[-1]["tool_call_id"]
+    assert events[-1]["rule"] == "Production write"
+    ToolCall.objects.filter(pk=ledger_id).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert approvals_expire_due() == [ledger_id]
+    rest = sink.until_terminal(run.pk)
+    resolved = next(e for e in rest if e["type"] == "approval.resolved")
+    assert resolved["decision"] == "expired" and resolved["decided_by"] is None
+    completed = next(e for e in rest if e["type"] == "tool.completed")
+    assert completed["is_error"] and "expired" in completed["summary"]
+    assert types(rest)[-1] == "run.completed" and box.calls == []
+    tool_msg = Message.objects.get(thread=alice_thread, role="tool")
+    assert "approval request expired" in tool_msg.content
+    assert fake_openai.requests[1]["messages"][-1]["content"] == tool_msg.content
+    late = api_for(users["admin"]).post(f"/api/v1/tool-calls/{ledger_id}/decision/", {"decision": "approve"},
+                                        format="json")
+    assert late.status_code == 409 and late.json()["error"]["code"] == "expired"
+
+
+def test_ask_prints_a_pending_request_and_exits_3_instead_of_waiting(rules, box, users, alice_thread, fake_openai):
+    """An unwatched run never auto-approves: ``manage.py ask`` shows the request and exits."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    fake_openai.script(tool_call_chunks([call("c1", "note_write", {"text": "x", "env_id": "prod-eu"})]),
+                       text_chunks("done"))
+    out = StringIO()
+    with pytest.raises(SystemExit) as exit_:
+        call_command("ask", "--user", "alice", "--thread", str(alice_thread.pk), "--timeout", "30",
+                     "please write it", stdout=out, stderr=StringIO())
+    assert exit_.value.code == 3
+    text = out.getvalue()
+    assert "[approval] note_write(" in text
+    assert "Production write: needs 1 approval from a workspace admin other than alice" in text
+    assert "may approve: admin" in text and "/api/v1/tool-calls/" in text
+    run = Run.objects.get(thread=alice_thread)
+    deadline = time.monotonic() + 10  # the event comes just before the driver parks the run
+    while Run.objects.get(pk=run.pk).status != "awaiting_approval":
+        assert time.monotonic() < deadline, "the run never parked"
+        time.sleep(0.02)
+    assert box.calls == []  # parked, not approved
+    assert ToolCall.objects.get(run=run).status == "awaiting_approval"
+    run_cancel(run=run, user=users["alice"])  # leave no run behind

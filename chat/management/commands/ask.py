@@ -2,8 +2,13 @@
 
 Runs through the same path as the UI (``run_create`` → executor → ``run_turn`` → events on
 the thread's group) and prints the events as they arrive: text as it streams, other events
-as one line each (``--json``: every event as a JSON line). Exit status 0 when the run
-completes, 1 when it fails or is cancelled.
+as one line each (``--json``: every event as a JSON line).
+
+Exit status: 0 the run completed; 1 it failed, was cancelled or timed out; **3 it waits for
+approval** — nobody watches a shell run, so it never auto-approves: the pending request
+(tool, arguments, rule, who may approve, expiry, the decision URL) is printed and the
+command exits; the run stays parked and its request is in the approvers' inbox
+(``/chat/approvals/``) until someone decides it or it expires.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from agents.services import RunRejected, run_create
 from chat.models import Membership
 from chat.selectors import thread_get_for_user, workspace_get_for_user
 from chat.services import thread_create
+
+EXIT_OK, EXIT_FAILED, EXIT_AWAITING_APPROVAL = 0, 1, 3
 
 
 class Command(BaseCommand):
@@ -55,10 +62,10 @@ class Command(BaseCommand):
         run_id = str(created.run.pk)
         if not opts["json"]:
             self.stderr.write(f"thread {thread.pk} · run {run_id} · {thread.provider.slug if thread.provider else '-'}")
-        ok = self._follow(layer, channel, run_id, opts)
+        status = self._follow(layer, channel, run_id, opts)
         run_coroutine(layer.group_discard(thread_group(thread.pk), channel))
-        if not ok:
-            sys.exit(1)
+        if status:
+            sys.exit(status)
 
     def _thread(self, user, opts):
         if opts["thread"]:
@@ -82,14 +89,15 @@ class Command(BaseCommand):
             self.stderr.write(f"warning: provider {slug}: {health}")
         return thread_create(workspace=workspace, owner=user, provider=provider, model=opts["model"])
 
-    def _follow(self, layer, channel, run_id, opts) -> bool:
+    def _follow(self, layer, channel, run_id, opts) -> int:
+        """The exit status: 0 completed, 1 failed/cancelled/timed out, 3 waiting for approval."""
         out = self.stdout
         while True:
             try:
                 message = run_coroutine(asyncio.wait_for(layer.receive(channel), opts["timeout"]))
             except TimeoutError:
                 self.stderr.write("timed out waiting for the run")
-                return False
+                return EXIT_FAILED
             event = message.get("event", {})
             if event.get("run_id") != run_id:
                 continue
@@ -111,5 +119,14 @@ class Command(BaseCommand):
                 out.write(f"\n[failed] {event['error']['message']}")
             elif kind in ("run.completed", "run.cancelled"):
                 out.write(f"\n[{kind.split('.')[1]}]")
+            elif kind == "approval.requested":
+                expires = event["expires_at"] or "never"
+                out.write(f"\n[approval] {event['tool']}({event['arguments_summary']}) — {event['waiting_text']}")
+                out.write(f"[approval] may approve: {', '.join(event['approver_names']) or event['approvers']}; "
+                          f"expires {expires}")
+                out.write(f"[approval] decide: POST /api/v1/tool-calls/{event['tool_call_id']}/decision/ "
+                          '{"decision": "approve"|"deny"} or the inbox at /chat/approvals/')
+            if kind == "approval.requested":
+                return EXIT_AWAITING_APPROVAL
             if kind in TERMINAL_TYPES:
-                return kind == "run.completed"
+                return EXIT_OK if kind == "run.completed" else EXIT_FAILED

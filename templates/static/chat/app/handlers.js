@@ -3,7 +3,7 @@
 // before they are drawn.
 import { el } from "./dom.js";
 import { LiveText } from "./live-text.js";
-import { toolRow, setToolStatus, approvalCard, resolveCard } from "./tools.js";
+import { toolRow, setToolStatus, approvalCard, resolveCard, progressCard } from "./tools.js";
 
 // ``vocabulary`` is the server's declaration (agents/event_types.py, embedded by the page):
 // its terminal types end the live run; a handler for an undeclared type is a bug.
@@ -100,11 +100,18 @@ function baseHandlers(app) {
       }
       turn.querySelector(".body").classList.remove("streaming");  // waiting for a person, not writing
       const meta = turn.querySelector(".meta");
-      meta.textContent = "waiting for your approval";
+      meta.textContent = ev.waiting_text ? "waiting — " + ev.waiting_text : "waiting for your approval";
       meta.className = "meta awaiting";
       if (ev.env_context === "prod") app.showProd();
       app.busy(false, {canStop: true});  // a new message may be sent instead of deciding
     },
+
+    "approval.progress"(ev) {
+      const card = box.querySelector('.card.approval[data-id="' + CSS.escape(ev.tool_call_id) + '"]');
+      if (card) progressCard(card, ev);
+    },
+
+    "inbox.changed"() {},  // the rail badge keeps its own socket (approvals-badge.js)
 
     "approval.resolved"(ev) {
       const card = box.querySelector('.card.approval[data-id="' + CSS.escape(ev.tool_call_id) + '"]');

@@ -54,10 +54,10 @@ export class ThreadView {
                              detail: c.summary});
         tools.appendChild(row);
         if (c.status === "awaiting_approval") {
-          waiting = true;
+          waiting = (c.approval && c.approval.waiting_text) || true;
           openRun = m.run_id;
-          tools.appendChild(approvalCard({tool_call_id: c.tool_call_id, tool: c.name, arguments_summary: c.arguments_summary,
-            risk_level: c.risk_level, env_context: c.env_context, countdown_s: c.countdown_s,
+          tools.appendChild(approvalCard({...(c.approval || {}), tool_call_id: c.tool_call_id, tool: c.name,
+            arguments_summary: c.arguments_summary, risk_level: c.risk_level, env_context: c.env_context, countdown_s: c.countdown_s,
             requested_at_ms: c.requested_at ? Date.parse(c.requested_at) : Date.now()},
             (d) => this.decide(c.tool_call_id, d)));
           if (c.env_context === "prod") this.config.showProd();
@@ -96,7 +96,10 @@ export class ThreadView {
     for (const t of this.box.querySelectorAll("article.msg.assistant")) this.finishTurn(t);
     if (waiting) {
       const last = this.box.querySelector("article.msg.assistant:last-of-type .meta");
-      if (last) { last.textContent = "waiting for your approval"; last.className = "meta awaiting"; }
+      if (last) {
+        last.textContent = waiting === true ? "waiting for approval" : "waiting — " + waiting;
+        last.className = "meta awaiting";
+      }
     }
     this.box.scrollTop = this.box.scrollHeight;
     // Listeners (usage/thread_usage.js: tokens and cost per turn and thread) read the list.

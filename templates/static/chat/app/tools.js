@@ -40,25 +40,82 @@ function riskTone(level, env) {
 }
 
 const DECISION_TEXT = {
-  approve: "Approved", deny: "Denied — operation cancelled",
+  approve: "Approved", deny: "Denied — operation cancelled", expired: "Not run: nobody decided before the request expired",
   superseded: "Not run: a new message was sent", cancelled: "Not run: the run was cancelled",
 };
 
+// The signed-in person (base.html's body data-user).
+const ME = () => document.body.dataset.user || "";
+
+// Whether the signed-in person may decide: they are among the approvers the server named
+// (and have not approved already). The server checks again at decision time.
+function mayDecide(a) {
+  if (!Array.isArray(a.approver_names)) return true;  // a request from before approval rules
+  return a.approver_names.includes(ME()) && !(a.approved_by || []).includes(ME());
+}
+
+function expiryText(iso) {
+  if (!iso) return "";
+  const s = Math.round((Date.parse(iso) - Date.now()) / 1000);
+  if (s <= 0) return "The request has expired.";
+  if (s < 90) return "Expires in " + s + " s.";
+  if (s < 5400) return "Expires in " + Math.round(s / 60) + " min.";
+  return "Expires in " + Math.round(s / 3600) + " h.";
+}
+
+function progressText(a) {
+  const by = a.approved_by || [];
+  if (!by.length) return "";
+  return "Approved by " + by.join(", ") + " — " + by.length + " of " + (a.approvals_needed || 1) + " approvals.";
+}
+
+// After one approval of two: the card says who approved, and the first approver's buttons go.
+export function progressCard(card, ev) {
+  const line = card.querySelector(".approval-progress");
+  if (line) line.textContent = progressText(ev);
+  const rule = card.querySelector(".approval-rule");
+  if (rule && ev.waiting_text) rule.textContent = ev.waiting_text;
+  if ((ev.approved_by || []).includes(ME())) {
+    card.querySelectorAll(".approval-actions button").forEach((b) => b.remove());
+    card.querySelector(".approval-note").textContent = "You approved; it needs one more approver.";
+  }
+}
+
 // An approval card; ``onDecide(decision)`` sends the decision. The server owns the countdown.
+// It says in plain words why the call waits; a person who may not decide sees who can
+// instead of buttons.
 export function approvalCard(a, onDecide) {
   const card = el("div", "card approval " + (a.risk_level || ""));
   card.dataset.id = a.tool_call_id;
   const head = el("div", "approval-head");
-  head.appendChild(el("strong", "", "Approve " + a.tool + "?"));
+  head.appendChild(el("strong", "", onDecide && !mayDecide(a) ? a.tool + " waits for approval" : "Approve " + a.tool + "?"));
   head.appendChild(el("span", "badge tone", riskTone(a.risk_level, a.env_context)));
   if (a.env_context) head.appendChild(el("span", "badge env env-" + a.env_context, a.env_context));
   card.appendChild(head);
   card.appendChild(el("div", "approval-args", a.arguments_summary || "(no arguments)"));
   if (a.description) card.appendChild(el("div", "approval-why muted", "Why the agent asks: " + a.description));
+  if (a.waiting_text) card.appendChild(el("div", "approval-rule", a.waiting_text));
+  if (onDecide) {
+    card.appendChild(el("div", "approval-progress muted", progressText(a)));
+    const expiry = el("div", "approval-expiry muted", expiryText(a.expires_at));
+    card.appendChild(expiry);
+    if (a.expires_at) {
+      const timer = setInterval(() => {
+        if (!card.isConnected || card.dataset.state) { clearInterval(timer); return; }
+        expiry.textContent = expiryText(a.expires_at);
+      }, 1000);
+    }
+  }
   const actions = el("div", "approval-actions");
   const note = el("span", "approval-note muted");
   note.setAttribute("aria-live", "polite");
-  if (onDecide) {
+  if (onDecide && !mayDecide(a)) {
+    const names = (a.approver_names || []).filter((n) => n !== ME());
+    const approvedByMe = (a.approved_by || []).includes(ME());
+    card.appendChild(el("div", "approval-who", approvedByMe ? "You approved; it needs one more approver." :
+      "You cannot approve this call yourself. " + (names.length ? "Who can: " + names.join(", ") + "." :
+        "Nobody can approve it right now (" + (a.approvers || "no approver") + "); ask a workspace admin.")));
+  } else if (onDecide) {
     const approve = el("button", "approve", "Approve");
     const deny = el("button", "deny secondary", "Deny");
     approve.type = deny.type = "button";
@@ -93,5 +150,6 @@ export function resolveCard(card, decision, by) {
   card.dataset.state = decision;
   card.classList.add("resolved");
   card.querySelectorAll("button").forEach((b) => b.remove());
+  card.querySelectorAll(".approval-who, .approval-expiry").forEach((n) => n.remove());
   card.querySelector(".approval-note").textContent = (DECISION_TEXT[decision] || decision) + (by ? " by " + by : "");
 }

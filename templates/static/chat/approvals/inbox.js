@@ -1,0 +1,112 @@
+// The approval inbox page: every call the signed-in person may decide now, across threads
+// and workspaces, live (approvals-badge.js re-reads the list on each inbox.changed notice).
+import { api } from "../app/api.js";
+import { el } from "../app/dom.js";
+
+const root = document.getElementById("inbox");
+const empty = document.getElementById("inbox-empty");
+const status = document.getElementById("inbox-status");
+const cards = new Map();  // tool_call_id → card element
+
+function timeLeft(iso) {
+  if (!iso) return "does not expire";
+  const s = Math.round((Date.parse(iso) - Date.now()) / 1000);
+  if (s <= 0) return "expired";
+  if (s < 90) return "expires in " + s + " s";
+  if (s < 5400) return "expires in " + Math.round(s / 60) + " min";
+  return "expires in " + Math.round(s / 3600) + " h";
+}
+
+function field(dl, label, value, cls) {
+  dl.appendChild(el("dt", "", label));
+  const dd = el("dd", cls || "", value);
+  dl.appendChild(dd);
+  return dd;
+}
+
+function card(item) {
+  const a = item.approval || {};
+  const c = el("article", "card approval inbox-item " + (item.risk_level || ""));
+  c.dataset.id = item.id;
+  const head = el("div", "approval-head");
+  head.appendChild(el("strong", "", item.tool_name));
+  head.appendChild(el("span", "badge tone", item.risk || ""));
+  if (item.env_context) head.appendChild(el("span", "badge env env-" + item.env_context, item.env_context));
+  c.appendChild(head);
+  c.appendChild(el("p", "approval-rule", a.waiting_text || ""));
+  const dl = el("dl", "inbox-facts");
+  const thread = el("a", "", item.thread_title || "Untitled chat");
+  thread.href = "/chat/" + encodeURIComponent(item.thread_id) + "/";
+  field(dl, "Chat", "").appendChild(thread);
+  field(dl, "Workspace", item.workspace);
+  field(dl, "Requested by", a.requester || "");
+  field(dl, "Environment", item.env_context || "none");
+  field(dl, "Risk", item.risk + (item.risk_level ? " (" + item.risk_level + ")" : ""));
+  field(dl, "Rule", a.rule || "");
+  field(dl, "Approvals", (a.approvals_so_far || 0) + " of " + (a.approvals_needed || 1) +
+        (a.approved_by && a.approved_by.length ? " — approved by " + a.approved_by.join(", ") : ""));
+  const left = field(dl, "Time left", timeLeft(a.expires_at), "inbox-left");
+  left.dataset.expiresAt = a.expires_at || "";
+  c.appendChild(dl);
+  const args = el("pre", "approval-args inbox-args");
+  args.textContent = JSON.stringify(item.arguments || {}, null, 2);
+  c.appendChild(args);
+  const actions = el("div", "approval-actions");
+  const approve = el("button", "approve", "Approve");
+  const deny = el("button", "deny secondary", "Deny");
+  approve.type = deny.type = "button";
+  const note = el("span", "approval-note muted");
+  note.setAttribute("aria-live", "polite");
+  actions.append(approve, deny, note);
+  c.appendChild(actions);
+  const readyAt = (item.requested_at ? Date.parse(item.requested_at) : Date.now()) + (item.countdown_s || 0) * 1000;
+  const tick = () => {
+    if (c.dataset.state || !c.isConnected && cards.get(item.id) !== c) return;
+    const wait = Math.ceil((readyAt - Date.now()) / 1000);
+    if (wait > 0) { approve.disabled = true; note.textContent = "Dangerous: you can approve in " + wait + " s"; setTimeout(tick, 250); }
+    else if (!c.dataset.busy) { approve.disabled = false; if (item.countdown_s) note.textContent = "Dangerous: check the arguments before approving."; }
+  };
+  tick();
+  const decide = async (decision) => {
+    c.dataset.busy = "1";
+    approve.disabled = deny.disabled = true;
+    note.textContent = decision === "approve" ? "Approving…" : "Denying…";
+    try {
+      const out = await api("POST", "/api/v1/tool-calls/" + encodeURIComponent(item.id) + "/decision/", {decision});
+      c.dataset.state = out.status;
+      note.textContent = out.status === "awaiting_approval"
+        ? "Approved — waiting for a second approver" : (decision === "approve" ? "Approved" : "Denied");
+      window.approvalsInbox.refresh(null);
+    } catch (err) {
+      delete c.dataset.busy;
+      approve.disabled = deny.disabled = false;
+      note.textContent = err.message;
+      note.classList.add("error");
+      tick();
+    }
+  };
+  approve.addEventListener("click", () => decide("approve"));
+  deny.addEventListener("click", () => decide("deny"));
+  return c;
+}
+
+function render(items) {
+  const ids = new Set(items.map((i) => i.id));
+  for (const [id, c] of cards) {
+    if (!ids.has(id)) { c.remove(); cards.delete(id); }  // decided, expired or no longer yours
+  }
+  for (const item of items) {
+    const old = cards.get(item.id);
+    const fresh = card(item);
+    if (old) { if (old.dataset.busy) continue; old.replaceWith(fresh); } else root.appendChild(fresh);
+    cards.set(item.id, fresh);
+  }
+  empty.hidden = items.length > 0;
+  status.textContent = items.length === 1 ? "1 request waits for you" : items.length + " requests wait for you";
+}
+
+window.addEventListener("approvals:changed", (e) => render(e.detail.items));
+setInterval(() => {
+  for (const dd of root.querySelectorAll(".inbox-left")) dd.textContent = timeLeft(dd.dataset.expiresAt);
+}, 1000);
+if (window.approvalsInbox) window.approvalsInbox.refresh(null);
