@@ -288,7 +288,7 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):
     async def access_changed(self, message: dict) -> None:
         """Signed out or deactivated: stop delivering."""
         user = self.scope["user"]
-        if not await database_sync_to_async(ws_actions.socket_user_active)(
+        if not await db_async(ws_actions.socket_user_active)(
             user=user, session_key=getattr(self.scope.get("session"), "session_key", None),
             token=ws_actions.token_from_scope(self.scope),
         ):

@@ -32,7 +32,7 @@ def unseed_rules(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0010_write_tools_need_named_roles'),
+        ('agents', '0011_llmmodel_allowed_roles'),
         ('agents_mcp', '0001_initial'),
         ('chat', '0004_instructions'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
