@@ -241,21 +241,45 @@ class RunEmitter:
         log = event_log()
         while self._outbox:
             event = self._outbox.popleft()
-            try:
-                # Log first: a subscriber that sees a gap fills it from the log.
-                if not await log.append(self.run_id, event):
-                    # The log holds this seq already: another writer owns the run now.
-                    self.fenced_count += 1
-                    logger.warning("run %s: seq %s refused by the event log (stale writer); not published",
-                                   self.run_id, event["seq"])
-                    continue
-            except Exception:
-                logger.exception("run %s: could not log %s seq %s", self.run_id, event["type"], event["seq"])
+            # Log first: a subscriber that sees a gap fills it from the log.
+            if not await self._log_append(log, event):
+                continue
             try:
                 await self._layer.group_send(self.group, {"type": GROUP_MESSAGE_TYPE, "event": event})
                 self.sent_count += 1
             except Exception:  # a broken layer must not kill the run; the DB keeps the text
                 logger.exception("run %s: could not publish %s seq %s", self.run_id, event["type"], event["seq"])
+
+    async def _log_append(self, log, event: dict) -> bool:
+        """Append ``event`` to the event log, retrying with backoff (0.2 s doubling to 2 s)
+        for up to ``EVENTS_LOG_RETRY_S`` while the log is unreachable (a Redis restart); the
+        run's later events wait behind it, so the order holds. Returns False when the log
+        refused the seq on the first try (another writer owns the run: not published); True
+        otherwise — also when the log stayed down (the event is still published live)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + settings.EVENTS_LOG_RETRY_S
+        delay, attempt = 0.2, 0
+        while True:
+            attempt += 1
+            try:
+                if await log.append(self.run_id, event):
+                    return True
+                if attempt > 1:  # an earlier try reached the log before its connection broke
+                    return True
+                self.fenced_count += 1
+                logger.warning("run %s: seq %s refused by the event log (stale writer); not published",
+                               self.run_id, event["seq"])
+                return False
+            except Exception as exc:
+                if loop.time() + delay > deadline:
+                    logger.exception("run %s: could not log %s seq %s; giving it up", self.run_id, event["type"],
+                                     event["seq"])
+                    return True
+                if attempt == 1:
+                    logger.warning("run %s: event log unreachable (%s: %s); retrying for up to %.0f s", self.run_id,
+                                   type(exc).__name__, exc, settings.EVENTS_LOG_RETRY_S)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
 
     async def _wait_drained(self) -> None:
         await asyncio.sleep(0)  # let call_soon_threadsafe callbacks queued before us run

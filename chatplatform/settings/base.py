@@ -214,6 +214,18 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A broker restart or outage: workers reconnect for as long as it takes (not 100 tries), keep
+# the turns they run (their lease is in the database, not in the broker), and notice a dead
+# idle connection within the health-check interval.
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_connect_timeout": 5,
+    "socket_keepalive": True,
+    "health_check_interval": 10,
+    "retry_on_timeout": True,
+}
 
 # --- Agent loop -------------------------------------------------------------------------
 AGENT_MAX_ITERATIONS = env.int("AGENT_MAX_ITERATIONS", default=8)
@@ -225,6 +237,9 @@ TOOL_CALLS_PER_USER = env.int("TOOL_CALLS_PER_USER", default=4)
 # Adaptive coalescing of text deltas (DESIGN §8): window in seconds, early flush in chars.
 EVENTS_COALESCE_WINDOW_S = env.float("EVENTS_COALESCE_WINDOW_S", default=0.015)
 EVENTS_COALESCE_MAX_CHARS = env.int("EVENTS_COALESCE_MAX_CHARS", default=512)
+# An event the log (Redis) could not take is retried with backoff for this long before it is
+# given up (a Redis restart): the run's later events wait behind it, in order.
+EVENTS_LOG_RETRY_S = env.float("EVENTS_LOG_RETRY_S", default=30.0)
 # Under load the window widens: ×1 per EVENTS_COALESCE_STREAMS_PER_STEP concurrent streams in
 # the process, up to EVENTS_COALESCE_MAX_WINDOW_S (agents.events.coalesce_window_s).
 EVENTS_COALESCE_STREAMS_PER_STEP = env.int("EVENTS_COALESCE_STREAMS_PER_STEP", default=8)
