@@ -370,6 +370,9 @@ RUN_MAX_ATTEMPTS = env.int("RUN_MAX_ATTEMPTS", default=3)
 # A queued run no worker claimed within this many seconds (its broker message was lost, e.g.
 # in a Redis restart) is enqueued again by the reaper, at most RUN_MAX_ATTEMPTS times; then it
 # fails visibly ("not_started").
+# A database blip: the run lifecycle's writes (and the messages a turn appends) retry a lost
+# connection this long before the error ends the turn (chatplatform.db.retry_transient).
+DB_RETRY_S = env.float("DB_RETRY_S", default=10.0)
 RUN_QUEUED_DEADLINE_S = env.float("RUN_QUEUED_DEADLINE_S", default=30.0)
 # Extra modules with @tool declarations (e.g. site-specific tools), imported at start-up.
 EXTRA_TOOL_MODULES = env.list("EXTRA_TOOL_MODULES", default=[])
