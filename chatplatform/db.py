@@ -62,7 +62,7 @@ def retry_transient(func: F | None = None, *, budget_s: float | None = None, usi
                         raise
                     if attempt == 1:
                         logger.warning("%s: database connection lost (%s); retrying for up to %.0f s",
-                                       fn.__qualname__, str(exc).strip().splitlines()[0] if str(exc) else
+                                       getattr(fn, "__qualname__", repr(fn)), str(exc).strip().splitlines()[0] if str(exc) else
                                        type(exc).__name__, budget)
                     try:
                         connection.close()
