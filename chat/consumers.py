@@ -64,6 +64,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         super().__init__(*args, **kwargs)
         self._last_event_at: dict[str, float] = {}
         self._watchdog: asyncio.Task | None = None
+        self._counted = False  # in the WEBSOCKETS gauge
 
     async def __call__(self, scope, receive, send) -> None:
         """Run the consumer; if its channel layer breaks (Redis restarted or unreachable:
@@ -79,8 +80,9 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
                            getattr(self, "thread_id", "?"), type(exc).__name__, exc, CLOSE_LAYER_LOST)
             if self._watchdog is not None:
                 self._watchdog.cancel()
-            if self.group_name:
-                self.group_name = None
+            self.group_name = None
+            if self._counted:
+                self._counted = False
                 WEBSOCKETS.dec()
             try:
                 await send({"type": "websocket.close", "code": CLOSE_LAYER_LOST})
@@ -110,9 +112,11 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(self.user_group, self.channel_name)
         await self.accept()
         WEBSOCKETS.inc()
+        self._counted = True
 
     async def disconnect(self, code: int) -> None:
-        if self.group_name:
+        if self._counted:
+            self._counted = False
             WEBSOCKETS.dec()
         if self._watchdog is not None:
             self._watchdog.cancel()
