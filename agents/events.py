@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import functools
 import logging
 import threading
 import time
@@ -32,6 +33,9 @@ from .runs.lifecycle import run_seq_save
 logger = logging.getLogger(__name__)
 
 GROUP_MESSAGE_TYPE = "run.event"  # handled by ChatConsumer.run_event
+
+# What became of an event handed to the event log (RunEmitter._log_with_retry).
+LOGGED, REFUSED, UNLOGGED = "logged", "refused", "unlogged"
 
 _server_loop: asyncio.AbstractEventLoop | None = None
 _own_loop: asyncio.AbstractEventLoop | None = None
@@ -108,6 +112,7 @@ class RunEmitter:
         self.window_s = window_s  # None: adaptive (coalesce_window_s())
         self.max_chars = settings.EVENTS_COALESCE_MAX_CHARS if max_chars is None else max_chars
         self._seq = start_seq
+        self._settled_seq = start_seq
         self._lock = threading.Lock()
         self._buffer: list[str] = []
         self._buffered = 0
@@ -144,7 +149,15 @@ class RunEmitter:
 
     @property
     def seq(self) -> int:
+        """The last seq numbered (it may still wait in the outbox)."""
         return self._seq
+
+    @property
+    def settled_seq(self) -> int:
+        """The last seq the drain is done with (logged, or given up after EVENTS_LOG_RETRY_S),
+        in order. The lease heartbeat saves this one: a seq saved ahead of the log (events
+        still retrying into a restarted Redis) made a resuming client report them missing."""
+        return self._settled_seq
 
     # -- called from the worker thread -------------------------------------------------
     def text(self, delta: str) -> None:
@@ -244,38 +257,54 @@ class RunEmitter:
         while self._outbox:
             event = self._outbox.popleft()
             if combined:
-                await self._append_and_publish(log, event)
-                continue
-            try:
-                # Log first: a subscriber that sees a gap fills it from the log.
-                if not await log.append(self.run_id, event):
-                    # The log holds this seq already: another writer owns the run now.
-                    self.fenced_count += 1
-                    logger.warning("run %s: seq %s refused by the event log (stale writer); not published",
-                                   self.run_id, event["seq"])
-                    continue
-            except Exception:
-                logger.exception("run %s: could not log %s seq %s", self.run_id, event["type"], event["seq"])
-            try:
-                await self._layer.group_send(self.group, {"type": GROUP_MESSAGE_TYPE, "event": event})
-                self.sent_count += 1
-            except Exception:  # a broken layer must not kill the run; the DB keeps the text
-                logger.exception("run %s: could not publish %s seq %s", self.run_id, event["type"], event["seq"])
+                message = {"type": GROUP_MESSAGE_TYPE, "event": event}
+                channel, payload = self._layer.group_channel_name(self.group), self._layer.serialize(message)
+                outcome = await self._log_with_retry(
+                    event, functools.partial(log.append_and_publish, self.run_id, event, channel, payload))
+                if outcome == LOGGED:
+                    self.sent_count += 1
+            # Log first: a subscriber that sees a gap fills it from the log.
+            elif await self._log_with_retry(event, functools.partial(log.append, self.run_id, event)) != REFUSED:
+                try:
+                    await self._layer.group_send(self.group, {"type": GROUP_MESSAGE_TYPE, "event": event})
+                    self.sent_count += 1
+                except Exception:  # a broken layer must not kill the run; the DB keeps the text
+                    logger.exception("run %s: could not publish %s seq %s", self.run_id, event["type"],
+                                     event["seq"])
+            self._settled_seq = event["seq"]
 
-    async def _append_and_publish(self, log, event: dict) -> None:
-        message = {"type": GROUP_MESSAGE_TYPE, "event": event}
-        try:
-            published = await log.append_and_publish(
-                self.run_id, event, self._layer.group_channel_name(self.group), self._layer.serialize(message))
-        except Exception:  # a broken Redis must not kill the run; the DB keeps the text
-            logger.exception("run %s: could not log and publish %s seq %s", self.run_id, event["type"], event["seq"])
-            return
-        if published:
-            self.sent_count += 1
-        else:  # the log holds this seq already: another writer owns the run now
-            self.fenced_count += 1
-            logger.warning("run %s: seq %s refused by the event log (stale writer); not published",
-                           self.run_id, event["seq"])
+    async def _log_with_retry(self, event: dict, append) -> str:
+        """Run ``append()`` — the event log's append, or in production its append-and-publish
+        (one Redis round trip) — retrying with backoff (0.2 s doubling to 2 s) for up to
+        ``EVENTS_LOG_RETRY_S`` while the log is unreachable (a Redis restart); the run's later
+        events wait behind it, so the order holds.
+
+        Returns ``LOGGED``; ``REFUSED`` when the log refused the seq on the first try (another
+        writer owns the run: not published); ``UNLOGGED`` when the log stayed down (the caller
+        may still publish live). A refusal after a failed try means that try reached the log
+        before its connection broke, so it counts as logged."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + settings.EVENTS_LOG_RETRY_S
+        delay, attempt = 0.2, 0
+        while True:
+            attempt += 1
+            try:
+                if await append() or attempt > 1:
+                    return LOGGED
+                self.fenced_count += 1
+                logger.warning("run %s: seq %s refused by the event log (stale writer); not published",
+                               self.run_id, event["seq"])
+                return REFUSED
+            except Exception as exc:
+                if loop.time() + delay > deadline:
+                    logger.exception("run %s: could not log %s seq %s; giving it up", self.run_id, event["type"],
+                                     event["seq"])
+                    return UNLOGGED
+                if attempt == 1:
+                    logger.warning("run %s: event log unreachable (%s: %s); retrying for up to %.0f s", self.run_id,
+                                   type(exc).__name__, exc, settings.EVENTS_LOG_RETRY_S)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
 
     async def _wait_drained(self) -> None:
         await asyncio.sleep(0)  # let call_soon_threadsafe callbacks queued before us run

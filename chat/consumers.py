@@ -16,6 +16,7 @@ import time
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.http import Http404
+from redis.exceptions import RedisError
 from rest_framework.exceptions import ValidationError
 
 from agents.event_types import check_event
@@ -39,6 +40,11 @@ logger = logging.getLogger(__name__)
 CATCH_UP_S = 2.0  # a run idle this long (without its terminal event) is looked up in the log
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
+# The server lost its channel layer: reconnect and resume. (RFC 6455's 1012 "service restart"
+# says the same, but daphne only sends 1000 or 3000–4999; 4503 mirrors HTTP 503.)
+CLOSE_LAYER_LOST = 4503
+LAYER_ERRORS = (RedisError, OSError)
+"""What the channel layer raises when its Redis connection broke (refused, reset, timed out)."""
 
 
 def _has_lone_surrogate(value) -> bool:
@@ -59,6 +65,31 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         super().__init__(*args, **kwargs)
         self._last_event_at: dict[str, float] = {}
         self._watchdog: asyncio.Task | None = None
+        self._counted = False  # in the WEBSOCKETS gauge
+
+    async def __call__(self, scope, receive, send) -> None:
+        """Run the consumer; if its channel layer breaks (Redis restarted or unreachable:
+        the layer's receive, ``group_add`` or ``group_send`` raises), close the socket with
+        ``4503`` (``CLOSE_LAYER_LOST``) instead of leaving it open and silent — its group
+        memberships may be gone with the Redis that held them. The browser reconnects with
+        backoff and sends ``run.resume`` for the run it was following (``stream.js``); the
+        next connection joins the groups again on a fresh layer connection."""
+        try:
+            await super().__call__(scope, receive, send)
+        except LAYER_ERRORS as exc:
+            logger.warning("websocket %s: channel layer lost (%s: %s); closing %s so the client reconnects",
+                           getattr(self, "thread_id", "?"), type(exc).__name__, exc, CLOSE_LAYER_LOST)
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+            self.group_name = None
+            if self._counted:
+                self._counted = False
+                WEBSOCKETS.dec()
+            try:
+                await send({"type": "websocket.close", "code": CLOSE_LAYER_LOST})
+            except Exception as close_exc:  # noqa: BLE001 - the client is gone already
+                logger.info("websocket %s: close after layer loss failed: %s", getattr(self, "thread_id", "?"),
+                            close_exc)
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -85,9 +116,11 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(self.user_group, self.channel_name)
         await self.accept()
         WEBSOCKETS.inc()
+        self._counted = True
 
     async def disconnect(self, code: int) -> None:
-        if self.group_name:
+        if self._counted:
+            self._counted = False
             WEBSOCKETS.dec()
         if self._watchdog is not None:
             self._watchdog.cancel()

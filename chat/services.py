@@ -8,6 +8,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from agents.ui_context import ui_context_accept
+from chatplatform.db import retry_transient
 
 from .models import Message, Thread, UserPreferences, Workspace
 
@@ -15,6 +16,7 @@ TITLE_MAX_CHARS = 60
 _LEAF = object()  # message_create's default parent: the end of the selected branch
 
 
+@retry_transient  # outside the transaction: a lost connection re-runs the whole append
 @transaction.atomic
 def message_create(*, thread_id, role: str, content: str = "", run=None, parent_id=_LEAF, **fields) -> Message:
     """Append a message to a thread at the next position, at the end of the selected branch.

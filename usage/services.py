@@ -34,6 +34,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from agents.metering import DispatchRefused
+from chatplatform.db import retry_transient
 
 from .models import Budget, BudgetWindow, ModelPrice, Period, ToolLimit, UsageRecord
 
@@ -208,6 +209,7 @@ def budget_release(hold: Hold | None) -> None:
 
 
 # -- records ---------------------------------------------------------------------------------
+@retry_transient  # idempotent per message; the transaction is inside
 def usage_record(*, run, message, usage: dict | None, hold: Hold | None = None) -> UsageRecord | None:
     """Store one response's usage (``usage``: the provider's counts, None when it gave none)
     with its cost at today's price, and release the round's hold, in one transaction.

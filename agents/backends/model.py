@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.db import connection
 
 from agents import metrics
 from agents.client_tools import client_tools_for
@@ -45,6 +46,7 @@ from agents.runs.dbconn import release_db_connection
 from chat.models import Message
 from chat.selectors import instruction_blocks
 from chat.services import message_create
+from chatplatform.db import TRANSIENT_DB_ERRORS, retry_transient
 
 from .base import Outcome, Turn
 
@@ -122,7 +124,7 @@ class _Loop:
             except DispatchRefused as exc:  # a budget's hard limit: the provider is not called
                 return self._refused(assistant, exc)
             run.iterations += 1
-            Run.objects.filter(pk=run.pk).update(iterations=run.iterations)
+            _save_iterations(run)
             finish = streamed.finish or Finish("stop")
             cut_off = any(arguments_cut_off(c.arguments) for c in streamed.tool_calls)
             if cut_off and finish.reason != "length" and not self.cut_off_retried:
@@ -247,7 +249,7 @@ class _Loop:
                     # A crash loses at most the last second of text.
                     last_persist = now
                     assistant.content = streamed.content
-                    assistant.save(update_fields=["content", "updated_at"])
+                    _persist_partial(assistant)
                     release_db_connection()
         except BaseException as exc:
             if isinstance(exc, ProviderError):
@@ -295,7 +297,7 @@ class _Loop:
             assistant.usage = streamed.usage
         if self.pending_citations and not assistant.tool_calls:
             assistant.citations = _dedupe(self.pending_citations)
-        assistant.save()
+        retry_transient(assistant.save)()
         self.emitter.emit("message.completed", message_id=str(assistant.pk), status=status)
 
     def _hit_cap(self) -> Outcome:
@@ -341,3 +343,20 @@ def _dedupe(citations: list[dict]) -> list[dict]:
             seen.add(key)
             out.append(c)
     return out
+
+
+@retry_transient
+def _save_iterations(run: Run) -> None:
+    Run.objects.filter(pk=run.pk).update(iterations=run.iterations)
+
+
+def _persist_partial(assistant: Message) -> None:
+    """The periodic save of the text streamed so far. A database blip skips this one (the
+    next interval, or the message's close, saves it) instead of holding up the stream."""
+    try:
+        assistant.save(update_fields=["content", "updated_at"])
+    except TRANSIENT_DB_ERRORS as exc:
+        logger.warning("message %s: partial text not saved (database unreachable: %s)", assistant.pk,
+                       type(exc).__name__)
+        if not connection.in_atomic_block:
+            connection.close()

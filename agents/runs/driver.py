@@ -52,7 +52,7 @@ def run_turn(*, run_id) -> None:
         return
     run = Run.objects.select_related("thread__workspace", "provider", "user", "user_message").get(pk=run_id)
     emitter = RunEmitter.for_run(run)
-    lease = RunLease(run_id=run.pk, owner=owner, seq_source=lambda: emitter.seq).start()
+    lease = RunLease(run_id=run.pk, owner=owner, seq_source=lambda: emitter.settled_seq).start()
     emitter.fence = lambda: lease.lost  # a worker that may have lost the run publishes nothing
     turn = _turn(run, emitter, lease)
     backend = backend_for(run.provider)

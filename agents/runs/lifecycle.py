@@ -41,6 +41,12 @@ ToolCall transitions (``ToolCall.Status``)::
     tool_call_expire        pending | awaiting_approval | approved  expired          (cancel, supersede)
 
 A call that reached ``succeeded`` or ``status_unknown`` is never executed again (DESIGN §4).
+
+A database blip: every function here except ``run_lease_renew`` is wrapped in
+:func:`chatplatform.db.retry_transient` — a lost connection is retried for ``DB_RETRY_S``
+seconds before the error reaches the driver (each is one conditional UPDATE, safe to
+repeat). ``run_lease_renew`` is retried by the heartbeat itself at its next beat; a worker
+that cannot renew for ``FENCE_FRACTION`` × ``RUN_LEASE_S`` fences itself (``lease.py``).
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from agents.models import Run, ToolCall
+from chatplatform.db import retry_transient
 
 S = Run.Status
 T = ToolCall.Status
@@ -67,6 +74,7 @@ def _lease_deadline():
 
 
 # -- Run -------------------------------------------------------------------------------------
+@retry_transient
 def run_claim(*, run_id, owner: str) -> bool:
     """queued, or running with an expired (or no) lease → running, leased to ``owner`` for
     ``RUN_LEASE_S`` seconds. False when another live worker holds it or it is not runnable.
@@ -117,6 +125,7 @@ def run_leases_renew(*, leases: list[tuple], using: str = "default") -> set[str]
         return {str(pk) for pk, owner in rows if owners.get(str(pk)) == owner}
 
 
+@retry_transient
 def run_park(*, run_id, owner: str) -> bool:
     """running → awaiting_approval: no worker waits for a person; the lease is released.
     False when the run was cancelled (or taken over) meanwhile."""
@@ -124,12 +133,14 @@ def run_park(*, run_id, owner: str) -> bool:
         status=S.AWAITING_APPROVAL, lease_owner="", lease_expires_at=None))
 
 
+@retry_transient
 def run_requeue_decided(*, run_id) -> bool:
     """awaiting_approval → queued, after a decision (the caller enqueues the run)."""
     return bool(Run.objects.filter(pk=run_id, status=S.AWAITING_APPROVAL).update(
         status=S.QUEUED, queued_at=timezone.now()))
 
 
+@retry_transient
 def run_requeue_expired(*, run_id, expected_lease) -> bool:
     """running with exactly ``expected_lease`` (expired) → queued, ``attempts`` + 1. Many
     reapers may race; the lease timestamp lets exactly one win."""
@@ -138,6 +149,7 @@ def run_requeue_expired(*, run_id, expected_lease) -> bool:
         queued_at=timezone.now()))
 
 
+@retry_transient
 def run_requeue_stale(*, run_id, expected_queued_at) -> bool:
     """A queued run no worker claimed since ``expected_queued_at`` (its broker message was
     lost) stays queued with a fresh ``queued_at`` and ``attempts`` + 1; the caller enqueues it
@@ -146,6 +158,7 @@ def run_requeue_stale(*, run_id, expected_queued_at) -> bool:
         queued_at=timezone.now(), attempts=F("attempts") + 1))
 
 
+@retry_transient
 def run_fail_unclaimed(*, run_id, expected_queued_at, error: dict) -> bool:
     """queued, unclaimed since ``expected_queued_at`` → failed with ``error`` (no worker ever
     picked it up, ``RUN_MAX_ATTEMPTS`` enqueues). False when a worker claimed it meanwhile."""
@@ -153,6 +166,7 @@ def run_fail_unclaimed(*, run_id, expected_queued_at, error: dict) -> bool:
         status=S.FAILED, error=error, finished_at=timezone.now()))
 
 
+@retry_transient
 def run_take_for_failure(*, run_id, expected_lease) -> bool:
     """The reaper takes a run whose workers kept dying (lease ``expected_lease``) so that it
     alone writes the failure; the status stays running until :func:`run_finish`."""
@@ -160,6 +174,7 @@ def run_take_for_failure(*, run_id, expected_lease) -> bool:
         lease_owner="reaper"))
 
 
+@retry_transient
 def run_finish(*, run: Run, status: str, error: dict | None = None) -> bool:
     """queued | running | awaiting_approval → ``status`` (completed or failed), with
     ``error`` ``{code, message}`` for failures. False when the run already ended — a cancel
@@ -173,43 +188,51 @@ def run_finish(*, run: Run, status: str, error: dict | None = None) -> bool:
     return bool(updated)
 
 
+@retry_transient
 def run_cancel_waiting(*, run_id, code: str, reason: str) -> bool:
     """queued | awaiting_approval → cancelled (no worker holds it, so the caller ends it)."""
     return bool(Run.objects.filter(pk=run_id, status__in=[S.QUEUED, S.AWAITING_APPROVAL]).update(
         status=S.CANCELLED, finished_at=timezone.now(), error={"code": code, "message": reason}))
 
 
+@retry_transient
 def run_cancel_running(*, run_id) -> bool:
     """running → cancelled. The worker sees it at its next heartbeat (within a second), keeps
     the partial text as ``cancelled`` and publishes ``run.cancelled``."""
     return bool(Run.objects.filter(pk=run_id, status=S.RUNNING).update(status=S.CANCELLED))
 
 
+@retry_transient
 def run_cancel_finished(*, run_id) -> None:
     """Stamp ``finished_at`` on a cancelled run whose worker has just closed it."""
     Run.objects.filter(pk=run_id, status=S.CANCELLED).update(finished_at=timezone.now())
 
 
+@retry_transient
 def run_is_cancelled(*, run_id) -> bool:
     return Run.objects.filter(pk=run_id, status=S.CANCELLED).exists()
 
 
+@retry_transient
 def run_release(*, run_id, owner: str) -> None:
     """Clear ``owner``'s lease (the run ended, or was handed to a person)."""
     Run.objects.filter(pk=run_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
 
 
+@retry_transient
 def run_seq_save(*, run_id, seq: int) -> None:
     """Remember the last event seq published for the run (it never moves back)."""
     Run.objects.filter(pk=run_id).update(last_event_seq=Greatest(F("last_event_seq"), seq))
 
 
+@retry_transient
 def run_backend_state_save(*, run_id, state: dict) -> None:
     """Persist a backend's own state, e.g. ``{"remote_run_id", "last_event_id"}``."""
     Run.objects.filter(pk=run_id).update(backend_state=state)
 
 
 # -- ToolCall --------------------------------------------------------------------------------
+@retry_transient
 def tool_call_open(*, run: Run, message, call_id: str, tool_name: str, raw_arguments: str) -> tuple[ToolCall, bool]:
     """The ledger row of call ``call_id`` of assistant ``message``: created ``pending``, or
     the existing one (``created`` False) — a redelivered turn finds what already happened."""
@@ -219,6 +242,7 @@ def tool_call_open(*, run: Run, message, call_id: str, tool_name: str, raw_argum
     )
 
 
+@retry_transient
 def tool_call_park(*, ledger: ToolCall, approval: dict | None = None, approvals_needed: int = 1,
                    expires_s: int = 0) -> bool:
     """pending → awaiting_approval, stamping ``requested_at`` (the countdown's start), the
@@ -235,6 +259,7 @@ def tool_call_park(*, ledger: ToolCall, approval: dict | None = None, approvals_
     return False
 
 
+@retry_transient
 def tool_call_count_approval(*, ledger: ToolCall, so_far: int) -> bool:
     """awaiting_approval with exactly ``so_far`` approvals → awaiting_approval with ``so_far``
     + 1: an approval that is not yet the last one needed (two-person rule). Of two approvals
@@ -248,6 +273,7 @@ def tool_call_count_approval(*, ledger: ToolCall, so_far: int) -> bool:
     return False
 
 
+@retry_transient
 def tool_call_decide(*, ledger: ToolCall, decision: str, user, so_far: int | None = None) -> bool:
     """awaiting_approval → approved (``decision`` "approve") or denied ("deny"). Exactly one
     decision wins. ``so_far``: the approvals counted before this one (an approval is the
@@ -263,6 +289,7 @@ def tool_call_decide(*, ledger: ToolCall, decision: str, user, so_far: int | Non
     return bool(rows.update(**fields))
 
 
+@retry_transient
 def tool_call_expire_request(*, ledger: ToolCall, summary: str) -> bool:
     """awaiting_approval whose ``expires_at`` has passed → denied with decision ``expired``
     (nobody decided in time; the run goes on with a denied result). The reaper, or a decision
@@ -276,6 +303,7 @@ def tool_call_expire_request(*, ledger: ToolCall, summary: str) -> bool:
     return False
 
 
+@retry_transient
 def tool_call_claim(*, ledger: ToolCall) -> bool:
     """pending | approved → running, just before the tool executes: a call runs at most once."""
     if ToolCall.objects.filter(pk=ledger.pk, status__in=[T.PENDING, T.APPROVED]).update(
@@ -289,6 +317,7 @@ def tool_call_claim(*, ledger: ToolCall) -> bool:
 FINISH_FROM = (T.PENDING, T.APPROVED, T.RUNNING, T.DENIED)
 
 
+@retry_transient
 def tool_call_finish(*, ledger: ToolCall, status: str, result, summary: str, is_error: bool,
                      duration_ms: int | None = None) -> bool:
     """pending | approved | running | denied → ``status``, storing the result in the ledger.
@@ -304,6 +333,7 @@ def tool_call_finish(*, ledger: ToolCall, status: str, result, summary: str, is_
     return True
 
 
+@retry_transient
 def tool_call_mark_unknown(*, ledger: ToolCall, summary: str) -> bool:
     """running → status_unknown: the worker died while the tool ran; never re-executed."""
     if ToolCall.objects.filter(pk=ledger.pk, status=T.RUNNING).update(
@@ -314,6 +344,7 @@ def tool_call_mark_unknown(*, ledger: ToolCall, summary: str) -> bool:
     return False
 
 
+@retry_transient
 def tool_call_expire(*, ledger: ToolCall, reason: str) -> bool:
     """pending | awaiting_approval | approved → expired: the run was cancelled, or a new
     message superseded a call waiting for approval."""

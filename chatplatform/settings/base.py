@@ -214,6 +214,18 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A broker restart or outage: workers reconnect for as long as it takes (not 100 tries), keep
+# the turns they run (their lease is in the database, not in the broker), and notice a dead
+# idle connection within the health-check interval.
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_connect_timeout": 5,
+    "socket_keepalive": True,
+    "health_check_interval": 10,
+    "retry_on_timeout": True,
+}
 
 # --- Agent loop -------------------------------------------------------------------------
 AGENT_MAX_ITERATIONS = env.int("AGENT_MAX_ITERATIONS", default=8)
@@ -263,6 +275,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 # Adaptive coalescing of text deltas (DESIGN §8): window in seconds, early flush in chars.
 EVENTS_COALESCE_WINDOW_S = env.float("EVENTS_COALESCE_WINDOW_S", default=0.015)
 EVENTS_COALESCE_MAX_CHARS = env.int("EVENTS_COALESCE_MAX_CHARS", default=512)
+# An event the log (Redis) could not take is retried with backoff for this long before it is
+# given up (a Redis restart): the run's later events wait behind it, in order.
+EVENTS_LOG_RETRY_S = env.float("EVENTS_LOG_RETRY_S", default=30.0)
 # Under load the window widens: ×1 per EVENTS_COALESCE_STREAMS_PER_STEP concurrent streams in
 # the process, up to EVENTS_COALESCE_MAX_WINDOW_S (agents.events.coalesce_window_s).
 EVENTS_COALESCE_STREAMS_PER_STEP = env.int("EVENTS_COALESCE_STREAMS_PER_STEP", default=8)
@@ -393,6 +408,9 @@ RUN_MAX_ATTEMPTS = env.int("RUN_MAX_ATTEMPTS", default=3)
 # A queued run no worker claimed within this many seconds (its broker message was lost, e.g.
 # in a Redis restart) is enqueued again by the reaper, at most RUN_MAX_ATTEMPTS times; then it
 # fails visibly ("not_started").
+# A database blip: the run lifecycle's writes (and the messages a turn appends) retry a lost
+# connection this long before the error ends the turn (chatplatform.db.retry_transient).
+DB_RETRY_S = env.float("DB_RETRY_S", default=10.0)
 RUN_QUEUED_DEADLINE_S = env.float("RUN_QUEUED_DEADLINE_S", default=30.0)
 # Extra modules with @tool declarations (e.g. site-specific tools), imported at start-up.
 EXTRA_TOOL_MODULES = env.list("EXTRA_TOOL_MODULES", default=[])

@@ -90,7 +90,10 @@ class Platform:
 
     def __init__(self, mode: str = "embedded", *, password: str = DEMO_PASSWORD,
                  startup_timeout: float = 60.0, extra_env: dict[str, str] | None = None,
-                 asgi_server: str = "daphne") -> None:
+                 asgi_server: str = "daphne", redis_url: str | None = None, pg_admin_dsn: str | None = None,
+                 pg_url_base: str | None = None) -> None:
+        """``redis_url`` / ``pg_admin_dsn`` + ``pg_url_base``: a private Redis or PostgreSQL
+        (``tests.e2e.private_services``) instead of the shared ones (services mode)."""
         if mode not in ("embedded", "services"):
             raise ValueError(mode)
         if asgi_server not in ("daphne", "uvicorn"):
@@ -104,6 +107,9 @@ class Platform:
         self.port = 0
         self.db_name: str | None = None
         self.redis_url: str | None = None
+        self._redis_url = redis_url or f"{REDIS_BASE}/{REDIS_DB}"
+        self._pg_admin_dsn = pg_admin_dsn or PG_ADMIN_DSN
+        self._pg_url_base = pg_url_base or PG_URL_BASE
         self.procs: dict[str, subprocess.Popen] = {}
         self._logs: dict[str, Path] = {}
         self._log_files: list = []
@@ -224,7 +230,7 @@ class Platform:
             env["REDIS_URL"] = ""  # explicit: a developer's .env must not switch the mode
         else:
             self._create_services()
-            env["DATABASE_URL"] = f"{PG_URL_BASE}/{self.db_name}"
+            env["DATABASE_URL"] = f"{self._pg_url_base}/{self.db_name}"
             env["REDIS_URL"] = self.redis_url
         env.update(self.extra_env)
         return env
@@ -237,9 +243,9 @@ class Platform:
         if reason:
             raise PlatformError(reason)
         self.db_name = f"chatplatform_e2e_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(PG_ADMIN_DSN, autocommit=True, connect_timeout=5) as conn:
+        with psycopg.connect(self._pg_admin_dsn, autocommit=True, connect_timeout=5) as conn:
             conn.execute(f'CREATE DATABASE "{self.db_name}"')
-        self.redis_url = f"{REDIS_BASE}/{REDIS_DB}"
+        self.redis_url = self._redis_url
         client = redis.Redis.from_url(self.redis_url, socket_connect_timeout=3, socket_timeout=5)
         client.flushdb()
         client.close()
@@ -249,7 +255,7 @@ class Platform:
             import psycopg
 
             try:
-                with psycopg.connect(PG_ADMIN_DSN, autocommit=True, connect_timeout=5) as conn:
+                with psycopg.connect(self._pg_admin_dsn, autocommit=True, connect_timeout=5) as conn:
                     conn.execute(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
             except Exception as exc:  # noqa: BLE001 - report, never mask the test's own result
                 sys.stderr.write(f"e2e: could not drop database {self.db_name}: {exc}\n")
@@ -341,7 +347,11 @@ class Platform:
 
         app = Celery("e2e-probe", broker=self.redis_url)
         try:
-            stats = app.control.inspect(destination=[self.worker_name], timeout=3.0).stats() or {}
+            # A connection of its own: kombu's process-wide pool may hold one from before a
+            # broker restart (tests restart a private Redis).
+            with app.connection_for_read() as conn:
+                stats = app.control.inspect(destination=[self.worker_name], timeout=3.0,
+                                            connection=conn).stats() or {}
         finally:
             app.close()
         return dict((stats.get(self.worker_name) or {}).get("total") or {})

@@ -573,6 +573,8 @@ class _Handler(BaseHandler):
             return
 
         self.start_chunked("text/event-stream; charset=utf-8", {"x-request-id": f"req-fake-{n}"})
+        if fake.first_token_delay_s:
+            time.sleep(fake.first_token_delay_s)
         for i, chunk in enumerate(chunks):
             if i and fake.delay_s:
                 time.sleep(fake.delay_s)
@@ -620,6 +622,9 @@ class FakeOpenAI(FakeServer):
         Send ``data: [DONE]`` at the end of each stream.
     delay_s:
         Seconds to sleep between streamed chunks.
+    first_token_delay_s:
+        Seconds to sleep after the response headers, before the first streamed chunk (a
+        large model's time to first token); 0 by default.
     require_reasoning_content:
         If a string ``S``: assistant messages with ``tool_calls`` must carry
         ``"reasoning_content": S`` (DeepSeek thinking mode), else 400.  ``True``
@@ -665,6 +670,7 @@ class FakeOpenAI(FakeServer):
         self.validate_history = validate_history
         self.send_done = send_done
         self.require_reasoning_content = require_reasoning_content
+        self.first_token_delay_s = 0.0
         self.script_raw(*(raw_iterations or ()))
 
     # -- scripting ------------------------------------------------------------

@@ -1,0 +1,76 @@
+"""Riding out a database blip: :func:`retry_transient`.
+
+PostgreSQL restarting (a failover, an upgrade, a few seconds stopped) breaks every open
+connection; the next statement raises ``OperationalError`` ("server closed the connection
+unexpectedly", "connection refused") or ``InterfaceError`` ("connection already closed").
+A running turn must not be thrown away for that — its upstream call was paid for and its
+write tools may have run — so the writes that matter (``agents.runs.lifecycle``, the
+messages a turn appends) retry for a bounded time before the error is let through.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
+
+logger = logging.getLogger(__name__)
+
+TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
+"""What a lost or refused database connection raises (Django's wrappers of the driver's)."""
+
+F = TypeVar("F", bound=Callable)
+
+
+def retry_transient(func: F | None = None, *, budget_s: float | None = None, using: str = DEFAULT_DB_ALIAS):
+    """Decorator: call the function again when the database connection was lost.
+
+    On ``OperationalError`` / ``InterfaceError`` raised *outside* a transaction, the broken
+    connection is closed (the next query opens a new one) and the call is repeated after
+    0.1 s, 0.2 s, 0.4 s … (at most 2 s apart) until it succeeds or ``budget_s`` seconds
+    (default ``settings.DB_RETRY_S``, 10) have passed; then the last error is raised.
+    Inside an ``atomic`` block the error is raised at once: the transaction is lost and
+    only its outermost caller may run it again (so decorate the function that *opens* the
+    transaction, outside ``@transaction.atomic``).
+
+    Only for functions that are safe to repeat: one conditional ``UPDATE`` (a transition
+    that already happened matches no row the second time), or a transaction that either
+    committed or did not. A statement whose reply was lost *after* the server committed it
+    is the one ambiguous case; the lifecycle's conditional updates make it harmless.
+
+    Usable bare (``@retry_transient``) or with arguments (``@retry_transient(budget_s=3)``).
+    """
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            connection = connections[using]
+            budget = settings.DB_RETRY_S if budget_s is None else budget_s
+            deadline = time.monotonic() + budget
+            delay, attempt = 0.1, 0
+            while True:
+                attempt += 1
+                try:
+                    return fn(*args, **kwargs)
+                except TRANSIENT_DB_ERRORS as exc:
+                    if connection.in_atomic_block or time.monotonic() + delay > deadline:
+                        raise
+                    if attempt == 1:
+                        logger.warning("%s: database connection lost (%s); retrying for up to %.0f s",
+                                       getattr(fn, "__qualname__", repr(fn)), str(exc).strip().splitlines()[0] if str(exc) else
+                                       type(exc).__name__, budget)
+                    try:
+                        connection.close()
+                    except TRANSIENT_DB_ERRORS:
+                        connection.connection = None  # nothing left to close cleanly
+                    time.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate(func) if func is not None else decorate

@@ -1,0 +1,100 @@
+"""A database blip under a running turn (issue 17): PostgreSQL stopped for a few seconds
+while a write tool runs. The tool's result is kept (not "outcome unknown"), the tool runs
+once, the turn continues without a second upstream call for the round it was in, and the
+run completes — the lifecycle's writes retry the lost connection (``chatplatform.db``).
+
+The cluster is PRIVATE to this module (``initdb`` + ``pg_ctl`` on a free port); the shared
+PostgreSQL is never stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAI, text_chunks, tool_call_chunks
+
+from . import flows
+from .harness import Platform, PlatformError, services_unreachable_reason
+from .private_services import PrivatePostgres, missing_reason
+
+pytestmark = pytest.mark.services
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    fake = FakeOpenAI(api_key="sk-blip").start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    reason = services_unreachable_reason() or missing_reason(postgres=True)
+    if reason:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true requires the services for this test: {reason}", pytrace=False)
+        pytest.skip(reason)
+    pg = PrivatePostgres().start()
+    yield pg
+    pg.close()
+
+
+@pytest.fixture(scope="module")
+def platform(upstream, postgres, tmp_path_factory):
+    ledger = tmp_path_factory.mktemp("blip") / "writes.txt"
+    ledger.touch()
+    env = {
+        "EXTRA_TOOL_MODULES": "tests.e2e.kill_tools", "KILL_TEST_LEDGER": str(ledger),
+        "OPENAI_API_KEY": "sk-blip", "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
+        # The blip (stop + ~3 s down + start) must stay inside the lease's fence on a loaded
+        # machine: this test is about the retries, not the lease (tests/runs/test_durability).
+        "RUN_LEASE_S": "40", "DB_RETRY_S": "30",
+    }
+    p = Platform("services", extra_env=env, pg_admin_dsn=postgres.admin_dsn,
+                 pg_url_base=f"postgres://postgres@127.0.0.1:{postgres.port}")
+    try:
+        p.start()
+    except PlatformError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    p.ledger = ledger
+    yield p
+    p.stop()
+
+
+def test_a_database_blip_during_a_write_tool_loses_nothing(platform, upstream, postgres):
+    upstream.script(
+        tool_call_chunks([("call_b", "slow_write", json.dumps({"text": "blip-proof", "seconds": 2}))]),
+        text_chunks("Written once."),
+    )
+    before = len(upstream.requests)
+    token = flows.login_token(platform, "alice")
+    thread_id = flows.create_thread(platform, token, provider="openai")
+    with flows.ws_connect(platform, thread_id, token=token) as ws:
+        ws.send(json.dumps({"type": "message.send", "content": "write it"}))
+        events = []
+        while not any(e.get("type") == "tool.started" for e in events):
+            events.append(flows.recv_json(ws, timeout=30))
+        deadline = time.monotonic() + 10
+        while "blip-proof" not in platform.ledger.read_text():
+            assert time.monotonic() < deadline, "the tool never started"
+            time.sleep(0.05)
+        postgres.stop()  # fast shutdown: every connection of web and worker is cut
+        time.sleep(3.0)  # the tool finishes while the database is down
+        postgres.start()
+        while events[-1].get("type") not in flows.TERMINAL:
+            events.append(flows.recv_json(ws, timeout=90))
+    assert events[-1]["type"] == "run.completed", ([e["type"] for e in events], platform.log_tail())
+    completed = [e for e in events if e["type"] == "tool.completed"]
+    assert len(completed) == 1 and completed[0]["status"] == "succeeded" and not completed[0]["is_error"], completed
+    assert platform.ledger.read_text().count("blip-proof") == 1  # executed once
+    assert len(upstream.requests) == before + 2  # the tool-call round and the answer: no repeat
+    seqs = [e["seq"] for e in events if "seq" in e]
+    assert seqs == list(range(1, len(seqs) + 1))
+    msgs = flows.messages(platform, token, thread_id)
+    assert msgs[-1]["content"] == "Written once." and msgs[-1]["status"] == "complete"
+    tool_msgs = [m for m in msgs if m["role"] == "tool"]
+    assert len(tool_msgs) == 1 and not tool_msgs[0]["is_error"]
