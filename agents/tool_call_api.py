@@ -3,10 +3,13 @@ inbox) and ``POST /api/v1/tool-calls/{id}/decision/``."""
 
 from __future__ import annotations
 
+from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from chat.selectors import thread_get_for_user
 
 from .approvals.policy import decider_check
 from .approvals.selectors import inbox_for_user, tool_call_get_for_decider
@@ -29,6 +32,7 @@ class ToolCallSerializer(serializers.ModelSerializer):
     approval = serializers.SerializerMethodField()
     decisions = serializers.SerializerMethodField()
     may_decide = serializers.SerializerMethodField()
+    thread_visible = serializers.SerializerMethodField()
 
     class Meta:
         model = ToolCall
@@ -36,7 +40,7 @@ class ToolCallSerializer(serializers.ModelSerializer):
             "id", "run_id", "thread_id", "thread_title", "workspace", "call_id", "tool_name", "arguments",
             "arguments_summary", "risk", "risk_level", "env_context", "status", "summary", "is_error", "attempts",
             "duration_ms", "requested_at", "decision", "decided_by", "decided_at", "countdown_s", "approval",
-            "decisions", "may_decide", "created_at",
+            "decisions", "may_decide", "thread_visible", "created_at",
         ]
 
     def get_arguments(self, obj) -> dict:
@@ -62,6 +66,18 @@ class ToolCallSerializer(serializers.ModelSerializer):
         if obj.approvals.filter(user=request.user).exists():
             return False
         return decider_check(ledger=obj, run=obj.run, user=request.user).allowed
+
+    def get_thread_visible(self, obj) -> bool:
+        """Whether the caller may open the call's thread (an approver by role may not: the
+        inbox then shows the title without a link to a page that would be a 404)."""
+        request = self.context.get("request")
+        if request is None:
+            return False
+        try:
+            thread_get_for_user(user=request.user, thread_id=obj.run.thread_id)
+        except Http404:
+            return False
+        return True
 
     def get_arguments_summary(self, obj) -> str:
         return tool_call_presentation(obj)["arguments_summary"]

@@ -196,6 +196,11 @@ def test_a_named_role_rule_admits_its_role_and_no_one_else(rules, people, worksp
     assert refused.status_code == 403 and "prod-approver" in refused.json()["error"]["message"]
     # erin cannot read alice's thread, yet decides: the call is hers to decide.
     assert api_for(people["erin"]).get(f"/api/v1/threads/{ledger.run.thread_id}/").status_code == 404
+    (row,) = api_for(people["erin"]).get("/api/v1/approvals/").json()
+    assert row["id"] == str(ledger.pk) and row["thread_visible"] is False  # the inbox shows no dead link
+    body = api_for(people["alice"]).get("/api/v1/tool-calls/?status=awaiting_approval").json()
+    rows = body["results"] if isinstance(body, dict) else body
+    assert [(r["id"], r["thread_visible"]) for r in rows] == [(str(ledger.pk), True)]
     assert decide(api_for, people["erin"], ledger).status_code == 200
     assert decide(api_for, people["dave"], ledger).status_code == 404  # another workspace: not even there
 

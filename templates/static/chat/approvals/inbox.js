@@ -35,9 +35,14 @@ function card(item) {
   c.appendChild(head);
   c.appendChild(el("p", "approval-rule", a.waiting_text || ""));
   const dl = el("dl", "inbox-facts");
-  const thread = el("a", "", item.thread_title || "Untitled chat");
-  thread.href = "/chat/" + encodeURIComponent(item.thread_id) + "/";
-  field(dl, "Chat", "").appendChild(thread);
+  const chat = field(dl, "Chat", "");
+  if (item.thread_visible) {  // an approver by role may decide without seeing the chat itself
+    const thread = el("a", "", item.thread_title || "Untitled chat");
+    thread.href = "/chat/" + encodeURIComponent(item.thread_id) + "/";
+    chat.appendChild(thread);
+  } else {
+    chat.textContent = (item.thread_title || "Untitled chat") + " (not shared with you)";
+  }
   field(dl, "Workspace", item.workspace);
   field(dl, "Requested by", a.requester || "");
   field(dl, "Environment", item.env_context || "none");
