@@ -38,6 +38,11 @@ from .selectors import thread_get_for_user
 logger = logging.getLogger(__name__)
 
 CATCH_UP_S = 2.0  # a run idle this long (without its terminal event) is looked up in the log
+# A run's first event re-checks access unless this socket's access was checked this recently
+# (the message.send that started the run did, a moment before): at 50 sends at once the
+# second check was a sixth of the web process's work per run. A change in between reaches
+# the socket anyway as access.changed (chat.access), which closes it at once.
+ACCESS_FRESH_S = 2.0
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 # The server lost its channel layer: reconnect and resume. (RFC 6455's 1012 "service restart"
@@ -66,6 +71,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         self._last_event_at: dict[str, float] = {}
         self._watchdog: asyncio.Task | None = None
         self._counted = False  # in the WEBSOCKETS gauge
+        self._allowed_at = 0.0  # time.monotonic() of the last access check that passed
 
     async def __call__(self, scope, receive, send) -> None:
         """Run the consumer; if its channel layer breaks (Redis restarted or unreachable:
@@ -211,11 +217,13 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
                                   run_id=run_id, from_seq=delivered + 1, to_seq=last_seq)
 
     async def _still_allowed(self) -> bool:
-        return await db_async(ws_actions.socket_still_allowed)(
+        allowed = await db_async(ws_actions.socket_still_allowed)(
             user=self.scope["user"], thread_id=self.thread_id,
             session_key=getattr(self.scope.get("session"), "session_key", None),
             token=ws_actions.token_from_scope(self.scope),
         )
+        self._allowed_at = time.monotonic() if allowed else 0.0
+        return allowed
 
     async def send_service_error(self, exc: ServiceError) -> None:
         """A service's refusal as an ``error`` event (the REST side maps it in
@@ -252,9 +260,11 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
 
     async def run_event(self, message: dict) -> None:
         """Group handler for ``run.event``: re-check access on a run's first event (a socket
-        may outlive a logout or a membership), then deliver through the cursor."""
+        may outlive a logout or a membership) unless a check passed within ``ACCESS_FRESH_S``,
+        then deliver through the cursor."""
         event = message["event"]
-        if str(event["run_id"]) not in self.cursor.delivered:
+        first = str(event["run_id"]) not in self.cursor.delivered
+        if first and time.monotonic() - self._allowed_at > ACCESS_FRESH_S:
             if not await self._still_allowed():
                 await self.close(code=CLOSE_FORBIDDEN)
                 await self.disconnect(CLOSE_FORBIDDEN)

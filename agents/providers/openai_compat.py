@@ -22,6 +22,7 @@ from .base import (
     ChatMessage,
     ChatRequest,
     ModelInfo,
+    ProviderError,
     ReasoningDelta,
     StreamedToolCall,
     StreamEvent,
@@ -205,7 +206,14 @@ class OpenAICompatAdapter:
 
     # -- the Wire protocol -------------------------------------------------------------
     def open(self, body: dict[str, Any], request: ChatRequest) -> Any:
-        return self.client.chat.completions.create(stream=True, **body)
+        """The SDK's request — auth, retries, status errors, SSE decoding, ``error`` events
+        raised as ``APIError`` — with each chunk left as the JSON object it is
+        (``cast_to=object``, the SDK's documented raw request): building a pydantic chunk per
+        token and turning it back into a dict cost ≈70 µs a token, a quarter of a Celery
+        worker's CPU while it streams (measured with py-spy under bench/side_by_side)."""
+        return self.client.post("/chat/completions", body={**body, "stream": True}, cast_to=object,
+                                options={"security": {"bearer_auth": True}}, stream=True,
+                                stream_cls=openai.Stream[object])
 
     def close(self, upstream: Any) -> None:
         upstream.close()
@@ -217,8 +225,10 @@ class OpenAICompatAdapter:
         calls = ToolCallAssembler()
         usage: Usage | None = None
         finish_reason: str | None = None
-        for chunk in upstream:
-            data = chunk.to_dict()
+        for data in upstream:
+            if not isinstance(data, dict):
+                raise ProviderError("upstream_error", f"the provider sent a chunk that is not a JSON object: "
+                                                      f"{str(data)[:200]!r}")
             if data.get("usage"):
                 usage = usage_from_wire(data["usage"])
             for choice in data.get("choices") or []:

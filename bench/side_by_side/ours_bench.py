@@ -11,7 +11,9 @@ Same metrics as owui_bench.py (see benchlib.py). Flow per run of C concurrent ch
   run.failed | run.cancelled. seq must run 1, 2, 3 ... per run; gaps are counted.
 Threads are created and websockets opened before the messages are sent, so the
 TTFT overhead covers message.send -> first text.delta only (thread creation time is
-reported as create_ms). The C chats belong to one user, one thread and socket each.
+reported as create_ms). The C chats belong to one user (``--username``) or, with
+``--users-prefix P``, to C users P01, P02, … (same password; as a team of C people chats:
+Open WebUI's baseline used one user per chat too); one thread and socket each.
 
 The platform must be started with OPENAI_BASE_URL=http://127.0.0.1:<upstream port>/v1,
 OPENAI_API_KEY=<anything> and OPENAI_MODEL=bench-n1000-r50 (the upstream reads N and R
@@ -159,17 +161,28 @@ async def main_async(args):
         api = Api(args.base, http)
         await api.login(args.username, args.password)
         workspace = args.workspace or await api.workspace()
+        apis: dict[int, Api] = {}  # chat index -> its user's session (--users-prefix)
+
+        async def api_for(i: int) -> Api:
+            if not getattr(args, 'users_prefix', ''):
+                return api
+            if i not in apis:
+                apis[i] = Api(args.base, http)
+                await apis[i].login(f'{args.users_prefix}{i + 1:02d}', args.password)
+            return apis[i]
         uplog = bl.UpstreamLog(args.upstream_log)
 
         async def run(c, n, r, k):
             model = f'bench-n{n}-r{r:g}'
             timeout_s = (n / r if r else n / 50) + args.timeout_extra
-            socks = [ThreadSocket(api, ws_base, origin, not args.no_ws_compress) for _ in range(c)]
+            users = await asyncio.gather(*(api_for(i) for i in range(c)))
+            socks = [ThreadSocket(u, ws_base, origin, not args.no_ws_compress) for u in users]
             try:
                 create_ms = await asyncio.gather(*(s.open(workspace, model, f'bench {model} #{i}')
                                                    for i, s in enumerate(socks)))
                 run_id = uuid.uuid4().hex[:8]
                 uplog.mark()
+                print(f'sending C={c} N={n} R={r:g}', flush=True)  # a mark for profilers (py-spy)
                 cpu.start()
                 traces = await asyncio.gather(*(s.chat(n, f'{run_id}-{i:02d}', timeout_s)
                                                 for i, s in enumerate(socks)))
@@ -195,6 +208,8 @@ def main():
     ap.add_argument('--username', required=True)
     ap.add_argument('--password', required=True)
     ap.add_argument('--workspace', default='', help='workspace id (default: the first one listed)')
+    ap.add_argument('--users-prefix', default='',
+                    help='chat i belongs to user <prefix><i+1:02d> (same password, member of the workspace)')
     ap.add_argument('--upstream-url', default='http://127.0.0.1:8990/v1', help='to find the upstream PID by port')
     ap.add_argument('--upstream-log', default='/tmp/bench-upstream.jsonl')
     ap.add_argument('--points', default='1x1000x50', help='comma list of CxNxR (chats x tokens x tokens/s, 0 = max)')

@@ -55,16 +55,65 @@ METRICS = [  # (label, key in the median record, smaller is better)
 
 
 class BenchPlatform(Platform):
-    """The e2e platform with a worker sized for 50 chats (the README's production layout)."""
+    """The e2e platform in a process layout: ``web`` ASGI processes (``asgi``: uvicorn or
+    daphne) and, in production, ``workers`` Celery worker processes of ``concurrency`` turn
+    threads each; more than one web process sits behind HAProxy (``balance leastconn``,
+    websockets proxied as they are), as the README's production section lays it out."""
+
+    def __init__(self, mode: str, *, web: int = 1, workers: int = 1, concurrency: int = 32, **kwargs) -> None:
+        super().__init__(mode, **kwargs)
+        self.web, self.workers, self.concurrency = web, workers, concurrency
 
     def _start_worker(self) -> None:
         import uuid
 
-        self.worker_name = f"bench-{uuid.uuid4().hex[:8]}@127.0.0.1"
-        self._spawn("celery", [str(VENV_BIN / "celery"), "-A", "chatplatform", "worker", "--pool", "threads",
-                               "--concurrency", os.environ.get("BENCH_WORKER_CONCURRENCY", "64"),
-                               "--loglevel", "WARNING", "-n", self.worker_name,
-                               "--without-gossip", "--without-mingle"])
+        tag = uuid.uuid4().hex[:8]
+        self.worker_name = f"bench-{tag}-1@127.0.0.1"
+        for i in range(1, self.workers + 1):
+            self._spawn("celery" if i == 1 else f"celery{i}", [
+                str(VENV_BIN / "celery"), "-A", "chatplatform", "worker", "--pool", "threads",
+                "--concurrency", str(self.concurrency), "--loglevel", "WARNING", "-n", f"bench-{tag}-{i}@127.0.0.1",
+                "--without-gossip", "--without-mingle"])
+
+    def _web_cmd(self, port: int) -> list[str]:
+        if self.asgi_server == "uvicorn":
+            return [str(VENV_BIN / "uvicorn"), "--host", "127.0.0.1", "--port", str(port), "--ws", "websockets",
+                    "--ws-max-size", "1048576", "--lifespan", "off", "--no-access-log", "chatplatform.asgi:application"]
+        return [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "chatplatform.asgi:application"]
+
+    def _start_daphne(self) -> None:
+        if self.web == 1:
+            return super()._start_daphne()
+        backends = []
+        for i in range(1, self.web + 1):
+            port = free_port()
+            self._spawn(f"web{i}", self._web_cmd(port))
+            backends.append(port)
+        self.port = free_port()
+        config = self.tmpdir / "haproxy.cfg"
+        config.write_text(HAPROXY_CONFIG.format(port=self.port, servers="\n".join(
+            f"    server web{i} 127.0.0.1:{p} check" for i, p in enumerate(backends, 1))))
+        self._spawn("haproxy", ["haproxy", "-db", "-f", str(config)])
+
+
+# The load balancer in front of several web processes (README, Production). Websockets need
+# nothing special in HTTP mode; `timeout tunnel` bounds an idle socket, leastconn spreads them.
+HAPROXY_CONFIG = """
+global
+    maxconn 4096
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+    timeout tunnel 1h
+frontend chat
+    bind 127.0.0.1:{port}
+    default_backend web
+backend web
+    balance leastconn
+{servers}
+"""
 
 
 def start_upstream(log: Path) -> tuple[subprocess.Popen, str]:
@@ -83,28 +132,77 @@ def start_upstream(log: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit("the fake upstream did not start")
 
 
+# bench01…benchNN: members of alice's first workspace (the demo's member role).
+BENCH_USERS = """
+from django.contrib.auth import get_user_model
+from chat.models import Membership
+alice = get_user_model().objects.get(username="alice")
+m = Membership.objects.filter(user=alice).select_related("workspace", "role").order_by("pk").first()
+member_role = type(m.role).objects.filter(name="member").first() or m.role
+for i in range(1, {n} + 1):
+    u, _ = get_user_model().objects.get_or_create(username=f"bench{{i:02d}}")
+    u.set_password("{password}")
+    u.save()
+    Membership.objects.get_or_create(user=u, workspace=m.workspace, defaults={{"role": member_role}})
+"""
+
+
+# Only models enabled in the admin may be used: one row per point's model name (the fake
+# upstream reads the token count and rate from it) and the warm-up's.
+BENCH_MODELS = """
+from agents.models import LLMModel
+template = LLMModel.objects.filter(provider__slug="openai").order_by("pk").first()
+for name in {models!r}:
+    LLMModel.objects.get_or_create(provider=template.provider, name=name, defaults={{"enabled": True}})
+"""
+
+
+# Where a run's time before its first token goes, from the run rows (the last 50 runs).
+RUN_PHASES = """
+from agents.models import Run
+runs = list(Run.objects.order_by("-created_at")[:50])
+def pct(xs, q):
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(q / 100 * len(xs)))], 3) if xs else None
+wait = [(r.started_at - r.created_at).total_seconds() for r in runs if r.started_at]
+print(f"run rows (last {len(runs)}): created -> claimed by a worker s p50 {pct(wait, 50)} max {pct(wait, 100)}; "
+      f"statuses {sorted({r.status for r in runs})}")
+"""
+
+
 def run_mode(mode: str, args, upstream_url: str, upstream_log: Path, out: Path) -> None:
-    concurrency = os.environ.get("BENCH_WORKER_CONCURRENCY", "64")
+    concurrency = os.environ.get("BENCH_WORKER_CONCURRENCY", "32")
     env = {
         "OPENAI_API_KEY": "sk-bench", "OPENAI_BASE_URL": upstream_url, "OPENAI_MODEL": "bench-n1000-r50",
-        "MAX_ACTIVE_RUNS_PER_USER": "1000", "RUN_RATE_LIMIT": "100000/60", "WS_FRAME_RATE_LIMIT": "100000/60",
+        "MAX_ACTIVE_RUNS_PER_USER": "1000", "LOGIN_RATE_LIMIT": "100000/min", "RUN_RATE_LIMIT": "100000/60", "WS_FRAME_RATE_LIMIT": "100000/60",
         "EMBEDDED_EXECUTOR_THREADS": "64", "WORKER_CONCURRENCY": concurrency, "LOG_LEVEL": "WARNING",
         # PostgreSQL may be shared (a dev box): cap each process's pool (web + worker).
-        "DB_POOL_MAX_SIZE": os.environ.get("BENCH_DB_POOL_MAX_SIZE", "30"),
     }
-    with BenchPlatform("embedded" if mode == "embedded" else "services", extra_env=env) as platform:
+    web, workers = (1, 0) if mode == "embedded" else args.layout
+    # PostgreSQL's 100 connections are shared by every process (each pool + 2 for leases).
+    env["DB_POOL_MAX_SIZE"] = os.environ.get("BENCH_DB_POOL_MAX_SIZE", str(min(30, 90 // (web + workers) - 2)))
+    with BenchPlatform("embedded" if mode == "embedded" else "services", extra_env=env, asgi_server=args.asgi,
+                       web=web, workers=workers, concurrency=int(concurrency)) as platform:
         pids = ",".join(str(p.pid) for p in platform.procs.values())
-        # One user stands in for a team of C people: the demo's per-person token budget (and the
-        # reserve each concurrent round holds against it) would refuse the later chats.
-        platform.manage("shell", "-c", "from usage.models import Budget; "
-                        "Budget.objects.filter(name__startswith='demo:').delete()")
+        # A team of C people: one member per chat (as Open WebUI's baseline had one user per
+        # chat), each with the demo's per-person budget — which one user cannot hold for
+        # 50 chats, so the demo's budgets are removed when --one-user is asked for.
+        users = max(int(p.split("x")[0]) for p in args.points.split(","))
+        platform.manage("shell", "-c", BENCH_USERS.format(n=users, password=platform.password))
+        models = ["bench-n20-r0"] + [f"bench-n{p.split('x')[1]}-r{float(p.split('x')[2]):g}" for p in args.points.split(",")]
+        platform.manage("shell", "-c", BENCH_MODELS.format(models=models))
+        if args.one_user or os.environ.get("BENCH_NO_BUDGETS"):
+            platform.manage("shell", "-c", "from usage.models import Budget; "
+                            "Budget.objects.filter(name__startswith='demo:').delete()")
         bench_args = argparse.Namespace(
             base=platform.base_url, origin="", username="alice", password=platform.password, workspace="",
             upstream_url=upstream_url, upstream_log=str(upstream_log), points=args.points, repeat=args.repeat,
-            label=mode, version=_version(), out=str(out), server_pids=pids, service_pids="", settle=1.0,
+            label=mode if mode == "embedded" else f"production-{web}+{workers}", version=_version(), out=str(out), server_pids=pids, service_pids="", settle=1.0,
             pause=1.0, timeout_extra=120.0, idle_probe=args.idle_probe, warmup=True, no_ws_compress=False,
+            users_prefix="" if args.one_user else "bench",
         )
         asyncio.run(ours_bench.main_async(bench_args))
+        print(platform.manage("shell", "-c", RUN_PHASES).stdout.strip(), flush=True)
 
 
 def _version() -> str:
@@ -146,8 +244,14 @@ def report(out: Path) -> None:
             for m in modes:
                 mine, theirs = by_mode[m].get(key), base.get(key)
                 cells.append(f"{mine / theirs:.2f}" if mine is not None and theirs else "–")
-            cells += [_fmt(baseline.get(f"chatplatform-before-{m}", {}).get(point, {}).get(key)) for m in modes]
+            cells += [_fmt(baseline.get(f"chatplatform-before-{m.split('-')[0]}", {}).get(point, {}).get(key))
+                      for m in modes]
             print("| " + " | ".join(cells) + " |")
+
+
+def _layout(text: str) -> tuple[int, int]:
+    web, _, workers = text.partition("+")
+    return int(web), int(workers or 1)
 
 
 def main() -> None:
@@ -155,6 +259,13 @@ def main() -> None:
     parser.add_argument("--modes", default="embedded,production")
     parser.add_argument("--points", default="1x1000x50,10x1000x50,50x1000x50")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--asgi", default="uvicorn", choices=("uvicorn", "daphne"),
+                        help="the web server (README, Production: uvicorn, for permessage-deflate)")
+    parser.add_argument("--layout", default="1+2", type=_layout,
+                        help="production processes W+K: W web processes (behind HAProxy when W > 1) and K "
+                             "Celery worker processes of BENCH_WORKER_CONCURRENCY (32) threads each")
+    parser.add_argument("--one-user", action="store_true",
+                        help="all chats as alice (per-user locks and budgets then serialise a team's load)")
     parser.add_argument("--idle-probe", type=float, default=2.0)
     parser.add_argument("--out", default="", help="JSONL of every run and median (default: a temp file)")
     parser.add_argument("--report-only", default="", help="print the tables of an existing --out file")

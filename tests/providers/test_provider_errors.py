@@ -162,6 +162,26 @@ def test_stream_dying_midway_keeps_partial_text_as_truncated(
     assert idx.index("text.delta") < idx.index("message.completed") < idx.index("run.failed")
 
 
+def test_a_chunk_that_is_not_a_json_object_fails_the_turn_and_keeps_the_text(
+    users, thread_on, openai_provider, fake_openai, converse
+):
+    # Chunks reach the adapter as the JSON the provider sent (not SDK objects): a valid JSON
+    # value that is not an object is a precise upstream error, not an AttributeError.
+    fake_openai.script_raw([  # sent exactly as given
+        {"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 0, "model": "fake-model",
+         "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Partial "}, "finish_reason": None}]},
+        ["not", "a", "chunk"],
+    ])
+    thread = thread_on(openai_provider)
+    run, events = converse(thread, users["alice"], "Hello?")
+
+    event, msg = assert_failed_turn(run, events, thread, status="truncated")  # the partial text is kept
+    assert event["error"]["code"] == "upstream_error"
+    assert "not a JSON object" in event["error"]["message"]
+    assert msg.content == "Partial " == joined_text(events)
+    assert fake_openai.headers[0]["authorization"].startswith("Bearer ")
+
+
 # --------------------------------------------------------------------------------------- #
 # A planted key never reaches events, messages, run errors or logs
 # --------------------------------------------------------------------------------------- #

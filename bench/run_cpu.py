@@ -1,0 +1,140 @@
+"""CPU one run costs outside the token stream: the web side of a ``message.send`` and the
+worker side of its turn, measured in one process against PostgreSQL and Redis.
+
+At 50 chats started at once this set-up work is what the time to first token waits for
+(bench/side_by_side): every run's queries, access checks and budget holds compete for the
+same cores as the streams already running. This bench isolates it: a private database
+(tests/e2e/harness.py, production settings), the fake upstream of ``side_by_side`` answering
+5 tokens at once, and per run:
+
+* ``web``: what the websocket consumer does for ``message.send`` — the access re-check
+  (``socket_still_allowed``) and ``ws_actions.message_send`` (serializer, thread lookup,
+  model and budget checks, ``run_create``) — with ``RUN_EXECUTOR=none`` (nothing enqueued);
+* ``worker``: ``agents.runs.driver.run_turn`` — claim, context, grounding, budget hold,
+  the model request (5 tokens), usage, the end — events published to Redis as in production.
+
+Prints CPU ms per run (process time: every thread, the publisher loop's included) p50/mean
+and the SQL statements (the heartbeat's own connection not counted) for both, and with ``--profile`` the functions of this project by cumulative time.
+
+Usage: ``.venv/bin/python bench/run_cpu.py [--runs 30] [--profile]``
+(needs PostgreSQL and Redis as for the e2e tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench" / "side_by_side"))
+
+from run import BENCH_MODELS, start_upstream  # noqa: E402  (bench/side_by_side/run.py)
+
+from tests.e2e.harness import Platform  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--profile", action="store_true", help="print the top functions (cProfile)")
+    args = parser.parse_args()
+
+    upstream, url = start_upstream(Path(tempfile.mkdtemp(prefix="run-cpu-")) / "upstream.jsonl")
+    env = {"OPENAI_API_KEY": "sk-bench", "OPENAI_BASE_URL": url, "OPENAI_MODEL": "bench-n5-r0",
+           "MAX_ACTIVE_RUNS_PER_USER": "1000", "RUN_RATE_LIMIT": "100000/60", "LOG_LEVEL": "WARNING"}
+    try:
+        with Platform("services", extra_env=env) as platform:
+            platform.manage("shell", "-c", BENCH_MODELS.format(models=["bench-n5-r0"]))
+            os.environ.update({**platform.env, "RUN_EXECUTOR": "none"})
+            measure(args)
+    finally:
+        upstream.terminate()
+        upstream.wait(10)
+
+
+def measure(args) -> None:
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    from agents.runs.driver import run_turn
+    from chat import ws_actions
+    from chat.models import Thread
+    from chat.selectors import thread_get_for_user  # noqa: F401  (imported before timing)
+
+    alice = get_user_model().objects.get(username="alice")
+    token = Token.objects.get_or_create(user=alice)[0].key
+    workspace = alice.memberships.first().workspace
+    from agents.models import Provider
+
+    provider = Provider.objects.get(slug="openai")
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    queries: dict[str, list[int]] = {"web": [], "worker": []}
+
+    def one_run(i: int, profiler: cProfile.Profile | None) -> tuple[float, float]:
+        thread = Thread.objects.create(workspace=workspace, owner=alice, title=f"cpu {i}",
+                                       provider=provider, model="bench-n5-r0")
+        user = get_user_model().objects.get(pk=alice.pk)  # as a socket's scope user is
+        t0 = time.process_time()
+        if profiler:
+            profiler.enable()
+        with CaptureQueriesContext(connection) as web_queries:
+            assert ws_actions.socket_still_allowed(user=user, thread_id=str(thread.pk), session_key=None, token=token)
+            ws_actions.message_send(user=user, thread_id=str(thread.pk), frame={"content": f"Hello {i}"})
+        if profiler:
+            profiler.disable()
+        t1 = time.process_time()
+        run = thread.runs.get()
+        if profiler:
+            profiler.enable()
+        with CaptureQueriesContext(connection) as worker_queries:  # the turn thread's connection
+            run_turn(run_id=run.pk)
+        if profiler:
+            profiler.disable()
+        t2 = time.process_time()
+        if os.environ.get("RUN_CPU_SHOW_SQL") and i == 0:
+            for label, captured in (("web", web_queries), ("worker", worker_queries)):
+                for q in captured.captured_queries:
+                    print(f"  {label} SQL: {q['sql'][:160]}")
+        queries["web"].append(len(web_queries))
+        queries["worker"].append(len(worker_queries))
+        run.refresh_from_db()
+        if run.status != "completed":
+            raise SystemExit(f"run {run.pk} ended {run.status}: {run.error}")
+        return (t1 - t0) * 1000, (t2 - t1) * 1000
+
+    for i in range(3):  # warm-up: imports, connections, SDK client
+        one_run(-i - 1, None)
+    profiler = cProfile.Profile(time.process_time) if args.profile else None  # CPU, not wall time
+    web, worker = zip(*(one_run(i, profiler) for i in range(args.runs)), strict=True)
+    print(f"{args.runs} runs, CPU ms per run (process time; 5-token answers; load average "
+          f"{os.getloadavg()[0]:.2f}):")
+    for label, cpu, key in (("web    (access re-check + message.send)", web, "web"), ("worker (run_turn)", worker, "worker")):
+        print(f"  {label:40s} p50 {statistics.median(cpu):6.1f}  mean {statistics.mean(cpu):6.1f}   "
+              f"SQL statements {statistics.median(queries[key]):.0f}")
+    if profiler:
+        stats = pstats.Stats(profiler)
+        stats.sort_stats("cumulative")
+        rows = [(key, value) for key, value in stats.stats.items() if str(REPO) in key[0]
+                and "/.venv/" not in key[0]]
+        rows.sort(key=lambda kv: -kv[1][3])
+        print("\n  cumulative CPU ms per run (with profiling overhead), this project's functions:")
+        for (path, line, name), (_cc, calls, _tt, ct, _callers) in rows[:40]:
+            print(f"  {ct * 1000 / args.runs:7.2f}  {calls / args.runs:5.1f}×  {Path(path).relative_to(REPO)}:{line} {name}")
+
+
+if __name__ == "__main__":
+    main()
