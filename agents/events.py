@@ -130,6 +130,8 @@ class RunEmitter:
         # later event is dropped, so a stale writer never publishes a seq the new owner uses.
         self.fence: Callable[[], bool] = lambda: False
         self.fenced_count = 0
+        self._log_down_since: float | None = None  # loop time of the first failed append of an outage
+        self._gave_up = False  # an event of the current outage was given up
 
     @classmethod
     def for_run(cls, run, *, from_log: bool = False, **kwargs) -> RunEmitter:
@@ -275,36 +277,47 @@ class RunEmitter:
 
     async def _log_with_retry(self, event: dict, append) -> str:
         """Run ``append()`` — the event log's append, or in production its append-and-publish
-        (one Redis round trip) — retrying with backoff (0.2 s doubling to 2 s) for up to
-        ``EVENTS_LOG_RETRY_S`` while the log is unreachable (a Redis restart); the run's later
-        events wait behind it, so the order holds.
+        (one Redis round trip) — retrying with backoff (0.2 s doubling to 2 s) while the log
+        is unreachable (a Redis restart), until ``EVENTS_LOG_RETRY_S`` after the outage began
+        for this emitter; the run's later events wait behind it, so the order holds. The
+        deadline is per outage, not per event: once it has passed, each further event gets
+        one try until an append succeeds again, so a long outage costs the run
+        ``EVENTS_LOG_RETRY_S`` once instead of once per event (the outbox would otherwise
+        drain at one event per ``EVENTS_LOG_RETRY_S`` and the stream stall for hours).
 
         Returns ``LOGGED``; ``REFUSED`` when the log refused the seq on the first try (another
         writer owns the run: not published); ``UNLOGGED`` when the log stayed down (the caller
         may still publish live). A refusal after a failed try means that try reached the log
         before its connection broke, so it counts as logged."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + settings.EVENTS_LOG_RETRY_S
         delay, attempt = 0.2, 0
         while True:
             attempt += 1
             try:
-                if await append() or attempt > 1:
-                    return LOGGED
-                self.fenced_count += 1
-                logger.warning("run %s: seq %s refused by the event log (stale writer); not published",
-                               self.run_id, event["seq"])
-                return REFUSED
+                logged = await append()
             except Exception as exc:
-                if loop.time() + delay > deadline:
-                    logger.exception("run %s: could not log %s seq %s; giving it up", self.run_id, event["type"],
-                                     event["seq"])
-                    return UNLOGGED
-                if attempt == 1:
+                now = loop.time()
+                if self._log_down_since is None:
+                    self._log_down_since = now
                     logger.warning("run %s: event log unreachable (%s: %s); retrying for up to %.0f s", self.run_id,
                                    type(exc).__name__, exc, settings.EVENTS_LOG_RETRY_S)
+                if self._gave_up or now + delay > self._log_down_since + settings.EVENTS_LOG_RETRY_S:
+                    log = logger.debug if self._gave_up else logger.error  # once per outage
+                    log("run %s: could not log %s seq %s (%s: %s); giving it up (and each later event "
+                        "after one try until the log answers)", self.run_id, event["type"], event["seq"],
+                        type(exc).__name__, exc)
+                    self._gave_up = True
+                    return UNLOGGED
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
+                continue
+            self._log_down_since, self._gave_up = None, False
+            if logged or attempt > 1:
+                return LOGGED
+            self.fenced_count += 1
+            logger.warning("run %s: seq %s refused by the event log (stale writer); not published",
+                           self.run_id, event["seq"])
+            return REFUSED
 
     async def _wait_drained(self) -> None:
         await asyncio.sleep(0)  # let call_soon_threadsafe callbacks queued before us run

@@ -82,3 +82,47 @@ def test_window_widens_with_concurrent_streams(settings):
     for emitter in emitters:
         emitter.close()
     assert events.coalesce_window_s() == 0.015
+
+
+def test_a_log_outage_costs_the_retry_window_once_not_once_per_event(settings, monkeypatch):
+    # Redis down for good: the first event is retried for EVENTS_LOG_RETRY_S, then every later
+    # event of the outage gets one try (published live meanwhile, in order) — not a full
+    # retry window each, which stalled the stream for (events × window). Once the log
+    # answers again, the next outage gets its full window again.
+    import collections
+
+    import agents.events as events_module
+
+    settings.EVENTS_LOG_RETRY_S = 0.5
+    calls: collections.Counter = collections.Counter()
+    state = {"up": False}
+
+    class FlakyLog:
+        async def append(self, run_id, event):
+            calls[event["seq"]] += 1
+            if not state["up"]:
+                raise ConnectionError("the event log is unreachable")
+            return True
+
+    monkeypatch.setattr(events_module, "event_log", lambda: FlakyLog())
+    sink = EventSink("t-log-down")
+    emitter = RunEmitter(run_id="r-down", thread_id="t-log-down", window_s=0.0)
+    for n in range(5):
+        emitter.text(f"d{n} ")
+    emitter.flush()
+    first = collect(sink, 5)
+    state["up"] = True
+    emitter.text("back ")
+    after = collect(sink, 1)
+    state["up"] = False
+    emitter.text("down again ")
+    emitter.close()
+    last = collect(sink, 1)
+    sink.close()
+
+    assert [e["delta"] for e in first + after + last] == ["d0 ", "d1 ", "d2 ", "d3 ", "d4 ", "back ", "down again "]
+    assert [e["seq"] for e in first + after + last] == [1, 2, 3, 4, 5, 6, 7]
+    assert calls[1] >= 2  # the outage's first event was retried
+    assert [calls[seq] for seq in (2, 3, 4, 5)] == [1, 1, 1, 1]  # later ones: one try each
+    assert calls[6] == 1  # logged at once when the log was back
+    assert calls[7] >= 2  # a new outage: retried again
