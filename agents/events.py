@@ -75,11 +75,12 @@ _streaming: weakref.WeakSet = weakref.WeakSet()  # emitters not yet closed in th
 
 
 def coalesce_window_s() -> float:
-    """The adaptive coalescing window (seconds): ``EVENTS_COALESCE_WINDOW_S`` (15 ms) while
+    """The adaptive coalescing window (seconds): ``EVENTS_COALESCE_WINDOW_S`` (30 ms) while
     few runs stream in this process, growing with every ``EVENTS_COALESCE_STREAMS_PER_STEP``
-    (8) concurrent streams up to ``EVENTS_COALESCE_MAX_WINDOW_S`` (100 ms). Measured with
-    bench/stream_latency.py: at 50 chats × 50 tok/s one process cannot publish one event per
-    token, and fewer, larger deltas keep every stream moving instead of all falling behind."""
+    (16) concurrent streams up to ``EVENTS_COALESCE_MAX_WINDOW_S`` (100 ms). Measured with
+    bench/side_by_side: at 50 chats × 50 tok/s one process cannot publish one event per
+    token, and fewer, larger deltas keep every stream moving instead of all falling behind;
+    at 10 chats two tokens per event instead of one cut production's CPU per token by a third."""
     base = settings.EVENTS_COALESCE_WINDOW_S
     steps = len(_streaming) / max(1, settings.EVENTS_COALESCE_STREAMS_PER_STEP)
     return min(max(base, base * steps), max(base, settings.EVENTS_COALESCE_MAX_WINDOW_S))
@@ -89,7 +90,7 @@ class RunEmitter:
     """Publishes one run's events in order.
 
     ``text(delta)`` coalesces: a delta is sent at once when nothing was sent for this run
-    within the window (``coalesce_window_s()``: 15 ms, wider under load; a fixed
+    within the window (``coalesce_window_s()``: 30 ms, wider under load; a fixed
     ``window_s`` may be given); otherwise it waits for the window's end, merged with whatever
     arrives meanwhile, or goes out early once the buffer holds ``max_chars``. Any other event
     flushes buffered text first. Events carry deltas, never the accumulated text.
