@@ -18,7 +18,13 @@ import psycopg
 import pytest
 
 from tests.e2e import flows
-from tests.e2e.harness import PG_ADMIN_DSN, Platform, PlatformError, services_unreachable_reason
+from tests.e2e.harness import (
+    PG_ADMIN_DSN,
+    Platform,
+    PlatformError,
+    require_services,
+    services_unreachable_reason,
+)
 from tests.fakes.openai_server import text_chunks
 
 from .conftest import start_gateway
@@ -35,11 +41,7 @@ def gateway(hermes_exe, agent_model, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def platform(gateway):
-    reason = services_unreachable_reason()
-    if reason:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true requires PostgreSQL and Redis: {reason}", pytrace=False)
-        pytest.skip(reason)
+    require_services(services_unreachable_reason())
     p = Platform("services", extra_env={"HERMES_API_KEY": gateway.key, "HERMES_API_BASE": gateway.base_url,
                                         "STREAM_PERSIST_INTERVAL_S": "0.5"})
     try:
@@ -54,17 +56,6 @@ def backend_state(platform: Platform, run_id: str) -> dict:
     with psycopg.connect(PG_ADMIN_DSN.rsplit("/", 1)[0] + f"/{platform.db_name}") as conn:
         row = conn.execute("SELECT backend_state FROM agents_run WHERE id = %s", (run_id,)).fetchone()
     return row[0]
-
-
-def events_until(ws, predicate, timeout=90.0) -> list[dict]:
-    out = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        event = flows.recv_json(ws, timeout=max(0.1, deadline - time.monotonic()))
-        out.append(event)
-        if predicate(event):
-            return out
-    raise AssertionError(f"timed out; saw {[e['type'] for e in out]}")
 
 
 def test_worker_killed_while_the_agent_streams_reattaches(platform, gateway, agent_model):
@@ -84,14 +75,14 @@ def test_worker_killed_while_the_agent_streams_reattaches(platform, gateway, age
                     text.append(e["delta"])
                 return "word15" in "".join(text)
 
-            before = events_until(ws, past_word15)
+            before = flows.events_until(ws, past_word15, timeout=90)
             time.sleep(0.8)  # the partial text is persisted every half second
             old = platform.procs["celery"]
             os.killpg(old.pid, signal.SIGKILL)
             old.wait(timeout=10)
             killed_at = time.monotonic()
             platform._start_worker()
-            after = events_until(ws, lambda e: e["type"] in flows.TERMINAL, timeout=120)
+            after = flows.events_until(ws, lambda e: e["type"] in flows.TERMINAL, timeout=120)
             recovered_s = time.monotonic() - killed_at
     finally:
         agent_model.delay_s = 0.0

@@ -14,11 +14,9 @@ import os
 
 import pytest
 
-from .harness import Platform, PlatformError, services_unreachable_reason
+from tests.fakes.openai_server import FakeOpenAI
 
-
-def _ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() == "true"
+from .harness import Platform, PlatformError, require_services, services_unreachable_reason
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +32,7 @@ def embedded_platform():
 
 @pytest.fixture(scope="module")
 def services_platform():
-    reason = services_unreachable_reason()
-    if reason:
-        if _ci():
-            pytest.fail(f"CI=true requires PostgreSQL and Redis for the services e2e tests: {reason}", pytrace=False)
-        pytest.skip(reason)
+    require_services(services_unreachable_reason())
     platform = Platform("services")
     try:
         platform.start()
@@ -46,6 +40,16 @@ def services_platform():
         pytest.fail(f"services platform did not start: {exc}", pytrace=False)
     yield platform
     platform.stop()
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    """A fake OpenAI-compatible model on loopback (``tests.fakes.openai_server``) for one
+    module: point a platform at it with ``OPENAI_BASE_URL=upstream.base_url`` and
+    ``OPENAI_API_KEY=upstream.api_key``, then script its answers."""
+    fake = FakeOpenAI(api_key="sk-upstream").start()
+    yield fake
+    fake.stop()
 
 
 CHROMIUM = os.environ.get("E2E_CHROMIUM", "/usr/bin/chromium")
@@ -65,10 +69,7 @@ def browser():
             from playwright.sync_api import sync_playwright
         except ImportError as exc:
             problem = f"playwright not installed: {exc}"
-    if problem:
-        if _ci():
-            pytest.fail(f"CI=true requires the browser tests to run: {problem}", pytrace=False)
-        pytest.skip(problem)
+    require_services(problem)  # the browser counts as one: CI must run these tests
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=15_000)
         yield b

@@ -91,6 +91,18 @@ def recv_json(ws: ClientConnection, timeout: float = RUN_TIMEOUT) -> dict:
     return json.loads(ws.recv(timeout=timeout))
 
 
+def events_until(ws: ClientConnection, predicate, timeout: float = 60.0) -> list[dict]:
+    """Events from ``ws`` up to and including the first for which ``predicate`` is true;
+    AssertionError (naming the types seen) after ``timeout`` seconds."""
+    out: list[dict] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out.append(recv_json(ws, timeout=max(0.1, deadline - time.monotonic())))
+        if predicate(out[-1]):
+            return out
+    raise AssertionError(f"timed out; saw {[e['type'] for e in out]}")
+
+
 @dataclass
 class Turn:
     events: list[dict] = field(default_factory=list)

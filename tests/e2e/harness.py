@@ -85,6 +85,17 @@ def services_unreachable_reason() -> str | None:
     return None
 
 
+def require_services(reason: str | None) -> None:
+    """For a test that needs services (PostgreSQL, Redis, a private server binary): nothing when
+    ``reason`` is None; otherwise fail under ``CI=true`` (CI must run it) and skip elsewhere."""
+    if reason:
+        import pytest
+
+        if os.environ.get("CI", "").strip().lower() == "true":
+            pytest.fail(f"CI=true requires the services for this test: {reason}", pytrace=False)
+        pytest.skip(reason)
+
+
 class Platform:
     """The running platform. Use as a context manager or call ``start()``/``stop()``."""
 

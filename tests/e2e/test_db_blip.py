@@ -10,34 +10,22 @@ PostgreSQL is never stopped.
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAI, text_chunks, tool_call_chunks
+from tests.fakes.openai_server import text_chunks, tool_call_chunks
 
 from . import flows
-from .harness import Platform, PlatformError, services_unreachable_reason
+from .harness import Platform, PlatformError, require_services, services_unreachable_reason
 from .private_services import PrivatePostgres, missing_reason
 
 pytestmark = pytest.mark.services
 
 
 @pytest.fixture(scope="module")
-def upstream():
-    fake = FakeOpenAI(api_key="sk-blip").start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
 def postgres():
-    reason = services_unreachable_reason() or missing_reason(postgres=True)
-    if reason:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true requires the services for this test: {reason}", pytrace=False)
-        pytest.skip(reason)
+    require_services(services_unreachable_reason() or missing_reason(postgres=True))
     pg = PrivatePostgres().start()
     yield pg
     pg.close()
@@ -49,7 +37,7 @@ def platform(upstream, postgres, tmp_path_factory):
     ledger.touch()
     env = {
         "EXTRA_TOOL_MODULES": "tests.e2e.kill_tools", "KILL_TEST_LEDGER": str(ledger),
-        "OPENAI_API_KEY": "sk-blip", "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
+        "OPENAI_API_KEY": upstream.api_key, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
         # The blip (stop + ~3 s down + start) must stay inside the lease's fence on a loaded
         # machine: this test is about the retries, not the lease (tests/runs/test_durability).
         "RUN_LEASE_S": "40", "DB_RETRY_S": "30",

@@ -14,33 +14,22 @@ import time
 
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAI, text_chunks, tool_call_chunks
+from tests.fakes.openai_server import text_chunks, tool_call_chunks
 
 from . import flows
-from .harness import Platform, PlatformError, services_unreachable_reason
+from .harness import Platform, PlatformError, require_services, services_unreachable_reason
 
 pytestmark = pytest.mark.services
 
 
 @pytest.fixture(scope="module")
-def upstream():
-    fake = FakeOpenAI(api_key="sk-kill").start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
 def platform(upstream, tmp_path_factory):
-    reason = services_unreachable_reason()
-    if reason:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true requires PostgreSQL and Redis: {reason}", pytrace=False)
-        pytest.skip(reason)
+    require_services(services_unreachable_reason())
     ledger = tmp_path_factory.mktemp("kill") / "writes.txt"
     ledger.touch()
     env = {
         "EXTRA_TOOL_MODULES": "tests.e2e.kill_tools", "KILL_TEST_LEDGER": str(ledger),
-        "OPENAI_API_KEY": "sk-kill", "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
+        "OPENAI_API_KEY": upstream.api_key, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
         "STREAM_PERSIST_INTERVAL_S": "0.5",
     }
     p = Platform("services", extra_env=env)
@@ -62,17 +51,6 @@ def kill_worker_and_start_another(platform: Platform) -> float:
     return killed_at
 
 
-def events_until(ws, predicate, timeout=60.0) -> list[dict]:
-    out = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        event = flows.recv_json(ws, timeout=max(0.1, deadline - time.monotonic()))
-        out.append(event)
-        if predicate(event):
-            return out
-    raise AssertionError(f"timed out; saw {[e['type'] for e in out]}")
-
-
 def test_worker_killed_during_a_write_tool(platform, upstream):
     upstream.script(
         tool_call_chunks([("call_w", "slow_write", json.dumps({"text": "exactly once", "seconds": 30}))]),
@@ -82,13 +60,13 @@ def test_worker_killed_during_a_write_tool(platform, upstream):
     thread_id = flows.create_thread(platform, token, provider="openai")
     with flows.ws_connect(platform, thread_id, token=token) as ws:
         ws.send(json.dumps({"type": "message.send", "content": "write it"}))
-        before = events_until(ws, lambda e: e["type"] == "tool.started")
+        before = flows.events_until(ws, lambda e: e["type"] == "tool.started")
         deadline = time.monotonic() + 10
         while "exactly once" not in platform.ledger.read_text():
             assert time.monotonic() < deadline, "the tool never started"
             time.sleep(0.05)
         killed_at = kill_worker_and_start_another(platform)
-        after = events_until(ws, lambda e: e["type"] in flows.TERMINAL, timeout=90)
+        after = flows.events_until(ws, lambda e: e["type"] in flows.TERMINAL, timeout=90)
         recovered_s = time.monotonic() - killed_at
     print(f"BENCH kill_recovery_s={recovered_s:.1f} (tool phase)")
     assert after[-1]["type"] == "run.completed", [e["type"] for e in after]
@@ -118,11 +96,11 @@ def test_worker_killed_while_streaming_keeps_the_partial_text(platform, upstream
                     streamed.append(e["delta"])
                 return "word15" in "".join(streamed)
 
-            seen = events_until(ws, past_word15)
+            seen = flows.events_until(ws, past_word15)
             time.sleep(0.8)  # let the half-second persistence write the partial text
             killed_at = kill_worker_and_start_another(platform)
             upstream.delay_s = 0.0
-            after = events_until(ws, lambda e: e["type"] in flows.TERMINAL, timeout=90)
+            after = flows.events_until(ws, lambda e: e["type"] in flows.TERMINAL, timeout=90)
             recovered_s = time.monotonic() - killed_at
     finally:
         upstream.delay_s = 0.0

@@ -16,7 +16,6 @@ import pytest
 
 from tests.fakes.openai_server import (
     Failure,
-    FakeOpenAI,
     text_chunks,
     tool_call_chunks,
     usage_chunk,
@@ -30,16 +29,9 @@ WEATHER_TOOL = {"type": "function", "function": {
 
 
 @pytest.fixture(scope="module")
-def upstream():
-    fake = FakeOpenAI(api_key="sk-upstream").start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
 def platform(upstream):
     p = Platform("embedded", extra_env={
-        "OPENAI_API_KEY": "sk-upstream", "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
+        "OPENAI_API_KEY": upstream.api_key, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
         "COMPAT_API_WAIT_S": "60",
     })
     try:

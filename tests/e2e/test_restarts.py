@@ -9,38 +9,23 @@ harness.
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from tests.fakes.openai_server import FakeOpenAI, text_chunks
+from tests.fakes.openai_server import text_chunks
 
 from . import flows
-from .harness import Platform, PlatformError, services_unreachable_reason
+from .harness import Platform, PlatformError, require_services, services_unreachable_reason
 from .private_services import PrivateRedis, missing_reason
 
 pytestmark = pytest.mark.services
 
 
-def _require(reason: str | None) -> None:
-    if reason:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true requires the services for this test: {reason}", pytrace=False)
-        pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    fake = FakeOpenAI(api_key="sk-restart").start()
-    yield fake
-    fake.stop()
-
-
 @pytest.fixture(scope="module")
 def redis_server():
-    _require(services_unreachable_reason() or missing_reason(redis=True))
+    require_services(services_unreachable_reason() or missing_reason(redis=True))
     server = PrivateRedis(persistent=True).start()  # AOF, as README recommends for production
     yield server
     server.close()
@@ -48,7 +33,7 @@ def redis_server():
 
 @pytest.fixture(scope="module")
 def platform(upstream, redis_server):
-    env = {"OPENAI_API_KEY": "sk-restart", "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
+    env = {"OPENAI_API_KEY": upstream.api_key, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
            "STREAM_PERSIST_INTERVAL_S": "0.5"}
     p = Platform("services", extra_env=env, redis_url=redis_server.url(0))
     try:
