@@ -75,19 +75,13 @@ class BenchPlatform(Platform):
                 "--concurrency", str(self.concurrency), "--loglevel", "WARNING", "-n", f"bench-{tag}-{i}@127.0.0.1",
                 "--without-gossip", "--without-mingle"])
 
-    def _web_cmd(self, port: int) -> list[str]:
-        if self.asgi_server == "uvicorn":
-            return [str(VENV_BIN / "uvicorn"), "--host", "127.0.0.1", "--port", str(port), "--ws", "websockets",
-                    "--ws-max-size", "1048576", "--lifespan", "off", "--no-access-log", "chatplatform.asgi:application"]
-        return [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "chatplatform.asgi:application"]
-
     def _start_daphne(self) -> None:
         if self.web == 1:
             return super()._start_daphne()
         backends = []
         for i in range(1, self.web + 1):
             port = free_port()
-            self._spawn(f"web{i}", self._web_cmd(port))
+            self._spawn(f"web{i}", self.web_command(port))
             backends.append(port)
         self.port = free_port()
         config = self.tmpdir / "haproxy.cfg"

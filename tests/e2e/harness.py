@@ -302,20 +302,22 @@ class Platform:
     def _start_daphne(self) -> None:
         for attempt in range(3):
             self.port = free_port()
-            if self.asgi_server == "uvicorn":  # the README's alternative: permessage-deflate
-                cmd = [str(VENV_BIN / "uvicorn"), "--host", "127.0.0.1", "--port", str(self.port), "--ws",
-                       "websockets", "--ws-max-size", "1048576", "--lifespan", "off", "--no-access-log",
-                       "chatplatform.asgi:application"]
-            else:
-                cmd = [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.port),
-                       "chatplatform.asgi:application"]
-            proc = self._spawn("daphne", cmd)  # "daphne": the web process, whichever server
+            proc = self._spawn("daphne", self.web_command(self.port))  # "daphne": the web process, whichever server
             time.sleep(0.3)
             if proc.poll() is None:
                 return
             if "Address already in use" not in self._logs["daphne"].read_text(errors="replace") or attempt == 2:
                 raise PlatformError(f"daphne exited with {proc.returncode}")
             del self.procs["daphne"]
+
+    def web_command(self, port: int) -> list[str]:
+        """The web process's command line: uvicorn as the README runs it in production
+        (permessage-deflate), or daphne as ``make demo`` does."""
+        if self.asgi_server == "uvicorn":
+            return [str(VENV_BIN / "uvicorn"), "--host", "127.0.0.1", "--port", str(port), "--ws", "websockets",
+                    "--ws-max-size", "1048576", "--lifespan", "off", "--no-access-log",
+                    "chatplatform.asgi:application"]
+        return [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "chatplatform.asgi:application"]
 
     def _wait_http(self) -> None:
         deadline = time.monotonic() + self.startup_timeout
