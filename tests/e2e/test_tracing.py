@@ -86,14 +86,9 @@ def test_one_trace_from_the_request_to_the_provider_and_tool_calls(traced_platfo
 
 @pytest.fixture(scope="module")
 def traced_services_platform(collector):
-    from .conftest import _ci
-    from .harness import services_unreachable_reason
+    from .harness import require_services, services_unreachable_reason
 
-    reason = services_unreachable_reason()
-    if reason:
-        if _ci():
-            pytest.fail(f"CI=true requires PostgreSQL and Redis for the services e2e tests: {reason}", pytrace=False)
-        pytest.skip(reason)
+    require_services(services_unreachable_reason())
     platform = Platform("services", extra_env={"OTEL_EXPORTER_OTLP_ENDPOINT": collector.base_url,
                                                "OTEL_SERVICE_NAME": "chatplatform-test"})
     platform.start()
