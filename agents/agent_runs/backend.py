@@ -192,6 +192,7 @@ class _Attempt:
     # -- following the remote run ---------------------------------------------------------
     def _follow(self, remote: str) -> Outcome:
         events = self._open_stream(remote)
+        self.turn.dispatched()  # the agent works remotely now: the next turn's set-up may start
         poll_every = settings.AGENT_RUNS_POLL_S
         next_poll = time.monotonic() + poll_every
         terminal_seen_at: float | None = None

@@ -26,6 +26,7 @@ from typing import Protocol
 
 from agents.events import RunEmitter
 from agents.models import Run
+from agents.runs.gate import SetupSlot
 from agents.runs.lease import RunLease
 from agents.tools import ToolContext
 
@@ -41,6 +42,14 @@ class Turn:
     lease: RunLease
     role: str
     tools: ToolContext
+    slot: SetupSlot | None = None  # this turn's place in the process's set-up gate
+
+    def dispatched(self) -> None:
+        """The turn's first request (to the model, or the remote agent's run) is on its way:
+        the next turn waiting in the set-up gate may start (``agents.runs.gate``). Idempotent;
+        a backend that never calls it holds its slot until the turn ends."""
+        if self.slot is not None:
+            self.slot.release()
 
     def started(self, *, assistant_message_id) -> None:
         """Publish ``run.started`` once per run (not again on a resumed attempt)."""

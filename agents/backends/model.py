@@ -225,6 +225,7 @@ class _Loop:
         span = meter().span("model.request", provider=provider, model=self.run.model)
         span.__enter__()
         stream = adapter.stream(request)
+        self.turn.dispatched()  # the next turn's set-up may start (agents.runs.gate)
         release_db_connection()  # the pool gets it back while the model streams
         try:
             for event in stream:

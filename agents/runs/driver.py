@@ -37,6 +37,7 @@ from chat.models import Membership, Message
 
 from . import lifecycle
 from .dbconn import DATABASE_UNAVAILABLE, is_database_unavailable, unavailable_message
+from .gate import SetupSlot, setup_slot
 from .lease import LeaseLost, RunLease, worker_identity
 
 logger = logging.getLogger(__name__)
@@ -54,37 +55,40 @@ def run_turn(*, run_id) -> None:
     emitter = RunEmitter.for_run(run)
     lease = RunLease(run_id=run.pk, owner=owner, seq_source=lambda: emitter.settled_seq).start()
     emitter.fence = lambda: lease.lost  # a worker that may have lost the run publishes nothing
-    turn = _turn(run, emitter, lease)
-    backend = backend_for(run.provider)
-    try:
-        with meter().run_scope(run=run):  # log context and the run's trace span (agents.metering)
-            if not turn.role:
-                outcome = Outcome.failed("forbidden", "you are no longer a member of this workspace")
-            else:
-                outcome = backend.advance(turn)
-            lease.tick()  # raises LeaseLost: a fenced worker never writes the end
-            lease.stop()  # the end below is one transition; no renewal may race it
-            _end(turn, backend, outcome, owner)
-    except LeaseLost:
-        logger.warning("run %s: lease lost (taken over, or not renewable); this worker stops here", run.pk)
-        lease.stop()
-        emitter.close(save_seq=False)
-        return
-    except Exception as exc:  # last line of defence: a bug still ends the run cleanly
-        lease.stop()
-        if is_database_unavailable(exc):
-            logger.warning("run %s: no database connection (%s: %s)", run.pk, type(exc).__name__, exc)
-            code, message = DATABASE_UNAVAILABLE, unavailable_message(exc)
-        else:
-            logger.exception("run %s crashed", run.pk)
-            code, message = "internal_error", f"internal error: {type(exc).__name__}"
+    # The set-up runs a few turns at a time, in order (agents.runs.gate); the backend gives the
+    # slot back once its first request is sent (turn.dispatched()), the block at the latest.
+    with setup_slot() as slot:
+        turn = _turn(run, emitter, lease, slot)
+        backend = backend_for(run.provider)
         try:
-            _fail(run, emitter, code, message)
-        except DatabaseError:
-            emitter.close(save_seq=False)  # what was published is in the event log
-            raise  # run_turn_or_fail records the failure once a connection is free
-    emitter.close()
-    lease.release()
+            with meter().run_scope(run=run):  # log context and the run's trace span (agents.metering)
+                if not turn.role:
+                    outcome = Outcome.failed("forbidden", "you are no longer a member of this workspace")
+                else:
+                    outcome = backend.advance(turn)
+                lease.tick()  # raises LeaseLost: a fenced worker never writes the end
+                lease.stop()  # the end below is one transition; no renewal may race it
+                _end(turn, backend, outcome, owner)
+        except LeaseLost:
+            logger.warning("run %s: lease lost (taken over, or not renewable); this worker stops here", run.pk)
+            lease.stop()
+            emitter.close(save_seq=False)
+            return
+        except Exception as exc:  # last line of defence: a bug still ends the run cleanly
+            lease.stop()
+            if is_database_unavailable(exc):
+                logger.warning("run %s: no database connection (%s: %s)", run.pk, type(exc).__name__, exc)
+                code, message = DATABASE_UNAVAILABLE, unavailable_message(exc)
+            else:
+                logger.exception("run %s crashed", run.pk)
+                code, message = "internal_error", f"internal error: {type(exc).__name__}"
+            try:
+                _fail(run, emitter, code, message)
+            except DatabaseError:
+                emitter.close(save_seq=False)  # what was published is in the event log
+                raise  # run_turn_or_fail records the failure once a connection is free
+        emitter.close()
+        lease.release()
 
 
 def run_turn_or_fail(*, run_id) -> None:
@@ -127,7 +131,7 @@ def run_fail_unavailable(*, run_id, message: str) -> bool:
     return True
 
 
-def _turn(run: Run, emitter: RunEmitter, lease: RunLease) -> Turn:
+def _turn(run: Run, emitter: RunEmitter, lease: RunLease, slot: SetupSlot | None = None) -> Turn:
     thread = run.thread
     membership = Membership.objects.select_related("role").filter(
         user_id=run.user_id, workspace_id=thread.workspace_id
@@ -144,7 +148,7 @@ def _turn(run: Run, emitter: RunEmitter, lease: RunLease) -> Turn:
         env_id=run.env_id,
         ui_context=dict(run.ui_context or {}),
     )
-    return Turn(run=run, emitter=emitter, lease=lease, role=role, tools=tools)
+    return Turn(run=run, emitter=emitter, lease=lease, role=role, tools=tools, slot=slot)
 
 
 def _end(turn: Turn, backend, outcome: Outcome, owner: str) -> None:

@@ -257,3 +257,63 @@ def test_the_model_backend_runs_in_process_with_a_scripted_model(scripted_model,
     assert joined_text(events) == "Hello from the script."
     request = scripted_model.requests[0]
     assert request.messages[-1].content == "hi" and "show_capabilities" in {t.name for t in request.tools}
+
+
+# --- the set-up gate (agents/runs/gate.py) ---------------------------------------------------
+def _gate_free() -> bool:
+    """Whether a slot of the (one-slot) gate is free right now; leaves it as it was."""
+    from agents.runs.gate import _semaphore
+
+    if not _semaphore().acquire(blocking=False):
+        return False
+    _semaphore().release()
+    return True
+
+
+class DispatchingBackend(ScriptedBackend):
+    """Records whether the gate's only slot was taken before and after ``turn.dispatched()``."""
+
+    def advance(self, turn):
+        self.seen = [_gate_free()]
+        turn.dispatched()
+        self.seen.append(_gate_free())
+        return super().advance(turn)
+
+
+def test_a_turn_holds_a_set_up_slot_until_its_backend_dispatches(backend_slot, anthropic_thread, users, settings):
+    settings.RUN_EXECUTOR, settings.RUN_SETUP_CONCURRENCY = "none", 1
+    backend = DispatchingBackend(Outcome.completed())
+    backend_slot(backend)
+    created = run_create(thread=anthropic_thread, user=users["alice"], content="go")
+    run_turn(run_id=created.run.pk)
+    assert backend.seen == [False, True]  # held through the set-up, free once the request is out
+    assert _gate_free()  # and not released twice (a bounded semaphore would have raised)
+    assert Run.objects.get(pk=created.run.pk).status == S.COMPLETED
+
+
+def test_a_backend_that_never_dispatches_gives_its_slot_back_when_the_turn_ends(backend_slot, anthropic_thread,
+                                                                                users, settings):
+    settings.RUN_EXECUTOR, settings.RUN_SETUP_CONCURRENCY = "none", 1
+    backend_slot(ScriptedBackend(Outcome.failed("upstream_down", "unreachable")))
+    created = run_create(thread=anthropic_thread, user=users["alice"], content="go")
+    run_turn(run_id=created.run.pk)
+    assert Run.objects.get(pk=created.run.pk).status == S.FAILED
+    assert _gate_free()
+
+
+def test_the_model_backend_frees_its_slot_before_the_model_streams(scripted_model, converse, users, workspaces,
+                                                                    openai_provider, settings, monkeypatch):
+    settings.RUN_SETUP_CONCURRENCY = 1
+    seen = []
+    stream = scripted_model.stream
+
+    def observed(request):
+        seen.append(_gate_free())  # when the request is sent (the first read of the stream)
+        yield from stream(request)
+
+    monkeypatch.setattr(scripted_model, "stream", observed)
+    scripted_model.script(says("Streaming with the gate open."))
+    thread = make_thread(users["alice"], workspaces["demo"], openai_provider, grounded=False)
+    run, events = converse(thread, users["alice"], "hi")
+    assert run.status == S.COMPLETED and joined_text(events) == "Streaming with the gate open."
+    assert seen == [True]
