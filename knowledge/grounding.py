@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.grounding import Grounding
@@ -111,21 +111,36 @@ def grounding_for_run(*, run, tier: str = "full") -> Grounding:
         return Grounding(note=f"retrieval failed: {type(exc).__name__}")
     if not hits:
         logger.info("grounding for run %s: nothing in the knowledge base matched", run.pk)
+    # Usually the run has no sources row yet: one INSERT. A row may exist when a tool call
+    # numbered sources after a failed retrieval, or another attempt raced this one: then the
+    # row is locked and completed (a grounding already stored wins).
+    record = RunSources(run_id=run.pk)
+    _ground(record, hits, tier)
+    try:
+        with transaction.atomic():
+            record.save(force_insert=True)
+        return _given(record)
+    except IntegrityError:
+        pass
     with transaction.atomic():
-        record, _ = RunSources.objects.select_for_update().get_or_create(run_id=run.pk)
-        if record.grounded_at is not None:  # another attempt got here first
-            return _given(record)
-        numbers = _assign(record, hits, via="grounding")
-        limit = SNIPPET_CHARS.get(tier, SNIPPET_CHARS["full"])
-        for source in record.sources:  # the text given, as data for adapters (agents.grounding)
-            if source.get("via") == "grounding" and "snippet" not in source:
-                hit = next(h for h in hits if (h.item_id, h.chunk_id) == (source["item_id"], source["chunk_id"]))
-                source["snippet"] = _clip(hit.snippet, limit)
-        record.block = grounding_block(hits, numbers, tier=tier)
-        record.grounded_at = timezone.now()
-        record.grounding_note = "" if hits else "nothing matched"
-        record.save()
+        record = RunSources.objects.select_for_update().get(run_id=run.pk)
+        if record.grounded_at is None:
+            _ground(record, hits, tier)
+            record.save()
     return _given(record)
+
+
+def _ground(record: RunSources, hits: list[Hit], tier: str) -> None:
+    """Number ``hits`` into ``record`` and set its block, note and time (the caller saves)."""
+    numbers = _assign(record, hits, via="grounding")
+    limit = SNIPPET_CHARS.get(tier, SNIPPET_CHARS["full"])
+    for source in record.sources:  # the text given, as data for adapters (agents.grounding)
+        if source.get("via") == "grounding" and "snippet" not in source:
+            hit = next(h for h in hits if (h.item_id, h.chunk_id) == (source["item_id"], source["chunk_id"]))
+            source["snippet"] = _clip(hit.snippet, limit)
+    record.block = grounding_block(hits, numbers, tier=tier)
+    record.grounded_at = timezone.now()
+    record.grounding_note = "" if hits else "nothing matched"
 
 
 def _assign(record: RunSources, hits: list[Hit], *, via: str) -> list[int]:

@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import dataclass
 from typing import Any
+
+from django.core.exceptions import ObjectDoesNotExist
 
 from chatplatform import tracing
 
 from . import metrics
 from .logs import run_context
+from .models import Budget, ModelPrice
 from .services import (
     Hold,
     budget_admit,
     budget_check,
     budget_release,
     budget_warnings,
+    budgets_for,
     message_usage,
-    price_for,
     tool_limit_reason,
     usage_record,
 )
@@ -33,22 +37,51 @@ def _model_id(provider, model: str) -> int | None:
     return LLMModel.objects.filter(provider=provider, name=model).values_list("pk", flat=True).first()
 
 
+@dataclass(frozen=True)
+class _RunUsage:
+    """What metering needs of a run's model for one turn, read once: the model row's id, its
+    price (None: unpriced) and the budgets that apply. Kept on the run object, so it lives as
+    long as the turn (a price or budget changed mid-turn applies from the next turn)."""
+
+    model_id: int | None
+    price: ModelPrice | None
+    budgets: list[Budget]
+
+
+def _run_usage(run) -> _RunUsage:
+    from agents.models import LLMModel
+
+    cached = getattr(run, "_run_usage", None)
+    if cached is None:
+        row = (LLMModel.objects.filter(provider=run.provider, name=run.model).select_related("price").first()
+               if run.provider is not None and run.model else None)
+        try:
+            price = row.price if row is not None else None
+        except ObjectDoesNotExist:
+            price = None
+        model_id = row.pk if row is not None else None
+        budgets = budgets_for(user_id=run.user_id, workspace_id=run.thread.workspace_id, model_id=model_id)
+        cached = run._run_usage = _RunUsage(model_id, price, budgets)
+    return cached
+
+
 class UsageMeter:
     def before_run(self, *, user, thread) -> None:
         budget_check(user_id=user.pk, workspace_id=thread.workspace_id,
                      model_id=_model_id(thread.provider, thread.model))
 
     def before_round(self, *, run) -> Hold:
-        return budget_admit(user_id=run.user_id, workspace_id=run.thread.workspace_id,
-                            model_id=_model_id(run.provider, run.model),
-                            price=price_for(provider=run.provider, model=run.model))
+        usage = _run_usage(run)
+        return budget_admit(user_id=run.user_id, workspace_id=run.thread.workspace_id, model_id=usage.model_id,
+                            price=usage.price, budgets=usage.budgets)
 
     def after_round(self, *, run, message, usage, hold: Any, emitter) -> dict:
         counts = usage.as_dict() if usage is not None else None
-        record = usage_record(run=run, message=message, usage=counts, hold=hold)
+        run_usage = _run_usage(run)
+        record = usage_record(run=run, message=message, usage=counts, hold=hold, price=run_usage.price)
         metrics.record_tokens(provider=record.provider if record else "", model=run.model, usage=counts)
         for warning in budget_warnings(user_id=run.user_id, workspace_id=run.thread.workspace_id,
-                                       model_id=_model_id(run.provider, run.model)):
+                                       model_id=run_usage.model_id, budgets=run_usage.budgets):
             emitter.emit("budget.warning", **warning)
         return message_usage(record, counts)
 

@@ -109,6 +109,9 @@ def budget_spent(budget: Budget, start: datetime, end: datetime) -> Decimal:
 
 
 def _window(budget: Budget, start: datetime) -> BudgetWindow:
+    window = BudgetWindow.objects.filter(budget=budget, starts_at=start).first()
+    if window is not None:  # the common case: one statement, no transaction
+        return window
     for attempt in range(2):
         try:
             with transaction.atomic():
@@ -174,11 +177,14 @@ def budget_check(*, user_id, workspace_id, model_id) -> None:
             raise _refusal(budget, spent, end, busy=False)
 
 
-def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None) -> Hold:
+def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None,
+                 budgets: list[Budget] | None = None) -> Hold:
     """Take a hold for one model round on every hard-limited budget that applies (see the
-    module docstring), or raise :class:`DispatchRefused` and hold nothing."""
-    budgets = [b for b in budgets_for(user_id=user_id, workspace_id=workspace_id, model_id=model_id)
-               if b.hard_limit is not None]
+    module docstring), or raise :class:`DispatchRefused` and hold nothing. ``budgets``: the
+    :func:`budgets_for` these ids, when the caller has them already."""
+    if budgets is None:
+        budgets = budgets_for(user_id=user_id, workspace_id=workspace_id, model_id=model_id)
+    budgets = [b for b in budgets if b.hard_limit is not None]
     if not budgets:
         return Hold()
     plan = []
@@ -209,13 +215,18 @@ def budget_release(hold: Hold | None) -> None:
 
 
 # -- records ---------------------------------------------------------------------------------
+_LOOK_UP = object()  # usage_record(price=…) not given: look the price up
+
 @retry_transient  # idempotent per message; the transaction is inside
-def usage_record(*, run, message, usage: dict | None, hold: Hold | None = None) -> UsageRecord | None:
+def usage_record(*, run, message, usage: dict | None, hold: Hold | None = None,
+                 price: ModelPrice | None | object = _LOOK_UP) -> UsageRecord | None:
     """Store one response's usage (``usage``: the provider's counts, None when it gave none)
-    with its cost at today's price, and release the round's hold, in one transaction.
+    with its cost at today's price (``price``: the run's model's, looked up unless given;
+    None: unpriced), and release the round's hold, in one transaction.
     Idempotent per message (a redelivered turn does not count twice). Returns the record."""
     counts = usage or {}
-    price = price_for(provider=run.provider, model=run.model)
+    if price is _LOOK_UP:
+        price = price_for(provider=run.provider, model=run.model)
     cost = usage_cost(price=price, usage=counts)
     with transaction.atomic():
         record = UsageRecord.objects.filter(message=message).first() if message is not None else None
@@ -243,13 +254,15 @@ def message_usage(record: UsageRecord | None, usage: dict | None) -> dict:
     return out
 
 
-def budget_warnings(*, user_id, workspace_id, model_id) -> list[dict]:
+def budget_warnings(*, user_id, workspace_id, model_id, budgets: list[Budget] | None = None) -> list[dict]:
     """Budgets whose soft (or hard) limit the current window's spend has reached and that
     have not warned yet in this window: mark them warned and return the warnings
     ``[{"budget_id", "scope", "metric", "period", "spent", "soft_limit", "hard_limit",
-    "currency", "resets_at"}]`` (decimals as strings)."""
+    "currency", "resets_at"}]`` (decimals as strings). ``budgets``: as for :func:`budget_admit`."""
     warnings = []
-    for budget in budgets_for(user_id=user_id, workspace_id=workspace_id, model_id=model_id):
+    if budgets is None:
+        budgets = budgets_for(user_id=user_id, workspace_id=workspace_id, model_id=model_id)
+    for budget in budgets:
         threshold = budget.soft_limit if budget.soft_limit is not None else budget.hard_limit
         start, end = window_bounds(budget.period)
         spent = budget_spent(budget, start, end)

@@ -159,3 +159,27 @@ def test_small_tier_gets_fewer_shorter_sources(users, workspaces, offline, topic
     small = grounding_for_run(run=run, tier="small")
     assert 1 <= len(small.citations) <= 3
     assert all(len(part) < 700 for part in small.block.split("\n\n[")[1:])
+
+
+def test_grounding_after_a_tool_numbered_sources_keeps_their_numbers(users, workspaces, offline, topics, settings):
+    """The grounding is usually the run's first sources row (one INSERT); when a
+    search_knowledge call numbered hits first (the retrieval had failed on an earlier attempt),
+    the row is completed under its lock and the tool's numbers stand."""
+    settings.RUN_EXECUTOR = "none"
+    from agents.services import run_create
+    from knowledge.grounding import run_sources_number
+    from knowledge.selectors import knowledge_search
+
+    thread = make_thread(users["alice"], workspaces["demo"], offline)
+    run = run_create(thread=thread, user=users["alice"], content=QUESTION).run
+    tool_hits = knowledge_search(workspace=workspaces["demo"], query="for statement", top_k=1)
+    assert run_sources_number(run_id=run.pk, hits=tool_hits) == [1]
+    given = grounding_for_run(run=run)
+    record = RunSources.objects.get(run_id=run.pk)
+    assert record.grounded_at is not None and record.block == given.block
+    numbers = {(s["item_id"], s["chunk_id"]): s["n"] for s in record.sources}
+    assert numbers[(tool_hits[0].item_id, tool_hits[0].chunk_id)] == 1  # the tool's number stands
+    assert [c["n"] for c in given.citations] and min(c["n"] for c in given.citations) >= 1
+    assert len(set(numbers.values())) == len(numbers)  # no number means two sources
+    with_chunk = (str(topics["with"].pk), topics["with"].chunks.get().pk)
+    assert with_chunk in numbers and numbers[with_chunk] in [c["n"] for c in given.citations]
