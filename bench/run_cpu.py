@@ -7,9 +7,9 @@ same cores as the streams already running. This bench isolates it: a private dat
 (tests/e2e/harness.py, production settings), the fake upstream of ``side_by_side`` answering
 5 tokens at once, and per run:
 
-* ``web``: what the websocket consumer does for ``message.send`` — the access re-check
-  (``socket_still_allowed``) and ``ws_actions.message_send`` (serializer, thread lookup,
-  model and budget checks, ``run_create``) — with ``RUN_EXECUTOR=none`` (nothing enqueued);
+* ``web``: what the websocket consumer does for ``message.send`` — ``ws_actions.frame_act``:
+  the access re-check and ``message_send`` (serializer, model and budget checks,
+  ``run_create``) — with ``RUN_EXECUTOR=none`` (nothing enqueued);
 * ``worker``: ``agents.runs.driver.run_turn`` — claim, context, grounding, budget hold,
   the model request (5 tokens), usage, the end — events published to Redis as in production.
 
@@ -96,8 +96,8 @@ def measure(args) -> None:
         if profiler:
             profiler.enable()
         with CaptureQueriesContext(connection) as web_queries:
-            assert ws_actions.socket_still_allowed(user=user, thread_id=str(thread.pk), session_key=None, token=token)
-            ws_actions.message_send(user=user, thread_id=str(thread.pk), frame={"content": f"Hello {i}"})
+            assert ws_actions.frame_act(action=ws_actions.message_send, user=user, thread_id=str(thread.pk),
+                                        frame={"content": f"Hello {i}"}, session_key=None, token=token)
         if profiler:
             profiler.disable()
         t1 = time.process_time()

@@ -174,19 +174,27 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             return
         # Every action re-checks the credential: a tab whose user signed out (or whose token
         # was deleted, or who left the workspace) may not act on the open socket.
-        if not await self._still_allowed():
-            await self.close(code=CLOSE_FORBIDDEN)
-            return
-        if content["type"] == "run.resume":
-            await self.resume(content)
-            return
         action = ws_actions.ACTIONS.get(content["type"])
         if action is None:
+            if not await self._still_allowed():
+                await self.close(code=CLOSE_FORBIDDEN)
+                return
+            if content["type"] == "run.resume":
+                await self.resume(content)
+                return
             known = ", ".join(sorted([*ws_actions.ACTIONS, "run.resume"]))
             await self.send_error("unknown_type", f"Unknown frame type {content['type']!r}. Known: {known}.")
             return
-        try:
-            await db_async(action)(user=self.scope["user"], thread_id=self.thread_id, frame=content)
+        try:  # the re-check and the action in one database hop
+            allowed = await db_async(ws_actions.frame_act)(
+                action=action, user=self.scope["user"], thread_id=self.thread_id, frame=content,
+                session_key=getattr(self.scope.get("session"), "session_key", None),
+                token=ws_actions.token_from_scope(self.scope),
+            )
+            self._allowed_at = time.monotonic() if allowed else 0.0
+            if not allowed:
+                await self.close(code=CLOSE_FORBIDDEN)
+                return
         except ServiceError as exc:
             await self.send_service_error(exc)
         except ValidationError as exc:

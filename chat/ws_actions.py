@@ -1,8 +1,8 @@
 """Client-frame actions of the thread websocket, as plain sync functions.
 
-Each takes ``(user, thread_id, frame)``, validates the frame with the REST endpoint's input
-serializer, re-checks access through the selectors (a socket may outlive a membership),
-calls one service, and returns a list of events to send back to this socket only. A
+Each takes ``(user, thread, frame)`` — ``thread`` as the socket's access re-check just found
+it (:func:`frame_act`: a socket may outlive a membership or a login) — validates the frame
+with the REST endpoint's input serializer, calls one service, and returns a list of events to send back to this socket only. A
 ``ServiceError`` or a serializer ``ValidationError`` becomes an ``error`` event in the
 consumer; the socket stays open.
 """
@@ -19,6 +19,7 @@ from agents.tool_call_api import DecisionSerializer
 from chatplatform.errors import ServiceError
 
 from .api.serializers import RunCreateSerializer
+from .models import Thread
 from .selectors import thread_get_for_user
 
 
@@ -30,20 +31,19 @@ def audit_rejected_frame(*, user, thread_id, reason: str) -> None:
     )
 
 
-def message_send(*, user, thread_id: str, frame: dict) -> list[dict]:
-    """``message.send``: the same input serializer and service as ``POST /threads/{id}/runs/``."""
+def message_send(*, user, thread: Thread, frame: dict) -> list[dict]:
+    """``message.send``: the same input serializer and service as ``POST /threads/{id}/runs/``.
+    Only the thread's owner may send (a workspace admin may read it, not write in it)."""
     data = RunCreateSerializer(data=frame)
     data.is_valid(raise_exception=True)
-    try:
-        thread = thread_get_for_user(user=user, thread_id=thread_id, write=True)
-    except Http404 as exc:
-        raise ServiceError("not_allowed", "You cannot send messages in this thread.", 403) from exc
+    if thread.owner_id != user.pk:
+        raise ServiceError("not_allowed", "You cannot send messages in this thread.", 403)
     run_create(thread=thread, user=user, **data.validated_data)
     return []
 
 
-def run_cancel_frame(*, user, thread_id: str, frame: dict) -> list[dict]:
-    run_cancel(run=_thread_run(user=user, thread_id=thread_id, run_id=frame.get("run_id")), user=user)
+def run_cancel_frame(*, user, thread: Thread, frame: dict) -> list[dict]:
+    run_cancel(run=_thread_run(user=user, thread_id=str(thread.pk), run_id=frame.get("run_id")), user=user)
     return []
 
 
@@ -94,16 +94,31 @@ def socket_user_active(*, user, session_key: str | None, token: str | None) -> b
 def socket_still_allowed(*, user, thread_id: str, session_key: str | None, token: str | None) -> bool:
     """Whether a connected socket may keep receiving: the user is active, their credential
     (token, or session after a logout) still exists, and the thread is still visible."""
+    return socket_thread(user=user, thread_id=thread_id, session_key=session_key, token=token) is not None
+
+
+def socket_thread(*, user, thread_id: str, session_key: str | None, token: str | None) -> Thread | None:
+    """:func:`socket_still_allowed`, returning the thread it found visible (None: not allowed)."""
     if not socket_user_active(user=user, session_key=session_key, token=token):
-        return False
+        return None
     try:
-        thread_get_for_user(user=user, thread_id=thread_id)
+        return thread_get_for_user(user=user, thread_id=thread_id)
     except Http404:
+        return None
+
+
+def frame_act(*, action, user, thread_id: str, frame: dict, session_key: str | None, token: str | None) -> bool:
+    """One client frame in one database hop: the socket's access re-check, then ``action``
+    (one of :data:`ACTIONS`) on the thread the check found. False (nothing done) when the
+    socket may no longer act; a refusal raises as the action does."""
+    thread = socket_thread(user=user, thread_id=thread_id, session_key=session_key, token=token)
+    if thread is None:
         return False
+    action(user=user, thread=thread, frame=frame)
     return True
 
 
-def approval_decide(*, user, thread_id: str, frame: dict) -> list[dict]:
+def approval_decide(*, user, thread: Thread, frame: dict) -> list[dict]:
     """``approval.decide``: the same input serializer and service as
     ``POST /tool-calls/{id}/decision/``; a refusal names the call (the card re-enables)."""
     data = DecisionSerializer(data=frame)
@@ -112,7 +127,7 @@ def approval_decide(*, user, thread_id: str, frame: dict) -> list[dict]:
         tool_call = tool_call_get_for_decider(user=user, tool_call_id=frame.get("tool_call_id"))
     except Http404 as exc:
         raise ServiceError("not_found", "No such tool call.", 404) from exc
-    if str(tool_call.run.thread_id) != thread_id:
+    if tool_call.run.thread_id != thread.pk:
         raise ServiceError("not_found", "No such tool call.", 404)
     try:
         tool_call_decide(tool_call=tool_call, user=user, decision=data.validated_data["decision"])
