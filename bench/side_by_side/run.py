@@ -161,6 +161,11 @@ def pct(xs, q):
 wait = [(r.started_at - r.created_at).total_seconds() for r in runs if r.started_at]
 print(f"run rows (last {len(runs)}): created -> claimed by a worker s p50 {pct(wait, 50)} max {pct(wait, 100)}; "
       f"statuses {sorted({r.status for r in runs})}")
+first = min((r.created_at for r in runs), default=None)
+created = [(r.created_at - first).total_seconds() for r in runs]
+claimed = [(r.started_at - first).total_seconds() for r in runs if r.started_at]
+print(f"  since the first run row, s: created p50 {pct(created, 50)} max {pct(created, 100)}; "
+      f"claimed p50 {pct(claimed, 50)} max {pct(claimed, 100)}")
 """
 
 
