@@ -3,11 +3,10 @@
 How a hard limit holds under concurrency (SQLite and PostgreSQL alike)
 ----------------------------------------------------------------------
 Before every model request a run takes a *hold* on the current window of each budget that
-applies to it (:func:`budget_admit`). In one transaction it first writes the window rows
-(``UPDATE … SET in_flight = in_flight``, in primary-key order), which locks them: on
-PostgreSQL the row lock, on SQLite the database write lock. Only then does it read the
-spend (the committed usage records of the window) and the rounds in flight, decide, and
-count its own round in ``in_flight``. A round's usage record and the release of its hold
+applies to it (:func:`budget_admit`). In one transaction it first locks the window rows
+(PostgreSQL ``SELECT … FOR UPDATE`` in primary-key order; on SQLite a write takes the
+database write lock). Only then does it read the spend (the committed usage records of the
+window) and the rounds in flight, decide, and count its own round in ``in_flight``. A round's usage record and the release of its hold
 are written in one transaction (:func:`usage_record`), so a reader sees either the round
 in flight or its usage, never neither.
 
@@ -23,12 +22,14 @@ worker died is forgotten after ``BUDGET_HOLD_S``.
 from __future__ import annotations
 
 import logging
+import operator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from functools import reduce
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q, Sum
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
@@ -94,18 +95,32 @@ def budgets_for(*, user_id, workspace_id, model_id) -> list[Budget]:
 def budget_spent(budget: Budget, start: datetime, end: datetime) -> Decimal:
     """Tokens (input + output) or cost in the budget's currency, of the budget's scope in
     ``[start, end)``, from the stored usage records."""
-    records = UsageRecord.objects.filter(created_at__gte=start, created_at__lt=end)
-    if budget.workspace_id:
-        records = records.filter(workspace_id=budget.workspace_id)
-    if budget.user_id:
-        records = records.filter(user_id=budget.user_id)
-    if budget.model_id:
-        records = records.filter(provider=budget.model.provider.slug, model=budget.model.name)
-    if budget.metric == Budget.Metric.COST:
-        total = records.filter(currency=budget.currency).aggregate(v=Sum("cost"))["v"]
-    else:
-        total = records.aggregate(v=Coalesce(Sum("input_tokens"), 0) + Coalesce(Sum("output_tokens"), 0))["v"]
-    return Decimal(total or 0)
+    return budgets_spent([(budget, start, end)])[0]
+
+
+def budgets_spent(plan: list[tuple[Budget, datetime, datetime]]) -> list[Decimal]:
+    """:func:`budget_spent` of each ``(budget, start, end)``, in one statement (a filtered SUM
+    per budget over the records any of them counts)."""
+    if not plan:
+        return []
+    scopes, sums = [], {}
+    for i, (budget, start, end) in enumerate(plan):
+        scope = Q(created_at__gte=start, created_at__lt=end)
+        if budget.workspace_id:
+            scope &= Q(workspace_id=budget.workspace_id)
+        if budget.user_id:
+            scope &= Q(user_id=budget.user_id)
+        if budget.model_id:
+            scope &= Q(provider=budget.model.provider.slug, model=budget.model.name)
+        if budget.metric == Budget.Metric.COST:
+            scope &= Q(currency=budget.currency)
+            sums[f"s{i}"] = Sum("cost", filter=scope)
+        else:
+            sums[f"s{i}"] = (Coalesce(Sum("input_tokens", filter=scope), 0)
+                             + Coalesce(Sum("output_tokens", filter=scope), 0))
+        scopes.append(scope)
+    row = UsageRecord.objects.filter(reduce(operator.or_, scopes)).aggregate(**sums)
+    return [Decimal(row[f"s{i}"] or 0) for i in range(len(plan))]
 
 
 def _window(budget: Budget, start: datetime) -> BudgetWindow:
@@ -168,11 +183,10 @@ def _fmt(value: Decimal | None) -> str:
 def budget_check(*, user_id, workspace_id, model_id) -> None:
     """Refuse (:class:`DispatchRefused`) when a hard limit that applies is already reached.
     Used before a run is created; takes no hold."""
-    for budget in budgets_for(user_id=user_id, workspace_id=workspace_id, model_id=model_id):
-        if budget.hard_limit is None:
-            continue
-        start, end = window_bounds(budget.period)
-        spent = budget_spent(budget, start, end)
+    plan = [(budget, *window_bounds(budget.period))
+            for budget in budgets_for(user_id=user_id, workspace_id=workspace_id, model_id=model_id)
+            if budget.hard_limit is not None]
+    for (budget, _start, end), spent in zip(plan, budgets_spent(plan), strict=True):
         if spent >= budget.hard_limit:
             raise _refusal(budget, spent, end, busy=False)
 
@@ -193,19 +207,31 @@ def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None,
         plan.append((budget, _window(budget, start), start, end))
     now = timezone.now()
     hold_s = timedelta(seconds=settings.BUDGET_HOLD_S)
+    ids = [window.pk for _, window, _, _ in plan]
     with transaction.atomic():
-        for _, window, _, _ in plan:  # lock first (row lock / SQLite write lock), in pk order
-            BudgetWindow.objects.filter(pk=window.pk).update(in_flight=F("in_flight"))
-        for budget, window, start, end in plan:
-            window.refresh_from_db(fields=["in_flight", "hold_until"])
+        locked = _lock_windows(ids)  # first: then read the spend
+        spends = budgets_spent([(budget, start, end) for budget, _, start, end in plan])
+        for (budget, window, _start, end), spent in zip(plan, spends, strict=True):
+            window = locked[window.pk]
             in_flight = window.in_flight if window.hold_until and window.hold_until > now else 0
-            spent = budget_spent(budget, start, end)
             if spent >= budget.hard_limit:
                 raise _refusal(budget, spent, end, busy=False)
             if in_flight and spent + _reserve(budget, price) * (in_flight + 1) > budget.hard_limit:
                 raise _refusal(budget, spent, end, busy=True)
             BudgetWindow.objects.filter(pk=window.pk).update(in_flight=in_flight + 1, hold_until=now + hold_s)
     return Hold([w.pk for _, w, _, _ in plan])
+
+
+def _lock_windows(ids: list[int]) -> dict[int, BudgetWindow]:
+    """Lock the windows ``ids`` for the rest of the transaction and read their holds:
+    PostgreSQL ``SELECT … FOR UPDATE`` in primary-key order (one statement; the order keeps
+    two admissions from deadlocking); SQLite has no row locks, so a write takes its database
+    write lock first."""
+    windows = BudgetWindow.objects.filter(pk__in=ids).order_by("pk").only("pk", "in_flight", "hold_until")
+    if connection.features.has_select_for_update:
+        return {w.pk: w for w in windows.select_for_update()}
+    BudgetWindow.objects.filter(pk__in=ids).update(in_flight=F("in_flight"))
+    return {w.pk: w for w in windows}
 
 
 def budget_release(hold: Hold | None) -> None:
@@ -262,10 +288,10 @@ def budget_warnings(*, user_id, workspace_id, model_id, budgets: list[Budget] | 
     warnings = []
     if budgets is None:
         budgets = budgets_for(user_id=user_id, workspace_id=workspace_id, model_id=model_id)
-    for budget in budgets:
+    plan = [(budget, *window_bounds(budget.period)) for budget in budgets
+            if budget.soft_limit is not None or budget.hard_limit is not None]
+    for (budget, start, end), spent in zip(plan, budgets_spent(plan), strict=True):
         threshold = budget.soft_limit if budget.soft_limit is not None else budget.hard_limit
-        start, end = window_bounds(budget.period)
-        spent = budget_spent(budget, start, end)
         if spent < threshold:
             continue
         window = _window(budget, start)
