@@ -84,7 +84,8 @@ def run_create(
         # SQLite's IMMEDIATE transactions serialise writers): the checks below cannot race.
         # The partial unique index run_one_active_per_thread backs the first one up.
         _lock(user_id=user.pk, thread_id=thread.pk)
-        if Run.objects.filter(thread=thread, status__in=ACTIVE).exists():
+        unfinished = list(Run.objects.filter(thread=thread, status__in=(*ACTIVE, Run.Status.AWAITING_APPROVAL)))
+        if any(run.status in ACTIVE for run in unfinished):
             raise RunRejected("run_in_progress", "A reply is still being written in this thread.", 409)
         active = Run.objects.filter(user=user, status__in=ACTIVE).count()
         if active >= settings.MAX_ACTIVE_RUNS_PER_USER:
@@ -96,7 +97,7 @@ def run_create(
         if wait:
             raise RunRejected("rate_limited", f"Too many messages; try again in {wait:.0f} s.", 429, retry_after=wait)
         meter().before_run(user=user, thread=thread)  # budgets: a hard limit reached → 429
-        for waiting in Run.objects.filter(thread=thread, status=Run.Status.AWAITING_APPROVAL):
+        for waiting in unfinished:  # all waiting for a decision (the active ones were refused above)
             _end_waiting_run(waiting, reason="Not executed: the user sent a new message instead of deciding.",
                              decision="superseded")
         for result in tool_results or ():
@@ -105,20 +106,19 @@ def run_create(
         if user_message is None:
             user_message = (message_create(thread_id=thread.pk, role=Message.Role.USER, content=content)
                             if content else None)
-        try:
-            with transaction.atomic():
-                run = Run.objects.create(
-                    thread=thread,
-                    user=user,
-                    user_message=user_message,
-                    provider=thread.provider,
-                    model=thread.model,
-                    grounded=thread.grounded if grounded is None else bool(grounded),
-                    include_private=thread.include_private_in_ai if include_private is None else bool(include_private),
-                    ui_context=ui_context if ui_context is not None else thread.ui_context,
-                    env_id=env_id or "",
-                    queued_at=timezone.now(),
-                )
+        try:  # no savepoint: a failure here ends the whole transaction (re-raised below)
+            run = Run.objects.create(
+                thread=thread,
+                user=user,
+                user_message=user_message,
+                provider=thread.provider,
+                model=thread.model,
+                grounded=thread.grounded if grounded is None else bool(grounded),
+                include_private=thread.include_private_in_ai if include_private is None else bool(include_private),
+                ui_context=ui_context if ui_context is not None else thread.ui_context,
+                env_id=env_id or "",
+                queued_at=timezone.now(),
+            )
         except IntegrityError as exc:  # another send won a race the locks did not see
             raise RunRejected("run_in_progress", "A reply is still being written in this thread.", 409) from exc
         if user_message is not None:

@@ -10,6 +10,7 @@ messages a turn appends) retry for a bounded time before the error is let throug
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections, transaction
 
 logger = logging.getLogger(__name__)
 
@@ -74,3 +75,13 @@ def retry_transient(func: F | None = None, *, budget_s: float | None = None, usi
         return wrapper  # type: ignore[return-value]
 
     return decorate(func) if func is not None else decorate
+
+
+def savepoint_if_nested(using: str = DEFAULT_DB_ALIAS):
+    """``with savepoint_if_nested():`` — a savepoint inside a transaction, so a failed statement
+    (an ``IntegrityError`` the caller handles, a search that errors) does not poison the outer
+    transaction; nothing in autocommit mode, where a failed statement affects only itself and
+    ``atomic()`` would add a ``BEGIN`` and a ``COMMIT`` for one statement."""
+    if connections[using].in_atomic_block:
+        return transaction.atomic(using=using)
+    return contextlib.nullcontext()

@@ -28,6 +28,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.grounding import Grounding
+from chatplatform.db import savepoint_if_nested
 
 from .models import RunSources
 from .selectors import Hit, knowledge_search
@@ -101,7 +102,7 @@ def grounding_for_run(*, run, tier: str = "full") -> Grounding:
         return Grounding(note="no user message to search for")
     top_k = settings.CHAT_RAG_TOP_K if tier != "small" else min(SMALL_TIER_TOP_K, settings.CHAT_RAG_TOP_K)
     try:
-        with transaction.atomic():  # a failed statement must not poison an outer transaction
+        with savepoint_if_nested():  # a failed statement must not poison an outer transaction
             hits = knowledge_search(
                 workspace=run.thread.workspace_id, user=run.user_id, query=query, top_k=max(1, top_k),
                 include_private=run.include_private, include_hidden=True, mode="question", per_item=PER_ITEM,
@@ -117,7 +118,7 @@ def grounding_for_run(*, run, tier: str = "full") -> Grounding:
     record = RunSources(run_id=run.pk)
     _ground(record, hits, tier)
     try:
-        with transaction.atomic():
+        with savepoint_if_nested():
             record.save(force_insert=True)
         return _given(record)
     except IntegrityError:

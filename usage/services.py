@@ -123,6 +123,14 @@ def budgets_spent(plan: list[tuple[Budget, datetime, datetime]]) -> list[Decimal
     return [Decimal(row[f"s{i}"] or 0) for i in range(len(plan))]
 
 
+def _windows(pairs: list[tuple[Budget, datetime]]) -> list[BudgetWindow]:
+    """The window row of each ``(budget, start)``: the existing ones in one statement, a
+    missing one created (:func:`_window`)."""
+    found = {(w.budget_id, w.starts_at): w for w in BudgetWindow.objects.filter(
+        reduce(operator.or_, (Q(budget=budget, starts_at=start) for budget, start in pairs)))} if pairs else {}
+    return [found.get((budget.pk, start)) or _window(budget, start) for budget, start in pairs]
+
+
 def _window(budget: Budget, start: datetime) -> BudgetWindow:
     window = BudgetWindow.objects.filter(budget=budget, starts_at=start).first()
     if window is not None:  # the common case: one statement, no transaction
@@ -201,10 +209,9 @@ def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None,
     budgets = [b for b in budgets if b.hard_limit is not None]
     if not budgets:
         return Hold()
-    plan = []
-    for budget in budgets:
-        start, end = window_bounds(budget.period)
-        plan.append((budget, _window(budget, start), start, end))
+    bounds = [(budget, *window_bounds(budget.period)) for budget in budgets]
+    windows = _windows([(budget, start) for budget, start, _ in bounds])
+    plan = [(budget, window, start, end) for (budget, start, end), window in zip(bounds, windows, strict=True)]
     now = timezone.now()
     hold_s = timedelta(seconds=settings.BUDGET_HOLD_S)
     ids = [window.pk for _, window, _, _ in plan]
