@@ -86,6 +86,14 @@ def coalesce_window_s() -> float:
     return min(max(base, base * steps), max(base, settings.EVENTS_COALESCE_MAX_WINDOW_S))
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread, or None (a turn's thread)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 class RunEmitter:
     """Publishes one run's events in order.
 
@@ -231,7 +239,11 @@ class RunEmitter:
         self._seq += 1
         event = {"type": body.pop("type"), "run_id": self.run_id, "seq": self._seq, **body}
         self._last_sent = time.monotonic()
-        self._live_loop().call_soon_threadsafe(self._enqueue, event)
+        loop = self._live_loop()
+        if _running_loop() is loop:  # a coalescing timer fired on the publisher loop: no wake-up
+            loop.call_soon(self._enqueue, event)  # the same FIFO queue, so the order holds
+        else:
+            loop.call_soon_threadsafe(self._enqueue, event)
         return event
 
     def _live_loop(self) -> asyncio.AbstractEventLoop:
