@@ -17,7 +17,7 @@ _LEAF = object()  # message_create's default parent: the end of the selected bra
 
 
 @retry_transient  # outside the transaction: a lost connection re-runs the whole append
-@transaction.atomic
+@transaction.atomic(savepoint=False)  # inside a caller's transaction, a failure ends that one
 def message_create(*, thread_id, role: str, content: str = "", run=None, parent_id=_LEAF, **fields) -> Message:
     """Append a message to a thread at the next position, at the end of the selected branch.
 
