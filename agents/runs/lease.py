@@ -67,6 +67,7 @@ class RunLease:
         self._renewed_at = time.monotonic()  # the claim was the first renewal
         self._cancelled = threading.Event()
         self._lost = threading.Event()
+        self._stopped = False  # left the heartbeat: the run's end is being written
 
     # -- the worker thread's side -------------------------------------------------------------
     def tick(self) -> bool:
@@ -91,6 +92,7 @@ class RunLease:
 
     def stop(self) -> None:
         """Leave the heartbeat (no renewal can race the run's final transition)."""
+        self._stopped = True
         _heartbeat.discard(self)
 
     def release(self) -> None:
@@ -108,6 +110,8 @@ class RunLease:
 
     def _not_renewed(self) -> None:
         row = Run.objects.using(_alias()).filter(pk=self.run_id).values("status", "lease_owner").first()
+        if self._stopped:  # the renewal raced the run's own end (finished, lease released): all is well
+            return
         if row is None or row["status"] == Run.Status.CANCELLED:
             self._cancelled.set()
         elif row["lease_owner"] != self.owner:

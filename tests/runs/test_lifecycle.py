@@ -317,3 +317,24 @@ def test_the_model_backend_frees_its_slot_before_the_model_streams(scripted_mode
     run, events = converse(thread, users["alice"], "hi")
     assert run.status == S.COMPLETED and joined_text(events) == "Streaming with the gate open."
     assert seen == [True]
+
+
+def test_a_renewal_that_races_the_runs_own_end_is_not_a_takeover(run, caplog):
+    """The heartbeat renews a snapshot of its leases: a turn that ended meanwhile (stopped,
+    finished, lease released) must not be logged as taken over nor fenced."""
+    from agents.runs.lease import RunLease
+
+    assert lifecycle.run_claim(run_id=run.pk, owner="me")
+    lease = RunLease(run_id=run.pk, owner="me")
+    lease.stop()  # the driver's end: leave the heartbeat, finish, release
+    assert lifecycle.run_finish(run=run, status=S.COMPLETED)
+    lifecycle.run_release(run_id=run.pk, owner="me")
+    assert lifecycle.run_lease_renew(run_id=run.pk, owner="me", seq=None) is False  # the raced renewal
+    with caplog.at_level("WARNING", logger="agents.runs.lease"):
+        lease._not_renewed()
+    assert not lease.lost and "taken over" not in caplog.text
+    intruded = RunLease(run_id=run.pk, owner="me")  # a live lease whose row names someone else is
+    set_status(run, S.RUNNING, lease_owner="other", lease_expires_at=timezone.now() + timedelta(seconds=60))
+    with caplog.at_level("WARNING", logger="agents.runs.lease"):
+        intruded._not_renewed()
+    assert intruded.lost and "taken over by other" in caplog.text
