@@ -10,6 +10,7 @@ ledger (``ApprovalDecision``), the audit trail (``AuditEvent`` ``approval_decide
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
@@ -26,6 +27,8 @@ from .policy import ApprovalRule, candidates, decider_check, rule_for, waiting_t
 logger = logging.getLogger(__name__)
 
 INBOX_MESSAGE_TYPE = "inbox.changed"
+PARK_WAIT_S = 3.0  # a decision that raced the run's park waits this long for it (_await_park)
+PARK_POLL_S = 0.02
 
 
 class DecisionRefused(ServiceError):
@@ -97,6 +100,8 @@ def approval_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:
     if decision not in ("approve", "deny"):
         raise DecisionRefused("invalid", 'decision must be "approve" or "deny".', 400)
     run = tool_call.run
+    if tool_call.status == ToolCall.Status.AWAITING_APPROVAL and run.status == Run.Status.RUNNING:
+        _await_park(run)  # a decision sent the moment approval.requested arrived
     if tool_call.status == ToolCall.Status.AWAITING_APPROVAL and _past_expiry(tool_call):
         approval_expire(ledger=tool_call)
         tool_call.refresh_from_db()
@@ -146,6 +151,18 @@ def approval_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:
         raise DecisionRefused("already_decided", "You already decided this call; it needs another person.", 409) from exc
     tool_call.refresh_from_db()
     return tool_call
+
+
+def _await_park(run: Run) -> None:
+    """Wait (at most ``PARK_WAIT_S``, polling) while ``run`` is still ``running``: its backend
+    published ``approval.requested`` and the driver parks the run right after (once the other
+    calls of the same message are done), so a person who decides at once — the embedded
+    mode delivers the event in a millisecond — is not refused ``not_pending``. Refreshes
+    ``run.status``."""
+    deadline = time.monotonic() + PARK_WAIT_S
+    while run.status == Run.Status.RUNNING and time.monotonic() < deadline:
+        time.sleep(PARK_POLL_S)
+        run.refresh_from_db(fields=["status"])
 
 
 def _past_expiry(ledger: ToolCall) -> bool:

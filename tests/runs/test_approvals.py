@@ -101,6 +101,26 @@ def test_write_call_waits_without_a_worker_then_runs_once_when_approved(box, use
     assert len(box.calls) == 1
 
 
+def test_a_decision_sent_before_the_run_parked_waits_for_the_park(box, users, alice_thread, fake_openai, sink_for,
+                                                                   api_for):
+    """approval.requested is published just before the driver parks the run; embedded mode
+    delivers it within a millisecond, so a quick person could decide while the run still
+    says running. The decision waits for the park instead of being refused not_pending."""
+    import threading
+
+    run, events, sink = start_until_awaiting(fake_openai, sink_for, alice_thread, users["alice"],
+                                             [call("c1", "note_write", {"text": "quick"})])
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)  # as just before the driver's park
+    parked = threading.Timer(0.3, lambda: Run.objects.filter(pk=run.pk).update(status=Run.Status.AWAITING_APPROVAL))
+    parked.start()
+    response = api_for(users["alice"]).post(f"/api/v1/tool-calls/{events[-1]['tool_call_id']}/decision/",
+                                            {"decision": "approve"}, format="json")
+    parked.join()
+    assert response.status_code == 200, response.json()
+    assert sink.until_terminal(run.pk)[-1]["type"] == "run.completed"
+    assert box.calls == [("note_write", {"text": "quick"})]
+
+
 def test_deny_sends_a_denied_result_to_the_model(box, users, alice_thread, fake_openai, sink_for, api_for):
     run, events, sink = start_until_awaiting(fake_openai, sink_for, alice_thread, users["alice"],
                                              [call("c1", "note_write", {"text": "x"})], answer="Understood, skipped.")
