@@ -5,11 +5,15 @@ When something that decides access changes — a membership removed or its role 
 user deactivated, a token deleted, a logout — :func:`access_changed_notify` sends
 ``access.changed`` to that group after the transaction commits, and each of the user's
 sockets re-checks (``ws_actions.socket_still_allowed``) and closes with 4403 when it may no
-longer see its thread — mid-run, not only at a run's first event.
+longer see its thread — mid-run, not only at a run's first event. A logout names the ended
+session (:func:`session_digest`): Django sends ``user_logged_out`` before it deletes the
+session, so a re-check that ran first would still find it; the sockets of that session close
+without one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 from django.db import transaction
@@ -23,10 +27,19 @@ def user_group(user_id) -> str:
     return f"user.{user_id}"
 
 
-def access_changed_notify(user_id) -> None:
-    """Ask every open socket of ``user_id`` to re-check its access (after commit)."""
+def session_digest(session_key: str | None) -> str | None:
+    """A session's name in ``access.changed`` messages: its key's SHA-256, never the key."""
+    return hashlib.sha256(session_key.encode()).hexdigest() if session_key else None
+
+
+def access_changed_notify(user_id, *, ended_session: str | None = None) -> None:
+    """Ask every open socket of ``user_id`` to re-check its access (after commit);
+    ``ended_session``: the key of a session that just ended (a logout) — its sockets close."""
     if user_id is None:
         return
+    message = {"type": ACCESS_CHANGED}
+    if ended_session:
+        message["session"] = session_digest(ended_session)
 
     def send() -> None:
         from channels.layers import get_channel_layer
@@ -37,7 +50,7 @@ def access_changed_notify(user_id) -> None:
         if layer is None:
             return
         try:
-            run_coroutine(layer.group_send(user_group(user_id), {"type": ACCESS_CHANGED}), timeout=5)
+            run_coroutine(layer.group_send(user_group(user_id), message), timeout=5)
         except Exception:  # a broken layer must not fail the admin's change; sockets re-check per run too
             logger.exception("could not notify user %s's sockets of an access change", user_id)
 
@@ -65,7 +78,8 @@ def connect_signals() -> None:
 
     def logged_out(sender, request, user, **kwargs) -> None:
         if user is not None:
-            access_changed_notify(user.pk)
+            session = getattr(request, "session", None)
+            access_changed_notify(user.pk, ended_session=getattr(session, "session_key", None))
 
     post_delete.connect(membership_changed, sender=Membership, weak=False, dispatch_uid="access-membership-del")
     post_save.connect(membership_changed, sender=Membership, weak=False, dispatch_uid="access-membership-save")

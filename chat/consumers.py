@@ -32,7 +32,7 @@ from chatplatform.errors import ServiceError
 from chatplatform.safe_input import BadInput
 
 from . import ws_actions
-from .access import user_group
+from .access import session_digest, user_group
 from .selectors import thread_get_for_user
 
 logger = logging.getLogger(__name__)
@@ -254,7 +254,9 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         """Group handler for ``access.changed`` (``chat.access``): the user's membership, role,
         account, token or session changed — stop delivering at once if the thread is no longer
         theirs to see."""
-        if self.group_name and not await self._still_allowed():
+        own_session = getattr(self.scope.get("session"), "session_key", None)
+        ended = message.get("session") is not None and message["session"] == session_digest(own_session)
+        if self.group_name and (ended or not await self._still_allowed()):
             await self.close(code=CLOSE_FORBIDDEN)
             await self.disconnect(CLOSE_FORBIDDEN)
         elif self.group_name:  # a role change: upstream error detail follows the new role

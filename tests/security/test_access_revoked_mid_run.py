@@ -105,3 +105,46 @@ async def test_an_unrelated_change_leaves_the_socket_open(users, workspaces, off
     reply = json.loads((await comm.receive_output(timeout=10))["text"])
     assert reply["type"] == "error" and reply["code"] == "unknown_type"
     await comm.disconnect()
+
+
+async def test_logging_out_closes_that_sessions_sockets_at_once(users, workspaces, offline):
+    """Django sends user_logged_out before it deletes the session: a socket's re-check that
+    ran first (the in-memory layer delivers at once) found the session still there and stayed
+    open. The notice names the ended session, so its sockets close without a re-check; a
+    socket of the same user on a token stays open."""
+    from django.test import Client
+
+    owner = users["alice"]
+    thread = await database_sync_to_async(make_thread)(owner, workspaces["demo"], offline)
+    browser = Client()
+    await database_sync_to_async(browser.force_login)(owner)
+    cookie = f"sessionid={browser.cookies['sessionid'].value}"
+    session_socket = WebsocketCommunicator(application, f"/ws/threads/{thread.pk}/", headers=[
+        (b"cookie", cookie.encode()), (b"origin", b"http://localhost"), (b"host", b"localhost")])
+    connected, _ = await session_socket.connect(timeout=5)
+    assert connected
+    token_socket = await socket_for(owner, thread)
+    # The race, pinned: the notice arrives while the session still exists (Django has not
+    # deleted it yet). It names the session, so the socket closes anyway.
+    from channels.layers import get_channel_layer
+
+    from chat.access import ACCESS_CHANGED, session_digest, user_group
+
+    await get_channel_layer().group_send(user_group(owner.pk), {
+        "type": ACCESS_CHANGED, "session": session_digest(browser.cookies["sessionid"].value)})
+    code, frames = await until_closed(session_socket, timeout=5)  # no frame sent: the notice closed it
+    assert code == 4403 and frames == []
+    # And the real thing: a logout notifies (the socket of a second login of that browser closes).
+    await database_sync_to_async(browser.force_login)(owner)
+    second = WebsocketCommunicator(application, f"/ws/threads/{thread.pk}/", headers=[
+        (b"cookie", f"sessionid={browser.cookies['sessionid'].value}".encode()), (b"origin", b"http://localhost"),
+        (b"host", b"localhost")])
+    assert (await second.connect(timeout=5))[0]
+    response = await database_sync_to_async(browser.post)("/accounts/logout/")
+    assert response.status_code in (200, 302)
+    assert (await until_closed(second, timeout=5))[0] == 4403
+    await token_socket.send_json_to({"type": "no.such.thing"})  # still open and authorised
+    assert json.loads((await token_socket.receive_output(timeout=5))["text"])["code"] == "unknown_type"
+    await token_socket.disconnect()
+    await session_socket.disconnect()
+    await second.disconnect()
