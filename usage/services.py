@@ -6,9 +6,10 @@ Before every model request a run takes a *hold* on the current window of each bu
 applies to it (:func:`budget_admit`). In one transaction it first locks the window rows
 (PostgreSQL ``SELECT … FOR UPDATE`` in primary-key order; on SQLite a write takes the
 database write lock). Only then does it read the spend (the committed usage records of the
-window) and the rounds in flight, decide, and count its own round in ``in_flight``. A round's usage record and the release of its hold
-are written in one transaction (:func:`usage_record`), so a reader sees either the round
-in flight or its usage, never neither.
+window) and the rounds in flight, decide, and count its own round in ``in_flight``. A
+round's usage record and the release of its hold are written in one transaction
+(:func:`usage_record`), so a reader sees either the round in flight or its usage, never
+neither.
 
 A round is admitted when the spend is below the hard limit **and** either no other round
 is in flight or the rest of the budget covers one reserve (``BUDGET_ROUND_RESERVE_TOKENS``,
