@@ -57,6 +57,12 @@ def thread_list_for_user(
     return qs.distinct().order_by("-pinned", "-updated_at")
 
 
+def thread_may_write(*, thread: Thread, user) -> bool:
+    """Whether ``user`` may write in ``thread`` once it is visible to them: only its owner (a
+    workspace admin may read another member's thread, never write in it)."""
+    return thread.owner_id == user.pk
+
+
 def thread_get_for_user(*, user, thread_id, write: bool = False) -> Thread:
     """The thread if ``user`` may see it: its owner (still a member of the workspace), or a
     workspace admin (read-only: ``write=True`` excludes admins). Raises Http404 otherwise,
@@ -70,7 +76,7 @@ def thread_get_for_user(*, user, thread_id, write: bool = False) -> Thread:
     membership = membership_get(user=user, workspace_id=thread.workspace_id)
     if membership is None:
         raise Http404("No such thread.")
-    if thread.owner_id == user.pk:
+    if thread_may_write(thread=thread, user=user):
         return thread
     if membership.role.is_admin and not write:
         return thread

@@ -2,9 +2,9 @@
 
 Each takes ``(user, thread, frame)`` — ``thread`` as the socket's access re-check just found
 it (:func:`frame_act`: a socket may outlive a membership or a login) — validates the frame
-with the REST endpoint's input serializer, calls one service, and returns a list of events to send back to this socket only. A
-``ServiceError`` or a serializer ``ValidationError`` becomes an ``error`` event in the
-consumer; the socket stays open.
+with the REST endpoint's input serializer, calls one service, and returns a list of events
+to send back to this socket only. A ``ServiceError`` or a serializer ``ValidationError``
+becomes an ``error`` event in the consumer; the socket stays open.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from chatplatform.errors import ServiceError
 
 from .api.serializers import RunCreateSerializer
 from .models import Thread
-from .selectors import thread_get_for_user
+from .selectors import thread_get_for_user, thread_may_write
 
 
 def audit_rejected_frame(*, user, thread_id, reason: str) -> None:
@@ -36,7 +36,7 @@ def message_send(*, user, thread: Thread, frame: dict) -> list[dict]:
     Only the thread's owner may send (a workspace admin may read it, not write in it)."""
     data = RunCreateSerializer(data=frame)
     data.is_valid(raise_exception=True)
-    if thread.owner_id != user.pk:
+    if not thread_may_write(thread=thread, user=user):
         raise ServiceError("not_allowed", "You cannot send messages in this thread.", 403)
     run_create(thread=thread, user=user, **data.validated_data)
     return []
