@@ -86,14 +86,6 @@ def coalesce_window_s() -> float:
     return min(max(base, base * steps), max(base, settings.EVENTS_COALESCE_MAX_WINDOW_S))
 
 
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    """The event loop running in this thread, or None (a turn's thread)."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
 class RunEmitter:
     """Publishes one run's events in order.
 
@@ -221,18 +213,20 @@ class RunEmitter:
     def _timer_fired(self, gen: int) -> None:
         with self._lock:
             if self._timer_armed and gen == self._timer_gen:
-                self._flush_locked()
+                self._flush_locked(on_loop=True)
 
-    def _flush_locked(self) -> None:
+    def _flush_locked(self, *, on_loop: bool = False) -> None:
         self._timer_armed = False
         if not self._buffer:
             return
         delta = "".join(self._buffer)
         self._buffer.clear()
         self._buffered = 0
-        self._send_locked({"type": "text.delta", "delta": delta})
+        self._send_locked({"type": "text.delta", "delta": delta}, on_loop=on_loop)
 
-    def _send_locked(self, body: dict) -> dict:
+    def _send_locked(self, body: dict, *, on_loop: bool = False) -> dict:
+        """Number ``body`` and queue it for the drain. ``on_loop``: called on the publisher
+        loop itself (a coalescing timer), which needs no cross-thread wake-up."""
         if self.fence():
             self.fenced_count += 1
             return {"type": body["type"], "run_id": self.run_id, "seq": None, "fenced": True}
@@ -240,7 +234,7 @@ class RunEmitter:
         event = {"type": body.pop("type"), "run_id": self.run_id, "seq": self._seq, **body}
         self._last_sent = time.monotonic()
         loop = self._live_loop()
-        if _running_loop() is loop:  # a coalescing timer fired on the publisher loop: no wake-up
+        if on_loop:
             loop.call_soon(self._enqueue, event)  # the same FIFO queue, so the order holds
         else:
             loop.call_soon_threadsafe(self._enqueue, event)
