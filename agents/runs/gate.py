@@ -41,7 +41,8 @@ def _semaphore() -> threading.BoundedSemaphore | None:
 class SetupSlot:
     """One turn's place in the gate. :meth:`release` is idempotent: the backend calls it
     (through :meth:`Turn.dispatched`) once its first request is sent, the driver again at the
-    end. ``waited`` is False when the turn went ahead without a slot after the wait."""
+    end. ``held`` is False when the turn went ahead without a slot (the wait ran out, or
+    the gate is off)."""
 
     def __init__(self, semaphore: threading.BoundedSemaphore | None, held: bool) -> None:
         self._semaphore = semaphore

@@ -109,9 +109,9 @@ class RunLease:
         self._not_renewed()
 
     def _not_renewed(self) -> None:
-        row = Run.objects.using(_alias()).filter(pk=self.run_id).values("status", "lease_owner").first()
-        if self._stopped:  # the renewal raced the run's own end (finished, lease released): all is well
+        if self._stopped:  # the renewal raced the run's own end (the driver stops before it finishes)
             return
+        row = Run.objects.using(_alias()).filter(pk=self.run_id).values("status", "lease_owner").first()
         if row is None or row["status"] == Run.Status.CANCELLED:
             self._cancelled.set()
         elif row["lease_owner"] != self.owner:
