@@ -29,12 +29,13 @@ from .services import (
 logger = logging.getLogger("chatplatform.runs")
 
 
-def _model_id(provider, model: str) -> int | None:
+def _model_row(provider, model: str):
+    """The ``LLMModel`` row of ``model`` at ``provider``, with its price; None when unknown."""
     from agents.models import LLMModel
 
     if provider is None or not model:
         return None
-    return LLMModel.objects.filter(provider=provider, name=model).values_list("pk", flat=True).first()
+    return LLMModel.objects.filter(provider=provider, name=model).select_related("price").first()
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,9 @@ class _RunUsage:
 
 
 def _run_usage(run) -> _RunUsage:
-    from agents.models import LLMModel
-
     cached = getattr(run, "_run_usage", None)
     if cached is None:
-        row = (LLMModel.objects.filter(provider=run.provider, name=run.model).select_related("price").first()
-               if run.provider is not None and run.model else None)
+        row = _model_row(run.provider, run.model)
         try:
             price = row.price if row is not None else None
         except ObjectDoesNotExist:
@@ -67,8 +65,8 @@ def _run_usage(run) -> _RunUsage:
 
 class UsageMeter:
     def before_run(self, *, user, thread) -> None:
-        budget_check(user_id=user.pk, workspace_id=thread.workspace_id,
-                     model_id=_model_id(thread.provider, thread.model))
+        row = _model_row(thread.provider, thread.model)
+        budget_check(user_id=user.pk, workspace_id=thread.workspace_id, model_id=row.pk if row is not None else None)
 
     def before_round(self, *, run) -> Hold:
         usage = _run_usage(run)

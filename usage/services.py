@@ -85,7 +85,7 @@ def window_bounds(period: str, now: datetime | None = None) -> tuple[datetime, d
 def budgets_for(*, user_id, workspace_id, model_id) -> list[Budget]:
     """Enabled budgets that apply to a run of ``user_id`` in ``workspace_id`` on ``model_id``."""
     return list(
-        Budget.objects.filter(enabled=True)
+        Budget.objects.filter(enabled=True).select_related("model__provider")  # budgets_spent reads them
         .filter(Q(workspace_id=workspace_id) | Q(workspace__isnull=True))
         .filter(Q(user_id=user_id) | Q(user__isnull=True))
         .filter(Q(model_id=model_id) | Q(model__isnull=True))
@@ -125,17 +125,16 @@ def budgets_spent(plan: list[tuple[Budget, datetime, datetime]]) -> list[Decimal
 
 
 def _windows(pairs: list[tuple[Budget, datetime]]) -> list[BudgetWindow]:
-    """The window row of each ``(budget, start)``: the existing ones in one statement, a
-    missing one created (:func:`_window`)."""
+    """The window row of each ``(budget, start)``: the existing ones in one statement (the
+    common case), a missing one created (:func:`_window_create`)."""
+    if not pairs:
+        return []
     found = {(w.budget_id, w.starts_at): w for w in BudgetWindow.objects.filter(
-        reduce(operator.or_, (Q(budget=budget, starts_at=start) for budget, start in pairs)))} if pairs else {}
-    return [found.get((budget.pk, start)) or _window(budget, start) for budget, start in pairs]
+        reduce(operator.or_, (Q(budget=budget, starts_at=start) for budget, start in pairs)))}
+    return [found.get((budget.pk, start)) or _window_create(budget, start) for budget, start in pairs]
 
 
-def _window(budget: Budget, start: datetime) -> BudgetWindow:
-    window = BudgetWindow.objects.filter(budget=budget, starts_at=start).first()
-    if window is not None:  # the common case: one statement, no transaction
-        return window
+def _window_create(budget: Budget, start: datetime) -> BudgetWindow:
     for attempt in range(2):
         try:
             with transaction.atomic():
@@ -302,7 +301,7 @@ def budget_warnings(*, user_id, workspace_id, model_id, budgets: list[Budget] | 
         threshold = budget.soft_limit if budget.soft_limit is not None else budget.hard_limit
         if spent < threshold:
             continue
-        window = _window(budget, start)
+        window = _windows([(budget, start)])[0]
         if not BudgetWindow.objects.filter(pk=window.pk, warned=False).update(warned=True):
             continue  # warned already (by this run or another)
         warnings.append(budget_warning_payload(budget, spent, end))
