@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 
 import ours_bench  # noqa: E402
 
-from tests.e2e.harness import PYTHON, VENV_BIN, Platform, free_port  # noqa: E402
+from tests.e2e.harness import PYTHON, Platform, free_port  # noqa: E402
 
 BASELINE = HERE / "baseline-2026-12-01.json"
 METRICS = [  # (label, key in the median record, smaller is better)
@@ -70,10 +70,8 @@ class BenchPlatform(Platform):
         tag = uuid.uuid4().hex[:8]
         self.worker_name = f"bench-{tag}-1@127.0.0.1"
         for i in range(1, self.workers + 1):
-            self._spawn("celery" if i == 1 else f"celery{i}", [
-                str(VENV_BIN / "celery"), "-A", "chatplatform", "worker", "--pool", "threads",
-                "--concurrency", str(self.concurrency), "--loglevel", "WARNING", "-n", f"bench-{tag}-{i}@127.0.0.1",
-                "--without-gossip", "--without-mingle"])
+            self._spawn("celery" if i == 1 else f"celery{i}",
+                        self.worker_command(f"bench-{tag}-{i}@127.0.0.1", self.concurrency))
 
     def _start_daphne(self) -> None:
         if self.web == 1:

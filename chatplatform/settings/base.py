@@ -211,6 +211,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A turn task is acknowledged when a thread starts it, so prefetch alone let a worker whose
+# threads were all busy reserve further turns and hold them until one of its own turns ended,
+# with another worker idle (tests/e2e/test_worker_slots.py): take a task only with a free thread.
+CELERY_WORKER_DISABLE_PREFETCH = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

@@ -102,14 +102,16 @@ class Platform:
     def __init__(self, mode: str = "embedded", *, password: str = DEMO_PASSWORD,
                  startup_timeout: float = 60.0, extra_env: dict[str, str] | None = None,
                  asgi_server: str = "daphne", redis_url: str | None = None, pg_admin_dsn: str | None = None,
-                 pg_url_base: str | None = None) -> None:
+                 pg_url_base: str | None = None, worker_concurrency: int = 8) -> None:
         """``redis_url`` / ``pg_admin_dsn`` + ``pg_url_base``: a private Redis or PostgreSQL
-        (``tests.e2e.private_services``) instead of the shared ones (services mode)."""
+        (``tests.e2e.private_services``) instead of the shared ones (services mode);
+        ``worker_concurrency``: turn threads of the Celery worker (services mode)."""
         if mode not in ("embedded", "services"):
             raise ValueError(mode)
         if asgi_server not in ("daphne", "uvicorn"):
             raise ValueError(asgi_server)
         self.asgi_server = asgi_server
+        self.worker_concurrency = worker_concurrency
         self.mode = mode
         self.password = password
         self.startup_timeout = startup_timeout
@@ -295,9 +297,22 @@ class Platform:
 
     def _start_worker(self) -> None:
         self.worker_name = f"e2e-{uuid.uuid4().hex[:8]}@127.0.0.1"
-        self._spawn("celery", [str(VENV_BIN / "celery"), "-A", "chatplatform", "worker", "--pool", "threads",
-                               "--concurrency", "8", "--loglevel", "WARNING", "-n", self.worker_name,
-                               "--without-gossip", "--without-mingle"])
+        self._spawn("celery", self.worker_command(self.worker_name, self.worker_concurrency))
+
+    @staticmethod
+    def worker_command(name: str, concurrency: int) -> list[str]:
+        """A Celery worker's command line as the README runs it (a thread pool)."""
+        return [str(VENV_BIN / "celery"), "-A", "chatplatform", "worker", "--pool", "threads",
+                "--concurrency", str(concurrency), "--loglevel", "WARNING", "-n", name,
+                "--without-gossip", "--without-mingle"]
+
+    def add_worker(self, concurrency: int) -> subprocess.Popen:
+        """Start one more Celery worker (services mode) and wait until it answers a ping."""
+        n = sum(1 for name in self.procs if name.startswith("celery")) + 1
+        name = f"e2e-{uuid.uuid4().hex[:8]}-{n}@127.0.0.1"
+        proc = self._spawn(f"celery{n}", self.worker_command(name, concurrency))
+        self._wait_worker(name, proc)
+        return proc
 
     def _start_daphne(self) -> None:
         for attempt in range(3):
@@ -337,17 +352,18 @@ class Platform:
                 time.sleep(0.1)
         raise PlatformError(f"HTTP did not answer within {self.startup_timeout:.0f} s (last: {last})")
 
-    def _wait_worker(self) -> None:
-        """Ping the Celery worker over the broker until it answers (bounded)."""
+    def _wait_worker(self, name: str | None = None, proc: subprocess.Popen | None = None) -> None:
+        """Ping the Celery worker (default: the first) over the broker until it answers (bounded)."""
         from celery import Celery
 
+        name, proc = name or self.worker_name, proc or self.procs["celery"]
         app = Celery("e2e-probe", broker=self.redis_url)
         deadline = time.monotonic() + self.startup_timeout
         try:
             while time.monotonic() < deadline:
-                if self.procs["celery"].poll() is not None:
-                    raise PlatformError(f"celery exited with {self.procs['celery'].returncode} during start-up")
-                replies = app.control.ping(destination=[self.worker_name], timeout=1.0)
+                if proc.poll() is not None:
+                    raise PlatformError(f"celery worker {name} exited with {proc.returncode} during start-up")
+                replies = app.control.ping(destination=[name], timeout=1.0)
                 if replies:
                     return
             raise PlatformError(f"Celery worker did not answer a ping within {self.startup_timeout:.0f} s")
