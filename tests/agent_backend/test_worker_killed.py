@@ -21,9 +21,9 @@ from tests.e2e import flows
 from tests.e2e.harness import (
     PG_ADMIN_DSN,
     Platform,
-    PlatformError,
     require_services,
     services_unreachable_reason,
+    started,
 )
 from tests.fakes.openai_server import text_chunks
 
@@ -44,12 +44,7 @@ def platform(gateway):
     require_services(services_unreachable_reason())
     p = Platform("services", extra_env={"HERMES_API_KEY": gateway.key, "HERMES_API_BASE": gateway.base_url,
                                         "STREAM_PERSIST_INTERVAL_S": "0.5"})
-    try:
-        p.start()
-    except PlatformError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    yield p
-    p.stop()
+    yield from started(p)
 
 
 def backend_state(platform: Platform, run_id: str) -> dict:

@@ -16,30 +16,20 @@ import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
 
-from .harness import Platform, PlatformError, require_services, services_unreachable_reason
+from .harness import Platform, require_services, services_unreachable_reason, started
 
 
 @pytest.fixture(scope="module")
 def embedded_platform():
     platform = Platform("embedded")
-    try:
-        platform.start()
-    except PlatformError as exc:
-        pytest.fail(f"embedded platform did not start: {exc}", pytrace=False)
-    yield platform
-    platform.stop()
+    yield from started(platform)
 
 
 @pytest.fixture(scope="module")
 def services_platform():
     require_services(services_unreachable_reason())
     platform = Platform("services")
-    try:
-        platform.start()
-    except PlatformError as exc:
-        pytest.fail(f"services platform did not start: {exc}", pytrace=False)
-    yield platform
-    platform.stop()
+    yield from started(platform)
 
 
 @pytest.fixture(scope="module")

@@ -96,6 +96,22 @@ def require_services(reason: str | None) -> None:
         pytest.skip(reason)
 
 
+def started(platform: Platform):
+    """For a module fixture: ``yield from started(Platform(...))`` — start it (a start-up
+    failure fails the test with the platform's log tail, without a traceback), hand it over,
+    stop it afterwards."""
+    import pytest
+
+    try:
+        platform.start()
+    except PlatformError as exc:
+        pytest.fail(f"{platform.mode} platform did not start: {exc}", pytrace=False)
+    try:
+        yield platform
+    finally:
+        platform.stop()
+
+
 class Platform:
     """The running platform. Use as a context manager or call ``start()``/``stop()``."""
 

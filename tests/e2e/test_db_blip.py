@@ -17,7 +17,7 @@ import pytest
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
 
 from . import flows
-from .harness import Platform, PlatformError, require_services, services_unreachable_reason
+from .harness import Platform, require_services, services_unreachable_reason, started
 from .private_services import PrivatePostgres, missing_reason
 
 pytestmark = pytest.mark.services
@@ -44,13 +44,8 @@ def platform(upstream, postgres, tmp_path_factory):
     }
     p = Platform("services", extra_env=env, pg_admin_dsn=postgres.admin_dsn,
                  pg_url_base=f"postgres://postgres@127.0.0.1:{postgres.port}")
-    try:
-        p.start()
-    except PlatformError as exc:
-        pytest.fail(str(exc), pytrace=False)
     p.ledger = ledger
-    yield p
-    p.stop()
+    yield from started(p)
 
 
 def test_a_database_blip_during_a_write_tool_loses_nothing(platform, upstream, postgres):

@@ -17,7 +17,7 @@ import pytest
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
 
 from . import flows
-from .harness import Platform, PlatformError, require_services, services_unreachable_reason
+from .harness import Platform, require_services, services_unreachable_reason, started
 
 pytestmark = pytest.mark.services
 
@@ -33,13 +33,8 @@ def platform(upstream, tmp_path_factory):
         "STREAM_PERSIST_INTERVAL_S": "0.5",
     }
     p = Platform("services", extra_env=env)
-    try:
-        p.start()
-    except PlatformError as exc:
-        pytest.fail(str(exc), pytrace=False)
     p.ledger = ledger
-    yield p
-    p.stop()
+    yield from started(p)
 
 
 def kill_worker_and_start_another(platform: Platform) -> float:

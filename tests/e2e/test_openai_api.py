@@ -21,7 +21,7 @@ from tests.fakes.openai_server import (
     usage_chunk,
 )
 
-from .harness import Platform, PlatformError
+from .harness import Platform, started
 
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather for a city.",
@@ -34,12 +34,7 @@ def platform(upstream):
         "OPENAI_API_KEY": upstream.api_key, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
         "COMPAT_API_WAIT_S": "60",
     })
-    try:
-        p.start()
-    except PlatformError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    yield p
-    p.stop()
+    yield from started(p)
 
 
 @pytest.fixture(scope="module")

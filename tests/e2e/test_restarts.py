@@ -17,7 +17,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from tests.fakes.openai_server import text_chunks
 
 from . import flows
-from .harness import Platform, PlatformError, require_services, services_unreachable_reason
+from .harness import Platform, require_services, services_unreachable_reason, started
 from .private_services import PrivateRedis, missing_reason
 
 pytestmark = pytest.mark.services
@@ -36,12 +36,7 @@ def platform(upstream, redis_server):
     env = {"OPENAI_API_KEY": upstream.api_key, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
            "STREAM_PERSIST_INTERVAL_S": "0.5"}
     p = Platform("services", extra_env=env, redis_url=redis_server.url(0))
-    try:
-        p.start()
-    except PlatformError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    yield p
-    p.stop()
+    yield from started(p)
 
 
 def send(platform: Platform, token: str, thread_id: str, content: str) -> str:

@@ -17,7 +17,7 @@ import pytest
 from tests.fakes.openai_server import text_chunks
 
 from . import flows
-from .harness import Platform, PlatformError, require_services, services_unreachable_reason
+from .harness import Platform, require_services, services_unreachable_reason, started
 
 pytestmark = pytest.mark.services
 
@@ -30,12 +30,7 @@ def platform(upstream):
     env = {"OPENAI_API_KEY": upstream.api_key, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
            "MAX_ACTIVE_RUNS_PER_USER": "10"}
     p = Platform("services", extra_env=env, worker_concurrency=2)
-    try:
-        p.start()
-    except PlatformError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    yield p
-    p.stop()
+    yield from started(p)
 
 
 RUN_ROWS = """

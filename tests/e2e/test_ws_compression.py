@@ -10,18 +10,13 @@ from websockets.sync.client import connect
 
 from . import flows
 from .flows import QUESTION
-from .harness import Platform, PlatformError
+from .harness import Platform, started
 
 
 @pytest.fixture(scope="module")
 def uvicorn_platform():
     platform = Platform("embedded", asgi_server="uvicorn")
-    try:
-        platform.start()
-    except PlatformError as exc:
-        pytest.fail(f"uvicorn platform did not start: {exc}", pytrace=False)
-    yield platform
-    platform.stop()
+    yield from started(platform)
 
 
 def _deflate_socket(platform: Platform, thread_id: str, token: str):
