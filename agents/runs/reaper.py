@@ -1,21 +1,28 @@
 """The reaper: finds runs whose worker died (expired lease) and re-queues or fails them, and
 expires approval requests nobody decided in time (the run goes on with a denied result).
 
-Runs every ``RUN_REAPER_PERIOD_S`` seconds in a daemon thread of each Celery worker and of
-the embedded web process. Safe with many reapers: each run is taken by one conditional
-UPDATE (``lifecycle.run_requeue_expired``). A run re-queued ``RUN_MAX_ATTEMPTS`` times is
-failed with a notice instead.
+A daemon thread of every Celery worker and every web process wakes every
+``RUN_REAPER_PERIOD_S`` seconds; of all those that wake within one period, the first to
+claim it in the shared cache does the pass (:func:`reaper_pass_claim`), so a deployment
+queries for dead runs once a period, not once per process. Safe with many reapers all the
+same (a cache error lets every one pass): each run is taken by one conditional UPDATE
+(``lifecycle.run_requeue_expired``). A run re-queued ``RUN_MAX_ATTEMPTS`` times is failed
+with a notice instead.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import os
 import threading
 import time
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import close_old_connections
+from django.db.models import Q
 from django.utils import timezone
 
 from agents.models import Run
@@ -38,24 +45,26 @@ _lock = threading.Lock()
 
 
 def reap_expired_runs() -> list[str]:
-    """Re-queue (or fail) every running run whose lease expired, and every queued run no
-    worker claimed within ``RUN_QUEUED_DEADLINE_S``. Returns the run ids acted on."""
+    """Re-queue (or fail) every queued run no worker claimed within ``RUN_QUEUED_DEADLINE_S``
+    and every running run whose lease expired (found in one query, the queued ones first).
+    Returns the run ids acted on."""
     acted = []
     now = timezone.now()
     stale = now - timedelta(seconds=settings.RUN_QUEUED_DEADLINE_S)
-    for run in Run.objects.filter(status=Run.Status.QUEUED, queued_at__lt=stale).only("pk", "attempts", "queued_at"):
-        if run.attempts >= settings.RUN_MAX_ATTEMPTS:
-            if run_fail_not_started(run_id=run.pk, expected_queued_at=run.queued_at):
+    due = Run.objects.filter(Q(status=Run.Status.QUEUED, queued_at__lt=stale)
+                             | Q(status=Run.Status.RUNNING, lease_expires_at__lt=now))
+    for run in due.only("pk", "status", "attempts", "queued_at", "lease_expires_at").order_by("status"):
+        if run.status == Run.Status.QUEUED:
+            if run.attempts >= settings.RUN_MAX_ATTEMPTS:
+                if run_fail_not_started(run_id=run.pk, expected_queued_at=run.queued_at):
+                    acted.append(str(run.pk))
+                continue
+            if lifecycle.run_requeue_stale(run_id=run.pk, expected_queued_at=run.queued_at):
+                logger.warning("run %s: queued %s s without a worker; enqueued again", run.pk,
+                               settings.RUN_QUEUED_DEADLINE_S)
+                enqueue_run(run.pk)
                 acted.append(str(run.pk))
             continue
-        if lifecycle.run_requeue_stale(run_id=run.pk, expected_queued_at=run.queued_at):
-            logger.warning("run %s: queued %s s without a worker; enqueued again", run.pk,
-                           settings.RUN_QUEUED_DEADLINE_S)
-            enqueue_run(run.pk)
-            acted.append(str(run.pk))
-    for run in Run.objects.filter(status=Run.Status.RUNNING, lease_expires_at__lt=now).only(
-        "pk", "attempts", "lease_expires_at"
-    ):
         if run.attempts >= settings.RUN_MAX_ATTEMPTS:
             if run_fail_interrupted(run_id=run.pk, expected_lease=run.lease_expires_at):
                 acted.append(str(run.pk))
@@ -67,9 +76,28 @@ def reap_expired_runs() -> list[str]:
     return acted
 
 
+def reaper_pass_claim(now: float | None = None) -> bool:
+    """Whether this process does the reaper pass of the current period: the period is
+    ``now`` (Unix seconds; default: the clock) // ``RUN_REAPER_PERIOD_S``, and the first
+    process to add its key to the default cache (Redis in production: ``SET NX``, expiring
+    after two periods, at least 1 s) takes it; the others skip it. A process alone always
+    takes its passes (it wakes once per period). True when the cache fails: more reapers
+    than needed are safe, none is not."""
+    period = settings.RUN_REAPER_PERIOD_S
+    now = time.time() if now is None else now
+    try:
+        return bool(cache.add(f"run-reaper:pass:{int(now // period)}", f"{os.getpid()}",
+                              timeout=max(1, math.ceil(2 * period))))
+    except Exception:  # noqa: BLE001 - the cache is down: reap anyway
+        logger.debug("reaper: cache unavailable; passing without a claim", exc_info=True)
+        return True
+
+
 def _loop() -> None:
     while True:
         time.sleep(settings.RUN_REAPER_PERIOD_S)
+        if not reaper_pass_claim():
+            continue  # another process reaps this period
         try:
             close_old_connections()
             reap_expired_runs()

@@ -18,7 +18,7 @@ from django.utils import timezone
 from agents.event_log import event_log
 from agents.events import RunEmitter, run_coroutine
 from agents.models import Role, Run, ToolCall, ToolPolicy
-from agents.runs.reaper import reap_expired_runs
+from agents.runs.reaper import reap_expired_runs, reaper_pass_claim
 from agents.services import run_create
 from chat.models import Message
 from tests.conftest import joined_text, make_thread, types
@@ -159,6 +159,28 @@ def test_a_run_no_worker_ever_takes_fails_visibly_and_frees_the_thread(thread, u
     assert run.status == Run.Status.FAILED and run.last_event_seq == 1
     assert Message.objects.get(pk=created.user_message.pk).content == "anyone?"  # nothing lost
     run_create(thread=thread, user=users["alice"], content="again")  # the thread takes a new send
+
+
+def test_one_reaper_pass_per_period_however_many_processes_wake(settings):
+    """Every worker and web process wakes its reaper each period; the first to claim the
+    period in the shared cache (Redis on the PostgreSQL run) does the pass, the rest skip it."""
+    settings.RUN_REAPER_PERIOD_S = 2.0
+    start = 1_000_000.0  # the start of a period
+    assert reaper_pass_claim(start + 0.3) is True  # the first process to wake
+    assert [reaper_pass_claim(start + t) for t in (0.3, 1.0, 1.99)] == [False, False, False]  # the others
+    assert reaper_pass_claim(start + 2.0) is True  # the next period has its own claim
+    assert reaper_pass_claim(start + 2.5) is False
+
+
+def test_a_reaper_passes_when_the_cache_is_down(settings, monkeypatch):
+    """More reapers than needed are safe (conditional updates); none would strand runs."""
+    from django.core import cache as cache_module
+
+    def down(*args, **kwargs):
+        raise ConnectionError("cache down")
+
+    monkeypatch.setattr(cache_module.cache, "add", down)
+    assert [reaper_pass_claim(1_000_000.0), reaper_pass_claim(1_000_000.5)] == [True, True]
 
 
 # --- races ----------------------------------------------------------------------------------
