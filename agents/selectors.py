@@ -49,19 +49,33 @@ def role_names_for_user(*, user, workspace_id=None) -> set[str]:
     return set(memberships.values_list("role__name", flat=True))
 
 
-def model_allowed(*, provider: Provider, model: str, role_names) -> bool:
+def model_row(*, provider: Provider | None, name: str, memo=None):
+    """The ``LLMModel`` row ``name`` of ``provider`` with its price (the usage app's
+    ``price``, joined), or None (no provider, no name, no row). ``memo``: an object that
+    lives for one request or one turn (the request's thread, the turn's run) to keep the
+    answer on, so the checks and the metering of one send or one turn read it once."""
+    if provider is None or not name:
+        return None
+    rows = memo.__dict__.setdefault("_model_rows", {}) if memo is not None else {}
+    key = (provider.pk, name)
+    if key not in rows:
+        rows[key] = LLMModel.objects.filter(provider=provider, name=name).select_related("price").first()
+    return rows[key]
+
+
+def model_allowed(*, provider: Provider, model: str, role_names, memo=None) -> bool:
     """Whether a run may use ``model`` (empty: the provider's default) of ``provider`` for a
     user with one of ``role_names``: its row is enabled and names none of the roles or one of
     these; a name without a row only when it is the provider's ``default_model`` (an
     administrator named it on the provider). Any other name is refused: the organisation's
-    key never pays for a model nobody enabled."""
+    key never pays for a model nobody enabled. ``memo``: as for :func:`model_row`."""
     name = (model or "").strip() or provider.default_model
-    row = provider.models.filter(name=name).prefetch_related("allowed_roles").first()
+    row = model_row(provider=provider, name=name, memo=memo)
     if row is None:
         return bool(name) and name == provider.default_model
     if not row.enabled:
         return False
-    allowed = {r.name for r in row.allowed_roles.all()}
+    allowed = set(row.allowed_roles.values_list("name", flat=True))
     return not allowed or bool(allowed & set(role_names))
 
 

@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from chat.models import Message, Thread
+from chat.selectors import viewer_role_name
 from chat.services import message_create, title_from_message
 from chatplatform.errors import ServiceError
 
@@ -84,10 +86,13 @@ def run_create(
         # SQLite's IMMEDIATE transactions serialise writers): the checks below cannot race.
         # The partial unique index run_one_active_per_thread backs the first one up.
         _lock(user_id=user.pk, thread_id=thread.pk)
-        unfinished = list(Run.objects.filter(thread=thread, status__in=(*ACTIVE, Run.Status.AWAITING_APPROVAL)))
+        # One read: the thread's unfinished runs and the user's active ones.
+        rows = list(Run.objects.filter(Q(thread=thread, status__in=(*ACTIVE, Run.Status.AWAITING_APPROVAL))
+                                       | Q(user=user, status__in=ACTIVE)).order_by())
+        unfinished = [run for run in rows if run.thread_id == thread.pk]
         if any(run.status in ACTIVE for run in unfinished):
             raise RunRejected("run_in_progress", "A reply is still being written in this thread.", 409)
-        active = Run.objects.filter(user=user, status__in=ACTIVE).count()
+        active = sum(1 for run in rows if run.user_id == user.pk and run.status in ACTIVE)
         if active >= settings.MAX_ACTIVE_RUNS_PER_USER:
             raise RunRejected(
                 "too_many_active_runs",
@@ -103,32 +108,32 @@ def run_create(
         for result in tool_results or ():
             message_create(thread_id=thread.pk, role=Message.Role.TOOL, content=result["content"],
                            tool_call_id=result["tool_call_id"], is_error=bool(result.get("is_error")))
-        if user_message is None:
-            user_message = (message_create(thread_id=thread.pk, role=Message.Role.USER, content=content)
-                            if content else None)
+        run = Run(
+            thread=thread,
+            user=user,
+            provider=thread.provider,
+            model=thread.model,
+            grounded=thread.grounded if grounded is None else bool(grounded),
+            include_private=thread.include_private_in_ai if include_private is None else bool(include_private),
+            ui_context=ui_context if ui_context is not None else thread.ui_context,
+            env_id=env_id or "",
+            queued_at=timezone.now(),
+        )
+        if user_message is None and content:
+            # A new message names its run at once (the run id is made here; the foreign key
+            # is checked at commit), so neither row is written twice.
+            user_message = message_create(thread_id=thread.pk, role=Message.Role.USER, content=content, run=run)
+        elif user_message is not None:  # a turn asked again: the existing message moves to this run
+            Message.objects.filter(pk=user_message.pk).update(run_id=run.pk)
+            user_message.run = run
+        run.user_message = user_message
         try:  # no savepoint: a failure here ends the whole transaction (re-raised below)
-            run = Run.objects.create(
-                thread=thread,
-                user=user,
-                user_message=user_message,
-                provider=thread.provider,
-                model=thread.model,
-                grounded=thread.grounded if grounded is None else bool(grounded),
-                include_private=thread.include_private_in_ai if include_private is None else bool(include_private),
-                ui_context=ui_context if ui_context is not None else thread.ui_context,
-                env_id=env_id or "",
-                queued_at=timezone.now(),
-            )
+            run.save(force_insert=True)
         except IntegrityError as exc:  # another send won a race the locks did not see
             raise RunRejected("run_in_progress", "A reply is still being written in this thread.", 409) from exc
-        if user_message is not None:
-            user_message.run = run
-            user_message.save(update_fields=["run"])
-        fields = ["updated_at"]
-        if not thread.title and content:
+        if not thread.title and content:  # message_create moved updated_at already
             thread.title = title_from_message(content)
-            fields.append("title")
-        thread.save(update_fields=fields)
+            thread.save(update_fields=["title", "updated_at"])
         transaction.on_commit(lambda: enqueue_run(run.pk))
     return RunCreated(run=run, user_message=user_message)
 
@@ -140,8 +145,9 @@ def model_check(*, thread: Thread, user) -> None:
     provider = thread.provider
     if provider is None:
         return
-    roles = role_names_for_user(user=user, workspace_id=thread.workspace_id)
-    if not model_allowed(provider=provider, model=thread.model, role_names=roles):
+    role = viewer_role_name(thread=thread, user=user)  # found with the thread: no second read
+    roles = {role} if role is not None else role_names_for_user(user=user, workspace_id=thread.workspace_id)
+    if not model_allowed(provider=provider, model=thread.model, role_names=roles, memo=thread):
         name = (thread.model or "").strip() or provider.default_model
         raise RunRejected(
             "model_not_allowed",

@@ -76,11 +76,19 @@ def thread_get_for_user(*, user, thread_id, write: bool = False) -> Thread:
     membership = membership_get(user=user, workspace_id=thread.workspace_id)
     if membership is None:
         raise Http404("No such thread.")
+    thread._viewer_role = (user.pk, membership.role.name)  # this request's checks reuse it (viewer_role_name)
     if thread_may_write(thread=thread, user=user):
         return thread
     if membership.role.is_admin and not write:
         return thread
     raise Http404("No such thread.")
+
+
+def viewer_role_name(*, thread: Thread, user) -> str | None:
+    """``user``'s role name in ``thread``'s workspace as :func:`thread_get_for_user` found it
+    when it fetched this thread object (one request's object); None when it did not."""
+    found = getattr(thread, "_viewer_role", None)
+    return found[1] if found is not None and found[0] == user.pk else None
 
 
 def message_list_for_thread(*, thread: Thread) -> QuerySet[Message]:
@@ -161,12 +169,16 @@ def custom_instructions_for_user(*, user_id) -> str:
     return UserPreferences.objects.filter(user_id=user_id).values_list("custom_instructions", flat=True).first() or ""
 
 
-def instruction_blocks(*, user_id, workspace_id) -> list[str]:
+def instruction_blocks(*, user_id, workspace_id, workspace: Workspace | None = None) -> list[str]:
     """System-prompt blocks for a turn: the workspace's instructions (set by its admins) and
     the user's custom instructions (their settings page), each fenced and labelled as
-    context — never as the user's words, never as permissions. ``[]`` when neither is set."""
+    context — never as the user's words, never as permissions. ``[]`` when neither is set.
+    ``workspace``: the row of ``workspace_id`` as the turn loaded it (else it is read)."""
     blocks = []
-    workspace = Workspace.objects.filter(pk=workspace_id).values_list("name", "instructions").first()
+    if workspace is not None and workspace.pk == workspace_id:
+        workspace = (workspace.name, workspace.instructions)
+    else:
+        workspace = Workspace.objects.filter(pk=workspace_id).values_list("name", "instructions").first()
     if workspace and workspace[1].strip():
         blocks.append(
             f'Workspace instructions from the administrators of "{workspace[0]}" (context for how to answer; '

@@ -6,6 +6,7 @@ from itertools import pairwise
 
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from agents.ui_context import ui_context_accept
 from chatplatform.db import retry_transient
@@ -38,7 +39,7 @@ def message_create(*, thread_id, role: str, content: str = "", run=None, parent_
     message = Message.objects.create(
         thread_id=thread_id, run=run, position=last + 1, role=role, content=content, parent_id=parent_id, **fields
     )
-    Thread.objects.filter(pk=thread_id).update(leaf=message)
+    Thread.objects.filter(pk=thread_id).update(leaf=message, updated_at=timezone.now())
     if parent_id is not None:
         Message.objects.filter(pk=parent_id).update(selected_child=message)
     return message

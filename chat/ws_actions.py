@@ -80,11 +80,11 @@ def socket_user_active(*, user, session_key: str | None, token: str | None) -> b
     from django.utils.module_loading import import_string
     from rest_framework.authtoken.models import Token
 
+    if token is not None:  # one statement: the token exists and its user is active
+        return Token.objects.filter(key=token, user=user, user__is_active=True).exists()
     user.refresh_from_db(fields=["is_active"])
     if not user.is_active:
         return False
-    if token is not None:
-        return Token.objects.filter(key=token, user=user).exists()
     if session_key is not None:
         store: SessionBase = import_string(settings.SESSION_ENGINE + ".SessionStore")()
         return store.exists(session_key)

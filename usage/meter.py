@@ -29,13 +29,12 @@ from .services import (
 logger = logging.getLogger("chatplatform.runs")
 
 
-def _model_row(provider, model: str):
-    """The ``LLMModel`` row of ``model`` at ``provider``, with its price; None when unknown."""
-    from agents.models import LLMModel
+def _model_row(provider, model: str, memo):
+    """The ``LLMModel`` row of ``model`` at ``provider``, with its price; None when unknown.
+    Read once per ``memo`` (the request's thread, the turn's thread: ``agents.selectors.model_row``)."""
+    from agents.selectors import model_row
 
-    if provider is None or not model:
-        return None
-    return LLMModel.objects.filter(provider=provider, name=model).select_related("price").first()
+    return model_row(provider=provider, name=model, memo=memo)
 
 
 @dataclass(frozen=True)
@@ -52,7 +51,7 @@ class _RunUsage:
 def _run_usage(run) -> _RunUsage:
     cached = getattr(run, "_run_usage", None)
     if cached is None:
-        row = _model_row(run.provider, run.model)
+        row = _model_row(run.provider, run.model, run.thread)
         try:
             price = row.price if row is not None else None
         except ObjectDoesNotExist:
@@ -65,7 +64,7 @@ def _run_usage(run) -> _RunUsage:
 
 class UsageMeter:
     def before_run(self, *, user, thread) -> None:
-        row = _model_row(thread.provider, thread.model)
+        row = _model_row(thread.provider, thread.model, thread)
         budget_check(user_id=user.pk, workspace_id=thread.workspace_id, model_id=row.pk if row is not None else None)
 
     def before_round(self, *, run) -> Hold:

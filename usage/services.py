@@ -31,7 +31,7 @@ from functools import reduce
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Q, Sum
+from django.db.models import Case, F, Q, Sum, Value, When
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
@@ -210,35 +210,44 @@ def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None,
     if not budgets:
         return Hold()
     bounds = [(budget, *window_bounds(budget.period)) for budget in budgets]
-    windows = _windows([(budget, start) for budget, start, _ in bounds])
-    plan = [(budget, window, start, end) for (budget, start, end), window in zip(bounds, windows, strict=True)]
     now = timezone.now()
-    hold_s = timedelta(seconds=settings.BUDGET_HOLD_S)
-    ids = [window.pk for _, window, _, _ in plan]
     with transaction.atomic():
-        locked = _lock_windows(ids)  # first: then read the spend
-        spends = budgets_spent([(budget, start, end) for budget, _, start, end in plan])
-        for (budget, window, _start, end), spent in zip(plan, spends, strict=True):
-            window = locked[window.pk]
+        windows = _lock_windows([(budget, start) for budget, start, _ in bounds])  # first: then read the spend
+        spends = budgets_spent(bounds)
+        for (budget, _start, end), window, spent in zip(bounds, windows, spends, strict=True):
             in_flight = window.in_flight if window.hold_until and window.hold_until > now else 0
             if spent >= budget.hard_limit:
                 raise _refusal(budget, spent, end, busy=False)
             if in_flight and spent + _reserve(budget, price) * (in_flight + 1) > budget.hard_limit:
                 raise _refusal(budget, spent, end, busy=True)
-            BudgetWindow.objects.filter(pk=window.pk).update(in_flight=in_flight + 1, hold_until=now + hold_s)
-    return Hold([w.pk for _, w, _, _ in plan])
+        ids = [window.pk for window in windows]
+        BudgetWindow.objects.filter(pk__in=ids).update(  # one more round in flight on each (locked) window
+            in_flight=Case(When(hold_until__gt=now, then=F("in_flight") + 1), default=Value(1)),
+            hold_until=now + timedelta(seconds=settings.BUDGET_HOLD_S))
+    return Hold(ids)
 
 
-def _lock_windows(ids: list[int]) -> dict[int, BudgetWindow]:
-    """Lock the windows ``ids`` for the rest of the transaction and read their holds:
-    PostgreSQL ``SELECT … FOR UPDATE`` in primary-key order (one statement; the order keeps
-    two admissions from deadlocking); SQLite has no row locks, so a write takes its database
-    write lock first."""
-    windows = BudgetWindow.objects.filter(pk__in=ids).order_by("pk").only("pk", "in_flight", "hold_until")
+def _lock_windows(pairs: list[tuple[Budget, datetime]]) -> list[BudgetWindow]:
+    """The window row of each ``(budget, start)``, locked for the rest of the transaction,
+    with its hold read: PostgreSQL ``SELECT … FOR UPDATE`` in primary-key order (one
+    statement; the order keeps two admissions from deadlocking); SQLite has no row locks, so
+    a write takes its database write lock first. A missing window is created
+    (:func:`_window_create`) and the rows are locked again."""
+    scope = reduce(operator.or_, (Q(budget=budget, starts_at=start) for budget, start in pairs))
+    windows = BudgetWindow.objects.filter(scope).order_by("pk").only("pk", "budget_id", "starts_at", "in_flight",
+                                                                     "hold_until")
     if connection.features.has_select_for_update:
-        return {w.pk: w for w in windows.select_for_update()}
-    BudgetWindow.objects.filter(pk__in=ids).update(in_flight=F("in_flight"))
-    return {w.pk: w for w in windows}
+        rows = list(windows.select_for_update())
+    else:
+        BudgetWindow.objects.filter(scope).update(in_flight=F("in_flight"))
+        rows = list(windows)
+    found = {(w.budget_id, w.starts_at): w for w in rows}
+    missing = [(budget, start) for budget, start in pairs if (budget.pk, start) not in found]
+    if missing:  # the first round of a window
+        for budget, start in missing:
+            _window_create(budget, start)
+        return _lock_windows(pairs)
+    return [found[(budget.pk, start)] for budget, start in pairs]
 
 
 def budget_release(hold: Hold | None) -> None:

@@ -205,11 +205,14 @@ class _Loop:
                 workspace_name=self.thread.workspace.name,
                 tier=plan.tier.name,
                 ui_context=self.run.ui_context,
-                extra_blocks=[*instruction_blocks(user_id=self.run.user_id, workspace_id=self.thread.workspace_id),
+                extra_blocks=[*instruction_blocks(user_id=self.run.user_id, workspace_id=self.thread.workspace_id,
+                                                  workspace=self.thread.workspace),
                               grounding.block],
             ),
+            # The branch up to this (new, so leaf) assistant message, without it.
             messages=history_window(
-                thread_history(thread_id=self.thread.pk, exclude_ids={assistant.pk}), plan.history_limit
+                thread_history(thread_id=self.thread.pk, leaf_id=assistant.pk, exclude_ids={assistant.pk}),
+                plan.history_limit,
             ),
             tools=[ToolDefinition(t.name, t.description, t.parameters) for t in offer.tools] + self.client_tools,
             max_output_tokens=plan.max_output_tokens,

@@ -89,7 +89,8 @@ def repair_history(messages: list[ChatMessage]) -> list[ChatMessage]:
     return out
 
 
-def thread_history(*, thread_id, exclude_ids: set = frozenset()) -> list[ChatMessage]:
-    """The thread's selected branch (chat.selectors), root first, canonical and repaired."""
-    rows = message_branch_for_thread(thread_id=thread_id)
+def thread_history(*, thread_id, leaf_id=None, exclude_ids: set = frozenset()) -> list[ChatMessage]:
+    """The thread's selected branch (chat.selectors), root first, canonical and repaired;
+    ``leaf_id``: the branch's end when the caller knows it (else the thread's leaf is read)."""
+    rows = message_branch_for_thread(thread_id=thread_id, leaf_id=leaf_id)
     return repair_history([to_canonical(m) for m in rows if m.pk not in exclude_ids])

@@ -158,11 +158,9 @@ def run_plan(*, thread, provider, model_name: str) -> RunPlan:
     For an Ollama model whose size is unknown, ``/api/show`` is asked once (short timeout)
     and the answer cached on the model row; a failure just falls through to name patterns.
     """
-    from agents.models import LLMModel
+    from agents.selectors import model_row as model_row_for
 
-    model_row = None
-    if provider is not None and model_name:
-        model_row = LLMModel.objects.filter(provider=provider, name=model_name).first()
+    model_row = model_row_for(provider=provider, name=model_name, memo=thread)  # the turn's metering reads it too
     parameter_size = None
     needs_size = (
         capabilities(provider).model_details and thread.prompt_tier not in TIERS

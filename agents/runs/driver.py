@@ -88,6 +88,7 @@ def run_turn(*, run_id) -> None:
                 emitter.close(save_seq=False)  # what was published is in the event log
                 raise  # run_turn_or_fail records the failure once a connection is free
         emitter.close()
+        lease.cleared = run.status in (Run.Status.COMPLETED, Run.Status.FAILED)  # run_finish cleared it
         lease.release()
 
 

@@ -55,7 +55,8 @@ class RunLease:
 
     ``start()`` starts the heartbeat thread; ``tick()`` (cheap: no I/O) raises ``LeaseLost``
     once the lease is lost and returns True once the run was cancelled; ``stop()`` ends the
-    heartbeat; ``release()`` clears the lease in the database.
+    heartbeat; ``release()`` clears the lease in the database, unless the run's end already
+    did (``cleared``: ``lifecycle.run_finish`` clears it with the status).
     """
 
     def __init__(self, *, run_id, owner: str, seq_source: Callable[[], int] | None = None) -> None:
@@ -68,6 +69,7 @@ class RunLease:
         self._cancelled = threading.Event()
         self._lost = threading.Event()
         self._stopped = False  # left the heartbeat: the run's end is being written
+        self.cleared = False  # the run's final transition cleared the lease already
 
     # -- the worker thread's side -------------------------------------------------------------
     def tick(self) -> bool:
@@ -97,7 +99,7 @@ class RunLease:
 
     def release(self) -> None:
         self.stop()
-        if not self.lost:
+        if not self.lost and not self.cleared:
             lifecycle.run_release(run_id=self.run_id, owner=self.owner)
 
     # -- called on the heartbeat thread ------------------------------------------------------
