@@ -18,9 +18,9 @@ and the SQL statements (the heartbeat's own connection not counted) for both, an
 
 Usage: ``.venv/bin/python bench/run_cpu.py [--runs 30] [--profile]``
 (needs PostgreSQL and Redis as for the e2e tests). ``RUN_CPU_NO_BUDGETS=1`` deletes the demo's
-budgets first: the difference is what usage metering costs a run (measured 2026-12-01, the
-demo's two budgets: 9 of the worker's 42 statements and about 6 of its 27 ms; 1 of the web's
-23 statements and about 2 of its 13 ms).
+budgets first: the difference is what usage metering costs a run (measured 2026-12-01 on
+another box, the demo's two budgets, when a run took 42 worker and 23 web statements: 9 of the
+worker's statements and about 6 of its 27 ms; 1 of the web's and about 2 of its 13 ms).
 """
 
 from __future__ import annotations
