@@ -162,6 +162,9 @@ def _reserve(budget: Budget, price: ModelPrice | None) -> Decimal:
     return tokens * max(price.input_per_mtok, price.output_per_mtok) / MILLION
 
 
+_ADJECTIVE = {Period.DAY: "daily", Period.MONTH: "monthly"}
+
+
 def _refusal(budget: Budget, spent: Decimal, end: datetime, *, busy: bool) -> DispatchRefused:
     now = timezone.now()
     unit = "tokens" if budget.metric == Budget.Metric.TOKENS else budget.currency
@@ -169,7 +172,7 @@ def _refusal(budget: Budget, spent: Decimal, end: datetime, *, busy: bool) -> Di
     if busy:
         return DispatchRefused(
             "budget_exceeded",
-            f"The {budget.get_period_display().split()[0]} budget of {scope} usage is nearly used up "
+            f"The {_ADJECTIVE[budget.period]} budget of {scope} usage is nearly used up "
             f"({_fmt(spent)} of {_fmt(budget.hard_limit)} {unit}) and other replies are using the rest; "
             "try again in a moment.",
             retry_after=float(settings.BUDGET_BUSY_RETRY_S), resets_at=end.isoformat(),

@@ -191,8 +191,10 @@ def test_a_dead_workers_hold_is_forgotten(users, workspaces, settings):
     spend(users["alice"], workspaces["demo"], 950)
     args = {"user_id": users["alice"].pk, "workspace_id": workspaces["demo"].pk, "model_id": None, "price": None}
     budget_admit(**args)  # never released: its worker died
-    with pytest.raises(DispatchRefused):
+    with pytest.raises(DispatchRefused) as refused:
         budget_admit(**args)
+    assert refused.value.message.startswith(  # the busy refusal names its period
+        "The daily budget of this workspace usage is nearly used up (950 of 1000 tokens)")
     BudgetWindow.objects.update(hold_until=timezone.now() - timedelta(seconds=1))
     hold = budget_admit(**args)
     assert hold.window_ids and BudgetWindow.objects.get().in_flight == 1
