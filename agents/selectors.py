@@ -52,7 +52,7 @@ def role_names_for_user(*, user, workspace_id=None) -> set[str]:
 def model_row(*, provider: Provider | None, name: str, memo=None):
     """The ``LLMModel`` row ``name`` of ``provider`` with its price (the usage app's
     ``price``, joined), or None (no provider, no name, no row). ``memo``: an object that
-    lives for one request or one turn (the request's thread, the turn's run) to keep the
+    lives for one request or one turn (the request's thread, the turn's ``run.thread``) to keep the
     answer on, so the checks and the metering of one send or one turn read it once."""
     if provider is None or not name:
         return None

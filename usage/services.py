@@ -124,13 +124,28 @@ def budgets_spent(plan: list[tuple[Budget, datetime, datetime]]) -> list[Decimal
     return [Decimal(row[f"s{i}"] or 0) for i in range(len(plan))]
 
 
-def _windows(pairs: list[tuple[Budget, datetime]]) -> list[BudgetWindow]:
-    """The window row of each ``(budget, start)``: the existing ones in one statement (the
-    common case), a missing one created (:func:`_window_create`)."""
+def _windows(pairs: list[tuple[Budget, datetime]], *, lock: bool = False) -> list[BudgetWindow]:
+    """The window row of each ``(budget, start)`` in one statement (the common case); a
+    missing one is created (:func:`_window_create`). ``lock``: inside a transaction, lock
+    the rows for the rest of it and read their holds — PostgreSQL ``SELECT … FOR UPDATE`` in
+    primary-key order (the order keeps two admissions from deadlocking); SQLite has no row
+    locks, so a write takes its database write lock first; created rows are then locked too."""
     if not pairs:
         return []
-    found = {(w.budget_id, w.starts_at): w for w in BudgetWindow.objects.filter(
-        reduce(operator.or_, (Q(budget=budget, starts_at=start) for budget, start in pairs)))}
+    scope = reduce(operator.or_, (Q(budget=budget, starts_at=start) for budget, start in pairs))
+    windows = BudgetWindow.objects.filter(scope)
+    if lock:
+        windows = windows.order_by("pk")
+        if connection.features.has_select_for_update:
+            windows = windows.select_for_update()
+        else:
+            BudgetWindow.objects.filter(scope).update(in_flight=F("in_flight"))
+    found = {(w.budget_id, w.starts_at): w for w in windows}
+    missing = [(budget, start) for budget, start in pairs if (budget.pk, start) not in found]
+    if missing and lock:  # the first round of a window: create, then lock them all
+        for budget, start in missing:
+            _window_create(budget, start)
+        return _windows(pairs, lock=True)
     return [found.get((budget.pk, start)) or _window_create(budget, start) for budget, start in pairs]
 
 
@@ -215,7 +230,7 @@ def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None,
     bounds = [(budget, *window_bounds(budget.period)) for budget in budgets]
     now = timezone.now()
     with transaction.atomic():
-        windows = _lock_windows([(budget, start) for budget, start, _ in bounds])  # first: then read the spend
+        windows = _windows([(budget, start) for budget, start, _ in bounds], lock=True)  # first: then the spend
         spends = budgets_spent(bounds)
         for (budget, _start, end), window, spent in zip(bounds, windows, spends, strict=True):
             in_flight = window.in_flight if window.hold_until and window.hold_until > now else 0
@@ -228,29 +243,6 @@ def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None,
             in_flight=Case(When(hold_until__gt=now, then=F("in_flight") + 1), default=Value(1)),
             hold_until=now + timedelta(seconds=settings.BUDGET_HOLD_S))
     return Hold(ids)
-
-
-def _lock_windows(pairs: list[tuple[Budget, datetime]]) -> list[BudgetWindow]:
-    """The window row of each ``(budget, start)``, locked for the rest of the transaction,
-    with its hold read: PostgreSQL ``SELECT … FOR UPDATE`` in primary-key order (one
-    statement; the order keeps two admissions from deadlocking); SQLite has no row locks, so
-    a write takes its database write lock first. A missing window is created
-    (:func:`_window_create`) and the rows are locked again."""
-    scope = reduce(operator.or_, (Q(budget=budget, starts_at=start) for budget, start in pairs))
-    windows = BudgetWindow.objects.filter(scope).order_by("pk").only("pk", "budget_id", "starts_at", "in_flight",
-                                                                     "hold_until")
-    if connection.features.has_select_for_update:
-        rows = list(windows.select_for_update())
-    else:
-        BudgetWindow.objects.filter(scope).update(in_flight=F("in_flight"))
-        rows = list(windows)
-    found = {(w.budget_id, w.starts_at): w for w in rows}
-    missing = [(budget, start) for budget, start in pairs if (budget.pk, start) not in found]
-    if missing:  # the first round of a window
-        for budget, start in missing:
-            _window_create(budget, start)
-        return _lock_windows(pairs)
-    return [found[(budget.pk, start)] for budget, start in pairs]
 
 
 def budget_release(hold: Hold | None) -> None:
