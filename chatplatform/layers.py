@@ -128,7 +128,12 @@ class RedisPubSubLayer(RedisPubSubChannelLayer):
         """The pub/sub channel a group's messages are published on: with :meth:`serialize`,
         lets the event log publish an event in the same round trip that logs it
         (``agents.event_log.RedisEventLog.append_and_publish``)."""
-        return self._get_layer()._get_group_channel_name(group)
+        return RedisPubSubLoopLayer._get_group_channel_name(self, group)  # needs only ``prefix``: any thread
+
+    @property
+    def prefix(self) -> str:
+        """The layer's channel prefix, as each loop's layer has it (``prefix`` in CONFIG)."""
+        return self._kwargs.get("prefix", "asgi")
 
     def _get_layer(self):
         loop = asyncio.get_running_loop()

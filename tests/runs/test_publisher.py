@@ -1,0 +1,131 @@
+"""The production publisher thread (``agents.events.ThreadPublisher``) against real Redis:
+every run's events reach the event log and the channel layer in order, concurrent runs share
+one pipelined connection, and a log outage follows the retry policy without blocking the
+turn. Marked ``services``: the thread delivers only with the Redis event log and layer."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+import redis
+from channels.layers import get_channel_layer
+
+from agents.event_log import event_log
+from agents.events import RunEmitter, ThreadPublisher, run_coroutine, thread_publisher
+from tests.conftest import EventSink
+
+pytestmark = [pytest.mark.django_db, pytest.mark.services]
+
+
+def logged(run_id: str) -> list[dict]:
+    return run_coroutine(event_log().read(run_id))
+
+
+def test_concurrent_runs_reach_the_log_and_the_group_in_order(settings):
+    settings.EVENTS_COALESCE_WINDOW_S = 0.002
+    sink = EventSink("t-publisher")
+    emitters = [RunEmitter(run_id=uuid.uuid4(), thread_id="t-publisher") for _ in range(4)]
+    assert all(isinstance(emitter._publisher, ThreadPublisher) for emitter in emitters)
+    pieces = [f"w{i} " for i in range(150)]
+
+    def stream(emitter):
+        for piece in pieces:
+            emitter.text(piece)
+        emitter.emit("run.completed", status="completed")
+        emitter.close()
+
+    workers = [threading.Thread(target=stream, args=(emitter,)) for emitter in emitters]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(30)
+    received: dict[str, list[dict]] = {emitter.run_id: [] for emitter in emitters}
+    while any(not events or events[-1]["type"] != "run.completed" for events in received.values()):
+        event = run_coroutine(sink.layer.receive(sink.channel))["event"]
+        received[event["run_id"]].append(event)
+    for emitter in emitters:
+        log = logged(emitter.run_id)
+        assert [e["seq"] for e in log] == list(range(1, emitter.seq + 1))
+        assert received[emitter.run_id] == log  # the group got exactly what the log kept, in order
+        assert "".join(e.get("delta", "") for e in log) == "".join(pieces)
+        assert log[-1]["type"] == "run.completed"
+        assert emitter.settled_seq == emitter.seq and emitter.sent_count == emitter.seq
+
+
+class FlakyLog:
+    """The real Redis event log's batch append behind a switch: while ``down``, it fails as
+    a refused connection would."""
+
+    def __init__(self, append) -> None:
+        self.append, self.down, self.tries = append, True, []
+
+    def __call__(self, items):
+        self.tries.append([event["seq"] for _run, event, _channel, _payload in items])
+        if self.down:
+            raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+        return self.append(items)
+
+
+@pytest.fixture
+def flaky(monkeypatch):
+    log = thread_publisher(get_channel_layer()).log
+    flaky = FlakyLog(log.append_and_publish_many)
+    monkeypatch.setattr(log, "append_and_publish_many", flaky)
+    return flaky
+
+
+def test_a_short_outage_delays_events_and_loses_none(settings, flaky):
+    settings.EVENTS_LOG_RETRY_S = 30
+    emitter = RunEmitter(run_id=uuid.uuid4(), thread_id="t-outage", window_s=0)
+    emitter.text("before ")
+    emitter.text("during ")
+    timer = threading.Timer(0.5, lambda: setattr(flaky, "down", False))
+    timer.start()
+    emitter.close(timeout=10)
+    timer.join()
+    assert "".join(e["delta"] for e in logged(emitter.run_id)) == "before during "
+    assert len(flaky.tries) >= 3  # retried with backoff (0.2 s, 0.4 s …) until the log answered
+    assert emitter.settled_seq == 2 and emitter.sent_count == 2
+
+
+def test_a_long_outage_costs_the_retry_window_once(settings, flaky):
+    settings.EVENTS_LOG_RETRY_S = 0.5
+    emitter = RunEmitter(run_id=uuid.uuid4(), thread_id="t-outage", window_s=0)
+    emitter.text("a ")
+    emitter.close(timeout=10)  # returns once "a" is given up, after the retry window
+    assert emitter.settled_seq == 1 and emitter.sent_count == 0
+    given_up_after = len(flaky.tries)
+    assert given_up_after >= 2
+    emitter.text("b ")  # the outage goes on: one try, then given up at once
+    emitter.close(timeout=10)
+    assert len(flaky.tries) == given_up_after + 1 and emitter.settled_seq == 2
+    flaky.down = False
+    emitter.text("c ")
+    emitter.close(timeout=10)
+    assert [e["delta"] for e in logged(emitter.run_id)] == ["c "]  # kept from the moment the log answered
+    assert emitter.sent_count == 1
+
+
+def test_a_refusal_after_a_failed_try_counts_as_logged(settings, flaky):
+    # The connection broke after Redis had run the script: the retry is refused (the seq is
+    # in the log already), which must count as logged, not as a stale writer.
+    settings.EVENTS_LOG_RETRY_S = 30
+    real = flaky.append
+    tries = []
+
+    def reached_then_broke(items):
+        tries.append(items)
+        if len(tries) == 1:
+            real(items)
+            raise redis.ConnectionError("Connection reset by peer")
+        return real(items)
+
+    flaky.append = reached_then_broke
+    flaky.down = False
+    emitter = RunEmitter(run_id=uuid.uuid4(), thread_id="t-outage", window_s=0)
+    emitter.text("once ")
+    emitter.close(timeout=10)
+    assert [e["delta"] for e in logged(emitter.run_id)] == ["once "]
+    assert emitter.sent_count == 1 and emitter.fenced_count == 0
