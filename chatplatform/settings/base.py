@@ -5,6 +5,7 @@ Everything configurable comes from the environment (django-environ); see ``.env.
 in-process executor) to the production mode (channels-redis, Celery on Redis).
 """
 
+import os
 from pathlib import Path
 
 import environ
@@ -170,9 +171,11 @@ OIDC_CREATE_USER = True
 OIDC_ENABLED = bool((OIDC_ISSUER or OIDC_DISCOVERY_URL) and OIDC_RP_CLIENT_ID)
 PASSWORD_LOGIN_ENABLED = env.bool("PASSWORD_LOGIN_ENABLED", default=True)
 LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/"
-AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"] + (
+AUTHENTICATION_BACKENDS = ["chatplatform.auth_backends.PasswordBackend"] + (
     ["sso.backend.PlatformOIDCBackend"] if OIDC_ENABLED else []
 )
+# Password checks run at most this many at a time per process (chatplatform.auth_backends).
+PASSWORD_CHECKS_AT_ONCE = env.int("PASSWORD_CHECKS_AT_ONCE", default=os.cpu_count() or 2)
 LOGIN_REDIRECT_URL = "chat:index"
 LOGOUT_REDIRECT_URL = "login"
 
