@@ -207,16 +207,25 @@ def model_list(*, user=None) -> list[dict]:
     return out
 
 
-def _workspace_for(user, hint: str) -> Workspace:
+def _workspace_for(user, hint: str, provider: Provider, model: str) -> Workspace:
+    """The workspace of a new API-created thread: the ``X-Workspace`` header's (slug or id;
+    ApiRejected ``not_found`` 404 when not theirs), else the caller's first workspace (oldest
+    membership) whose role may use the model — so a model allowed to them only in another
+    workspace than their first is not refused. ApiRejected ``model_not_found`` 404 when no
+    workspace of theirs allows it, ``forbidden`` 403 with no membership at all."""
     if hint:
         try:
             return workspace_get_for_user(user=user, workspace=hint)
         except Http404 as exc:
             raise ApiRejected("not_found", f"No workspace {hint!r} of yours.", 404) from exc
-    membership = Membership.objects.filter(user=user).select_related("workspace").order_by("pk").first()
-    if membership is None:
+    memberships = list(Membership.objects.filter(user=user).select_related("workspace", "role").order_by("pk"))
+    if not memberships:
         raise ApiRejected("forbidden", "You are not a member of any workspace.", 403)
-    return membership.workspace
+    for membership in memberships:
+        if model_allowed(provider=provider, model=model, role_names=[membership.role.name]):
+            return membership.workspace
+    raise ApiRejected("model_not_found", f"The model {model_id(provider, model)!r} is not enabled for you in any of "
+                      "your workspaces (see GET /v1/models).", 404)
 
 
 # --- starting a run ---------------------------------------------------------------------------
@@ -303,7 +312,7 @@ def completion_start(*, user, body: dict, thread_header: str = "", workspace_hea
             if known is not None and Membership.objects.filter(user=user, workspace_id=known.thread.workspace_id).exists():
                 thread = known.thread
             else:
-                workspace = _workspace_for(user, workspace_header)
+                workspace = _workspace_for(user, workspace_header, provider, model)
                 first_user = next((m["content"] for m in messages if m["role"] == "user" and m["content"].strip()), "")
                 thread = thread_create(workspace=workspace, owner=user, provider=provider, model=model,
                                        title=title_from_message(first_user) if first_user else "API chat")

@@ -113,3 +113,27 @@ def test_tool_results_must_answer_the_last_assistant_calls(users, offline, no_ex
         {"role": "tool", "tool_call_id": "c9", "content": "r"}]}
     with pytest.raises(ApiRejected, match="unknown calls: c9"):
         completion_start(user=users["alice"], body=body)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_new_thread_goes_to_the_first_workspace_whose_role_may_use_the_model(users, workspaces, roles, offline,
+                                                                              no_executor):
+    from chat.models import Membership
+
+    # carol: a viewer in demo (her first workspace), an admin in other; the model is for admins only.
+    Membership.objects.create(user=users["carol"], workspace=workspaces["other"], role=roles["admin"])
+    LLMModel.objects.create(provider=offline, name="rule-based").allowed_roles.set([roles["admin"]])
+    body = {"model": "offline", "messages": [{"role": "user", "content": "hi"}]}
+    started = completion_start(user=users["carol"], body=body)
+    assert Thread.objects.get(pk=started.thread_id).workspace == workspaces["other"]
+    # A workspace named by the client is taken as named: there the model is refused as before.
+    with pytest.raises(ApiRejected) as exc:
+        completion_start(user=users["carol"], body={**body, "messages": [{"role": "user", "content": "again"}]},
+                         workspace_header="demo")
+    assert (exc.value.code, exc.value.status) == ("model_not_allowed", 403)
+    # bob (member of demo only) may not use it anywhere: 404 before any thread is made.
+    threads = Thread.objects.count()
+    with pytest.raises(ApiRejected) as exc:
+        completion_start(user=users["bob"], body=body)
+    assert (exc.value.code, exc.value.status) == ("model_not_found", 404)
+    assert Thread.objects.count() == threads
