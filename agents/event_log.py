@@ -20,6 +20,7 @@ import json
 import logging
 import threading
 import time
+from dataclasses import dataclass
 
 from django.conf import settings
 
@@ -72,6 +73,42 @@ redis.call('EXPIRE', KEYS[1], ARGV[3])
 redis.call('PUBLISH', ARGV[4], ARGV[5])
 return 1
 """
+
+# One run's events in order. KEYS[1] the run's stream; ARGV: TTL s, pub/sub channel, then
+# (entry id, event JSON, payload) per event. Returns {results, error}: results[i] 1 logged and
+# published, 0 refused (seq not new); an error stops the loop (a script is not rolled back, so
+# the results say what was done) and the events after it were not run.
+_APPEND_AND_PUBLISH_MANY = """
+local results, added = {}, false
+for i = 3, #ARGV, 3 do
+  local reply = redis.pcall('XADD', KEYS[1], ARGV[i], 'e', ARGV[i + 1])
+  if type(reply) == 'table' and reply['err'] then
+    if not string.find(reply['err'], 'equal or smaller', 1, true) then
+      if added then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+      return {results, reply['err']}
+    end
+    results[#results + 1] = 0
+  else
+    redis.call('PUBLISH', ARGV[2], ARGV[i + 2])
+    results[#results + 1] = 1
+    added = true
+  end
+end
+if added then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return {results, ''}
+"""
+
+
+@dataclass
+class Appended:
+    """What became of one run's events in a batch (``RedisEventLog.append_and_publish_many``):
+    ``done[i]`` True logged and published, False refused (the log holds that seq already); the
+    events after ``len(done)`` were not taken: ``error`` says why, and ``unknown`` is True when
+    the connection broke before the reply came, so they may have reached the log after all."""
+
+    done: list[bool]
+    error: BaseException | None = None
+    unknown: bool = False
 
 
 class RedisEventLog:
@@ -133,38 +170,56 @@ class RedisEventLog:
         return bool(await script(keys=[self.key(run_id)], args=[
             f"{event['seq']}-1", json.dumps(event, separators=(",", ":")), self.ttl_s, channel, payload]))
 
-    def append_and_publish_many(self, items: list[tuple[str, dict, str, bytes]]) -> list[bool]:
-        """:meth:`append_and_publish` for ``items`` — ``(run_id, event, channel, payload)`` in
-        order — in one pipelined round trip on a synchronous connection (the publisher thread's;
-        not for concurrent callers). Returns one bool per item: True logged and published, False
-        refused (the log already holds that seq). Raises ``redis.RedisError`` (or ``OSError``)
-        when Redis is unreachable: then any prefix of the items may have reached the log, and a
-        retry sees those refused. No retries here; the caller owns the retry policy.
+    def append_and_publish_many(self, runs: list[tuple[str, str, list[tuple[int, str, bytes]]]]) -> list[Appended]:
+        """Log and publish several runs' events in one pipelined round trip on a synchronous
+        connection (the publisher thread's; not for concurrent callers). ``runs``: ``(run_id,
+        pub/sub channel, [(seq, event JSON, payload), …])``, each run's events in seq order.
+        Each run is one script call (``_APPEND_AND_PUBLISH_MANY``), so an error reply (BUSY,
+        OOM, a restarted Redis's NOSCRIPT — loaded and run again here) stops that run's events
+        where it happened and never lets a later seq of the run in before an earlier one.
+        Returns one :class:`Appended` per run; never raises for Redis errors (a broken
+        connection is closed, reconnected on the next call, and reported in ``Appended``).
 
         One dedicated redis-py ``Connection`` rather than the client: the client's per-command
         pool, retry and instrumentation layers cost about 90 µs of CPU per call here, the
         connection's ``send_packed_command`` / ``read_response`` about 40 µs."""
-        from redis.exceptions import NoScriptError, ResponseError
+        from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-        conn = self._sync_connection()
-        if self._sync_sha is None:
-            sha = self._sync_call(conn, [("SCRIPT", "LOAD", _APPEND_AND_PUBLISH)])[0]
-            if isinstance(sha, ResponseError):
-                raise sha
-            self._sync_sha = sha.decode() if isinstance(sha, bytes) else sha
-        commands = [("EVALSHA", self._sync_sha, 1, self.key(run_id), f"{event['seq']}-1",
-                     json.dumps(event, separators=(",", ":")), self.ttl_s, channel, payload)
-                    for run_id, event, channel, payload in items]
-        results = self._sync_call(conn, commands)
-        missing = [i for i, result in enumerate(results) if isinstance(result, NoScriptError)]
-        if missing:  # Redis restarted and lost its script cache: load it and run those again
+        try:
+            conn = self._sync_connection()
+            if self._sync_sha is None:
+                replies, broke = self._sync_call(conn, [("SCRIPT", "LOAD", _APPEND_AND_PUBLISH_MANY)])
+                if broke or isinstance(replies[0], Exception):
+                    raise broke or replies[0]
+                self._sync_sha = replies[0].decode() if isinstance(replies[0], bytes) else replies[0]
+        except (RedisError, OSError) as exc:  # nothing was sent
+            return [Appended([], exc) for _ in runs]
+        commands = []
+        for run_id, channel, items in runs:
+            args = [self.ttl_s, channel]
+            for seq, event_json, payload in items:
+                args += [f"{seq}-1", event_json, payload]
+            commands.append(("EVALSHA", self._sync_sha, 1, self.key(run_id), *args))
+        replies, broke = self._sync_call(conn, commands)
+        out: list[Appended] = []
+        reload: list[int] = []
+        for i in range(len(runs)):
+            if i >= len(replies):
+                out.append(Appended([], broke, unknown=True))
+            elif isinstance(replies[i], NoScriptError):
+                out.append(Appended([], replies[i]))
+                reload.append(i)
+            elif isinstance(replies[i], Exception):
+                out.append(Appended([], replies[i]))
+            else:
+                results, error = replies[i]
+                error = error.decode() if isinstance(error, bytes) else error
+                out.append(Appended([bool(r) for r in results], ResponseError(error) if error else None))
+        if reload:  # Redis restarted and lost its script cache: nothing of these runs was run
             self._sync_sha = None
-            for i, result in zip(missing, self.append_and_publish_many([items[i] for i in missing]), strict=True):
-                results[i] = result
-        for result in results:
-            if isinstance(result, ResponseError):
-                raise result
-        return [bool(result) for result in results]
+            for i, again in zip(reload, self.append_and_publish_many([runs[i] for i in reload]), strict=True):
+                out[i] = again
+        return out
 
     def _sync_connection(self):
         if self._sync_conn is None:
@@ -178,24 +233,26 @@ class RedisEventLog:
             self._sync_conn = pool.get_connection()  # kept: the publisher thread is its only user
         return self._sync_conn
 
-    @staticmethod
-    def _sync_call(conn, commands: list[tuple]) -> list:
-        """Send ``commands`` in one write and read one reply each; an error reply comes back
-        in its place (a ``ResponseError``); a broken connection is closed and raises."""
-        from redis.exceptions import ResponseError
+    def _sync_call(self, conn, commands: list[tuple]) -> tuple[list, BaseException | None]:
+        """Send ``commands`` in one write and read their replies: ``(replies, broke)``. An
+        error reply comes back in its place (a ``ResponseError``). When the connection breaks,
+        ``replies`` holds those read before it, ``broke`` the exception; the connection is
+        closed (the next call reconnects) and the script is loaded again on it."""
+        from redis.exceptions import RedisError, ResponseError
 
+        replies: list = []
         try:
             conn.send_packed_command(conn.pack_commands(commands))
-            results = []
             for _ in commands:
                 try:
-                    results.append(conn.read_response())
+                    replies.append(conn.read_response())
                 except ResponseError as exc:
-                    results.append(exc)
-            return results
-        except BaseException:
-            conn.disconnect()  # the next call reconnects
-            raise
+                    replies.append(exc)
+            return replies, None
+        except (RedisError, OSError) as exc:
+            conn.disconnect()
+            self._sync_sha = None  # a new server may not have it
+            return replies, exc
 
     async def read(self, run_id: str, after_seq: int = 0) -> list[dict]:
         entries = await self._client().xrange(self.key(run_id), min=f"{after_seq + 1}-0", max="+")

@@ -23,6 +23,7 @@ import concurrent.futures
 import functools
 import heapq
 import itertools
+import json
 import logging
 import threading
 import time
@@ -33,7 +34,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from .event_log import event_log
+from .event_log import Appended, event_log
 from .event_types import check_event
 from .runs.lifecycle import run_seq_save
 
@@ -199,68 +200,100 @@ class ThreadPublisher:
                     break
                 self._cond.wait(self._timers[0][0] - now if self._timers else None)
         for _deadline, _n, fn, args in due:
-            fn(*args)  # coalescing flushes and retries: they queue events and wake()
-        with self._cond:
-            ready, self._ready = list(self._ready), {}
-            batch: list[tuple[RunEmitter, dict]] = []
-            for emitter in ready:
-                if emitter._blocked_until > now:  # the log is down for it: its retry timer wakes it
-                    continue
-                take = list(itertools.islice(emitter._outbox, max(0, self.BATCH - len(batch))))
-                if take:
-                    emitter._in_flight = True
-                    batch.extend((emitter, event) for event in take)
-                if len(emitter._outbox) > len(take):
-                    self._ready[emitter] = None  # the rest in the next round
-        if batch:
             try:
+                fn(*args)  # coalescing flushes and retries: they queue events and wake()
+            except Exception:  # one emitter's bug must not drop the other timers of this round
+                logger.exception("event publisher: a timer failed")
+        batch: dict[RunEmitter, list[dict]] = {}  # each ready emitter's events, in order
+        try:
+            with self._cond:
+                ready, self._ready = list(self._ready), {}
+                room = self.BATCH
+                for emitter in ready:
+                    if emitter._blocked_until > now:  # the log is down for it: its retry timer wakes it
+                        continue
+                    take = list(itertools.islice(emitter._outbox, max(0, room)))
+                    if take:
+                        emitter._in_flight = True
+                        batch[emitter] = take
+                        room -= len(take)
+                    if len(emitter._outbox) > len(take):
+                        self._ready[emitter] = None  # the rest in the next round
+            if batch:
                 self._publish(batch)
-            finally:
+        finally:
+            if batch:
                 with self._cond:
-                    for emitter, _ in batch:
+                    for emitter in batch:
                         emitter._in_flight = False
                     self._cond.notify_all()  # wait_drained()
 
-    def _publish(self, batch: list[tuple[RunEmitter, dict]]) -> None:
-        try:
-            items = [(emitter.run_id, event, *emitter._channel_payload(event)) for emitter, event in batch]
-            results = self.log.append_and_publish_many(items)
-        except Exception as exc:
-            self._failed(batch, exc)
-            return
-        for (emitter, event), logged in zip(batch, results, strict=True):
-            emitter._outbox.popleft()
-            emitter._outage.answered()
-            if logged or event["seq"] <= emitter._tried_upto:  # a refusal after a failed try: it got there
-                emitter.sent_count += 1
-            else:
-                emitter.fenced_count += 1
-                logger.warning("run %s: seq %s refused by the event log (stale writer); not published",
-                               emitter.run_id, event["seq"])
-            emitter._settled_seq = event["seq"]
-
-    def _failed(self, batch: list[tuple[RunEmitter, dict]], exc: BaseException) -> None:
-        now = time.monotonic()
-        by_emitter: dict[RunEmitter, list[dict]] = {}
-        for emitter, event in batch:
-            by_emitter.setdefault(emitter, []).append(event)
-        for emitter, events in by_emitter.items():
-            emitter._tried_upto = max(emitter._tried_upto, events[-1]["seq"])
-            first_give_up = not emitter._outage.gave_up
-            delay = emitter._outage.failed(emitter.run_id, exc, now)
-            if delay is None:  # give up what was tried; later events get one try each
-                log = logger.error if first_give_up else logger.debug  # once per outage
-                log("run %s: could not log seq %s–%s (%s: %s); giving them up (and each later event after one "
-                    "try until the log answers)", emitter.run_id, events[0]["seq"], events[-1]["seq"],
-                    type(exc).__name__, exc)
-                for event in events:
-                    emitter._outbox.popleft()
-                    emitter._settled_seq = event["seq"]
+    def _publish(self, batch: dict[RunEmitter, list[dict]]) -> None:
+        runs, sending = [], []
+        for emitter, events in batch.items():
+            items = []
+            for event in events:
+                try:
+                    channel, payload = emitter._channel_payload(event)
+                    items.append((event["seq"], json.dumps(event, separators=(",", ":")), payload))
+                except (TypeError, ValueError):  # a bug in what was emitted, not an outage
+                    break
+            if len(items) < len(events) and not items:  # the first cannot be serialised: give it up alone
+                bad = events[0]
+                logger.exception("run %s: %s seq %s cannot be serialised; not published", emitter.run_id,
+                                 bad["type"], bad["seq"])
+                emitter._outbox.popleft()
+                emitter._settled_seq = bad["seq"]
                 if emitter._outbox:
-                    self.wake(emitter)
-            else:
-                emitter._blocked_until = now + delay
-                self.call_at(emitter._blocked_until, self._unblock, emitter)
+                    with self._cond:
+                        self._ready[emitter] = None
+                continue
+            runs.append((emitter.run_id, channel, items))
+            sending.append((emitter, events[:len(items)]))
+        try:
+            outcomes = self.log.append_and_publish_many(runs)
+        except Exception as exc:  # it reports Redis errors itself; anything else: as if the connection broke
+            logger.exception("event publisher: the batch append failed")
+            outcomes = [Appended([], exc, unknown=True) for _ in runs]
+        for (emitter, events), appended in zip(sending, outcomes, strict=True):
+            for event, logged in zip(events, appended.done, strict=False):
+                emitter._outbox.popleft()
+                emitter._outage.answered()
+                if logged or event["seq"] <= emitter._tried_upto:  # a refusal after a failed try: it got there
+                    emitter.sent_count += 1
+                else:
+                    emitter.fenced_count += 1
+                    logger.warning("run %s: seq %s refused by the event log (stale writer); not published",
+                                   emitter.run_id, event["seq"])
+                emitter._settled_seq = event["seq"]
+            rest = events[len(appended.done):]
+            if rest:
+                if appended.unknown:  # they may have reached the log: a refusal on retry means they did
+                    emitter._tried_upto = max(emitter._tried_upto, rest[-1]["seq"])
+                self._failed(emitter, rest, appended.error)
+            elif len(events) < len(batch[emitter]) or emitter._outbox:
+                self.wake(emitter)  # what was held back (an unserialisable event next) or queued since
+
+    def _failed(self, emitter: RunEmitter, events: list[dict], exc: BaseException | None) -> None:
+        """``events`` (the head of ``emitter``'s outbox) were not taken: wait and retry, or give
+        them up (``_Outage``)."""
+        now = time.monotonic()
+        exc = exc or ConnectionError("no reply")
+        first_give_up = not emitter._outage.gave_up
+        delay = emitter._outage.failed(emitter.run_id, exc, now)
+        if delay is None:  # give up what was tried; later events get one try each
+            log = logger.error if first_give_up else logger.debug  # once per outage
+            log("run %s: could not log seq %s–%s (%s: %s); giving them up (and each later event after one "
+                "try until the log answers)", emitter.run_id, events[0]["seq"], events[-1]["seq"],
+                type(exc).__name__, exc)
+            for event in events:
+                emitter._outbox.popleft()
+                emitter._settled_seq = event["seq"]
+            if emitter._outbox:
+                self.wake(emitter)
+        else:
+            emitter._blocked_until = now + delay
+            self.call_at(emitter._blocked_until, self._unblock, emitter)
 
     def _unblock(self, emitter: RunEmitter) -> None:
         emitter._blocked_until = 0.0

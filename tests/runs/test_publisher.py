@@ -12,7 +12,7 @@ import pytest
 import redis
 from channels.layers import get_channel_layer
 
-from agents.event_log import event_log
+from agents.event_log import Appended, event_log
 from agents.events import RunEmitter, ThreadPublisher, run_coroutine, thread_publisher
 from tests.conftest import EventSink
 
@@ -55,17 +55,18 @@ def test_concurrent_runs_reach_the_log_and_the_group_in_order(settings):
 
 
 class FlakyLog:
-    """The real Redis event log's batch append behind a switch: while ``down``, it fails as
-    a refused connection would."""
+    """The real Redis event log's batch append behind a switch: while ``down``, nothing is
+    taken, as when the connection is refused."""
 
     def __init__(self, append) -> None:
         self.append, self.down, self.tries = append, True, []
 
-    def __call__(self, items):
-        self.tries.append([event["seq"] for _run, event, _channel, _payload in items])
+    def __call__(self, runs):
+        self.tries.append([seq for _run, _channel, items in runs for seq, _json, _payload in items])
         if self.down:
-            raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
-        return self.append(items)
+            refused = redis.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+            return [Appended([], refused) for _ in runs]
+        return self.append(runs)
 
 
 @pytest.fixture
@@ -115,12 +116,12 @@ def test_a_refusal_after_a_failed_try_counts_as_logged(settings, flaky):
     real = flaky.append
     tries = []
 
-    def reached_then_broke(items):
-        tries.append(items)
-        if len(tries) == 1:
-            real(items)
-            raise redis.ConnectionError("Connection reset by peer")
-        return real(items)
+    def reached_then_broke(runs):
+        tries.append(runs)
+        if len(tries) == 1:  # Redis ran the script, then the connection broke before the reply
+            real(runs)
+            return [Appended([], redis.ConnectionError("Connection reset by peer"), unknown=True) for _ in runs]
+        return real(runs)
 
     flaky.append = reached_then_broke
     flaky.down = False
@@ -129,3 +130,50 @@ def test_a_refusal_after_a_failed_try_counts_as_logged(settings, flaky):
     emitter.close(timeout=10)
     assert [e["delta"] for e in logged(emitter.run_id)] == ["once "]
     assert emitter.sent_count == 1 and emitter.fenced_count == 0
+
+
+def drain_to(emitter, text_pieces):
+    for piece in text_pieces:
+        emitter.text(piece)
+    emitter.close(timeout=10)
+
+
+def test_a_restarted_redis_without_its_scripts_loses_and_reorders_nothing(settings):
+    settings.EVENTS_COALESCE_WINDOW_S = 0.0
+    emitters = [RunEmitter(run_id=uuid.uuid4(), thread_id="t-noscript", window_s=0) for _ in range(3)]
+    for emitter in emitters:
+        drain_to(emitter, ["a ", "b "])
+    redis.Redis.from_url(settings.REDIS_URL).script_flush()  # what a restart does to the script cache
+    for emitter in emitters:
+        drain_to(emitter, ["c ", "d "])
+    for emitter in emitters:
+        assert "".join(e["delta"] for e in logged(emitter.run_id)) == "a b c d "
+        assert emitter.sent_count == 4 and emitter.fenced_count == 0
+
+
+def test_an_error_reply_for_one_run_stops_only_that_run_and_keeps_its_order(settings):
+    settings.EVENTS_LOG_RETRY_S = 0.5
+    broken, fine = (RunEmitter(run_id=uuid.uuid4(), thread_id="t-wrongtype", window_s=0) for _ in range(2))
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.set(event_log().key(broken.run_id), "not a stream", ex=60)  # every XADD to it: WRONGTYPE
+    for emitter in (broken, fine):
+        emitter.text("one ")
+        emitter.text("two ")
+    fine.close(timeout=10)
+    assert [e["delta"] for e in logged(fine.run_id)] == ["one ", "two "] and fine.sent_count == 2
+    broken.close(timeout=10)  # retried for EVENTS_LOG_RETRY_S, then given up, in order
+    assert broken.settled_seq == 2 and broken.sent_count == 0
+    client.delete(event_log().key(broken.run_id))
+    broken.text("three ")
+    broken.close(timeout=10)
+    assert [(e["seq"], e["delta"]) for e in logged(broken.run_id)] == [(3, "three ")]
+
+
+def test_an_event_that_cannot_be_serialised_is_dropped_alone(settings):
+    emitter = RunEmitter(run_id=uuid.uuid4(), thread_id="t-bad-event", window_s=0)
+    emitter.text("before ")
+    emitter.emit("run.completed", status=object())  # a bug upstream: not JSON
+    emitter.text("after ")
+    emitter.close(timeout=10)
+    assert [(e["seq"], e.get("delta")) for e in logged(emitter.run_id)] == [(1, "before "), (3, "after ")]
+    assert emitter.settled_seq == 3
