@@ -1,7 +1,7 @@
 """The metering plug-in point: usage, budgets and per-tool limits plug in here at ``ready()``
 (the ``usage`` app), so ``agents`` never imports them.
 
-The run path calls the installed :class:`Meter` at five moments:
+The run path calls the installed :class:`Meter` at six moments:
 
 * ``before_run(user, thread)`` — in ``run_create``, before anything is written; raise
   :class:`DispatchRefused` (→ 429 ``budget_exceeded`` + ``Retry-After``) to refuse the send;
@@ -12,6 +12,8 @@ The run path calls the installed :class:`Meter` at five moments:
   (``usage`` None: the provider reported none). Returns the dict stored as the message's
   ``usage`` (token counts, cost); ``emitter`` is the run's ``RunEmitter`` (for ``budget.warning``);
 * ``release(hold)`` — the round ended without a response (provider error, cancel);
+* ``recover(run_id)`` — a run whose earlier attempt's worker died mid-round is claimed again,
+  or failed by the reaper: give back what that round still held;
 * ``tool_over_limit(run, tool_name)`` — before a tool call executes: a reason string sends
   the call to approval instead of running it; None lets it run;
 * ``run_scope(run)`` — a context manager around a whole turn (log context, the ``run``
@@ -49,6 +51,8 @@ class Meter(Protocol):
 
     def release(self, hold: Any) -> None: ...
 
+    def recover(self, *, run_id) -> None: ...
+
     def tool_over_limit(self, *, run, tool_name: str) -> str | None: ...
 
     def run_scope(self, *, run) -> ContextManager: ...
@@ -68,6 +72,9 @@ class _NoMeter:
 
     def release(self, hold: Any) -> None:
         return None
+
+    def recover(self, *, run_id) -> None:
+        pass
 
     def tool_over_limit(self, *, run, tool_name: str) -> str | None:
         return None

@@ -279,6 +279,9 @@ class Run(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # The budget windows the current model round holds (usage.services.budget_admit), so a
+    # round whose worker died is released by the next attempt or the reaper, not left to age.
+    budget_hold = models.JSONField(default=list, blank=True)
     # When the run was last (re-)queued: a queued run nobody claimed by RUN_QUEUED_DEADLINE_S
     # after this is enqueued again by the reaper (a lost broker message).
     queued_at = models.DateTimeField(null=True, blank=True)

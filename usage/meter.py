@@ -19,6 +19,7 @@ from .services import (
     budget_admit,
     budget_check,
     budget_release,
+    budget_release_stale,
     budget_warnings,
     budgets_for,
     message_usage,
@@ -70,7 +71,7 @@ class UsageMeter:
     def before_round(self, *, run) -> Hold:
         usage = _run_usage(run)
         return budget_admit(user_id=run.user_id, workspace_id=run.thread.workspace_id, model_id=usage.model_id,
-                            price=usage.price, budgets=usage.budgets)
+                            price=usage.price, budgets=usage.budgets, run_id=run.pk)
 
     def after_round(self, *, run, message, usage, hold: Any, emitter) -> dict:
         counts = usage.as_dict() if usage is not None else None
@@ -84,6 +85,9 @@ class UsageMeter:
 
     def release(self, hold: Any) -> None:
         budget_release(hold)
+
+    def recover(self, *, run_id) -> None:
+        budget_release_stale(run_id=run_id)
 
     def tool_over_limit(self, *, run, tool_name: str) -> str | None:
         return tool_limit_reason(user_id=run.user_id, workspace_id=run.thread.workspace_id, tool_name=tool_name)

@@ -36,6 +36,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from agents.metering import DispatchRefused
+from agents.models import Run
 from chatplatform.db import retry_transient
 
 from .models import Budget, BudgetWindow, ModelPrice, Period, ToolLimit, UsageRecord
@@ -163,9 +164,12 @@ def _window_create(budget: Budget, start: datetime) -> BudgetWindow:
 # -- holds -----------------------------------------------------------------------------------
 @dataclass
 class Hold:
-    """The windows a round holds (released when its usage is stored or it fails)."""
+    """The windows a round holds (released when its usage is stored or it fails). With
+    ``run_id`` the hold is also recorded on the run (``Run.budget_hold``), and released only
+    while it is still recorded there: once, by its round or by :func:`budget_release_stale`."""
 
     window_ids: list[int] = field(default_factory=list)
+    run_id: object = None
 
 
 def _reserve(budget: Budget, price: ModelPrice | None) -> Decimal:
@@ -218,10 +222,11 @@ def budget_check(*, user_id, workspace_id, model_id) -> None:
 
 
 def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None,
-                 budgets: list[Budget] | None = None) -> Hold:
+                 budgets: list[Budget] | None = None, run_id=None) -> Hold:
     """Take a hold for one model round on every hard-limited budget that applies (see the
     module docstring), or raise :class:`DispatchRefused` and hold nothing. ``budgets``: the
-    :func:`budgets_for` these ids, when the caller has them already."""
+    :func:`budgets_for` these ids, when the caller has them already. ``run_id``: record the
+    hold on the run (``Run.budget_hold``) in the same transaction."""
     if budgets is None:
         budgets = budgets_for(user_id=user_id, workspace_id=workspace_id, model_id=model_id)
     budgets = [b for b in budgets if b.hard_limit is not None]
@@ -242,13 +247,38 @@ def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None,
         BudgetWindow.objects.filter(pk__in=ids).update(  # one more round in flight on each (locked) window
             in_flight=Case(When(hold_until__gt=now, then=F("in_flight") + 1), default=Value(1)),
             hold_until=now + timedelta(seconds=settings.BUDGET_HOLD_S))
-    return Hold(ids)
+        if run_id is not None:
+            Run.objects.filter(pk=run_id).update(budget_hold=ids)
+    return Hold(ids, run_id)
 
 
 def budget_release(hold: Hold | None) -> None:
-    """Give back a round's holds (its usage is stored, or it ended without a response)."""
-    if hold and hold.window_ids:
+    """Give back a round's holds (its usage is stored, or it ended without a response). A hold
+    recorded on its run is given back only if it is still recorded there (not already by
+    :func:`budget_release_stale`)."""
+    if not hold or not hold.window_ids:
+        return
+    with transaction.atomic():
+        if hold.run_id is not None and not Run.objects.filter(pk=hold.run_id, budget_hold=hold.window_ids).update(
+                budget_hold=[]):
+            return
         BudgetWindow.objects.filter(pk__in=hold.window_ids).update(in_flight=Greatest(F("in_flight") - 1, 0))
+
+
+def budget_release_stale(*, run_id) -> bool:
+    """Give back the hold a run's earlier attempt left recorded (its worker died mid-round):
+    called when a recovered run is claimed again and when the reaper fails it. Without this,
+    new admissions kept extending the window's ``hold_until`` and the dead round's share was
+    refused to others ("busy") until the window went quiet for ``BUDGET_HOLD_S``. True when
+    there was one."""
+    with transaction.atomic():
+        ids = Run.objects.select_for_update().filter(pk=run_id).values_list("budget_hold", flat=True).first()
+        if not ids:
+            return False
+        Run.objects.filter(pk=run_id).update(budget_hold=[])
+        BudgetWindow.objects.filter(pk__in=ids).update(in_flight=Greatest(F("in_flight") - 1, 0))
+    logger.info("run %s: released the budget hold of an earlier attempt (windows %s)", run_id, ids)
+    return True
 
 
 # -- records ---------------------------------------------------------------------------------

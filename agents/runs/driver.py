@@ -52,6 +52,8 @@ def run_turn(*, run_id) -> None:
     if not lifecycle.run_claim(run_id=run_id, owner=owner):
         return
     run = Run.objects.select_related("thread__workspace", "provider", "user", "user_message").get(pk=run_id)
+    if run.budget_hold:  # an earlier attempt's worker died mid-round: give its hold back
+        meter().recover(run_id=run.pk)
     emitter = RunEmitter.for_run(run)
     lease = RunLease(run_id=run.pk, owner=owner, seq_source=lambda: emitter.settled_seq).start()
     emitter.fence = lambda: lease.lost  # a worker that may have lost the run publishes nothing
@@ -191,6 +193,8 @@ def run_fail_interrupted(*, run_id, expected_lease) -> bool:
     if not lifecycle.run_take_for_failure(run_id=run_id, expected_lease=expected_lease):
         return False
     run = Run.objects.get(pk=run_id)
+    if run.budget_hold:
+        meter().recover(run_id=run.pk)
     emitter = RunEmitter.for_run(run)
     for msg in Message.objects.filter(run=run, status=Message.Status.STREAMING):
         msg.status = Message.Status.TRUNCATED

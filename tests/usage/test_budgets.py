@@ -214,3 +214,54 @@ def test_budget_status_for_the_thread_banner(users, workspaces, openai_provider)
 
     client.force_login(users["dave"])  # not a member of the thread's workspace: the thread does not exist for him
     assert client.get(f"/usage/budgets/{thread.pk}/").status_code == 404
+
+
+def test_a_recovered_run_gives_back_the_hold_its_dead_worker_left(users, workspaces, openai_provider, settings):
+    # The hold is recorded on the run; the run's next attempt (or the reaper failing it) gives
+    # it back at once — before, new admissions kept extending the window's hold_until, so the
+    # dead round's share stayed refused to others ("busy") for as long as the budget was busy.
+    from agents.metering import meter
+    from agents.models import Run
+    from agents.runs.driver import run_fail_interrupted
+
+    Budget.objects.create(workspace=workspaces["demo"], metric="tokens", period="day", hard_limit=1000)
+    spend(users["alice"], workspaces["demo"], 950)
+    thread = make_thread(users["alice"], workspaces["demo"], openai_provider)
+    dead = Run.objects.create(thread=thread, user=users["alice"], provider=openai_provider, model="fake-model",
+                              status=Run.Status.RUNNING, lease_owner="gone:1:1",
+                              lease_expires_at=timezone.now() - timedelta(seconds=5))
+    meter().before_round(run=dead)  # its worker died mid-round: never released
+    window = BudgetWindow.objects.get()
+    assert window.in_flight == 1 and Run.objects.get(pk=dead.pk).budget_hold == [window.pk]
+    args = {"user_id": users["alice"].pk, "workspace_id": workspaces["demo"].pk, "model_id": None, "price": None}
+    with pytest.raises(DispatchRefused):  # the phantom round is still counted
+        budget_admit(**args)
+    assert run_fail_interrupted(run_id=dead.pk, expected_lease=dead.lease_expires_at)
+    assert BudgetWindow.objects.get().in_flight == 0 and Run.objects.get(pk=dead.pk).budget_hold == []
+    hold = budget_admit(**args)  # the rest is free for others again
+    # A late release by the dead round's own worker (it was only frozen) gives nothing back twice.
+    budget_release(Hold([window.pk], dead.pk))
+    assert BudgetWindow.objects.get().in_flight == 1
+    budget_release(hold)
+    assert BudgetWindow.objects.get().in_flight == 0
+
+
+def test_a_run_claimed_again_after_its_worker_died_starts_without_the_old_hold(users, workspaces, openai_provider,
+                                                                               scripted_model):
+    from agents.metering import meter
+    from agents.models import Run
+    from agents.runs.driver import run_turn
+    from chat.services import message_create
+    from tests.scripted import says
+
+    Budget.objects.create(workspace=workspaces["demo"], metric="tokens", period="day", hard_limit=100_000)
+    thread = make_thread(users["alice"], workspaces["demo"], openai_provider, grounded=False)
+    question = message_create(thread_id=thread.pk, role=Message.Role.USER, content="hi")
+    run = Run.objects.create(thread=thread, user=users["alice"], provider=openai_provider, model="fake-model",
+                             user_message=question, attempts=1)  # requeued by the reaper
+    meter().before_round(run=run)  # the first attempt's round: its worker died
+    assert BudgetWindow.objects.get().in_flight == 1
+    scripted_model.script(says("Hello"))
+    run_turn(run_id=run.pk)
+    assert Run.objects.get(pk=run.pk).status == Run.Status.COMPLETED
+    assert BudgetWindow.objects.get().in_flight == 0  # the old hold and the new round's: both given back
