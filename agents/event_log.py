@@ -62,18 +62,6 @@ class MemoryEventLog:
         return events[-1]["seq"] if events else 0
 
 
-# KEYS[1] the run's stream; ARGV: entry id, event JSON, TTL s, pub/sub channel, payload.
-_APPEND_AND_PUBLISH = """
-local added = redis.pcall('XADD', KEYS[1], ARGV[1], 'e', ARGV[2])
-if type(added) == 'table' and added['err'] then
-  if string.find(added['err'], 'equal or smaller', 1, true) then return 0 end
-  return redis.error_reply(added['err'])
-end
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-redis.call('PUBLISH', ARGV[4], ARGV[5])
-return 1
-"""
-
 # One run's events in order. KEYS[1] the run's stream; ARGV: TTL s, pub/sub channel, then
 # (entry id, event JSON, payload) per event. Returns {results, error}: results[i] 1 logged and
 # published, 0 refused (seq not new); an error stops the loop (a script is not rolled back, so
@@ -122,7 +110,6 @@ class RedisEventLog:
         self.url = url
         self.ttl_s = int(ttl_s)
         self._clients: dict[int, object] = {}
-        self._scripts: dict[int, object] = {}
         self._lock = threading.Lock()
         self._sync_conn = None
         self._sync_sha: str | None = None
@@ -157,18 +144,6 @@ class RedisEventLog:
                 return False
             raise added
         return True
-
-    async def append_and_publish(self, run_id: str, event: dict, channel: str, payload: bytes) -> bool:
-        """:meth:`append` and, only when the log took the event, ``PUBLISH payload`` on
-        ``channel`` — one round trip (a Lua script) instead of two per event; the channel
-        layer's subscribers get ``payload`` exactly as if the layer had sent it. False
-        (nothing logged or published) when the log already holds this seq."""
-        client = self._client()
-        script = self._scripts.get(id(client))
-        if script is None:
-            script = self._scripts[id(client)] = client.register_script(_APPEND_AND_PUBLISH)
-        return bool(await script(keys=[self.key(run_id)], args=[
-            f"{event['seq']}-1", json.dumps(event, separators=(",", ":")), self.ttl_s, channel, payload]))
 
     def append_and_publish_many(self, runs: list[tuple[str, str, list[tuple[int, str, bytes]]]]) -> list[Appended]:
         """Log and publish several runs' events in one pipelined round trip on a synchronous

@@ -511,19 +511,12 @@ class RunEmitter:
         return self._layer.group_channel_name(self.group), self._layer.serialize(message)
 
     async def _drain(self) -> None:
+        """The event-loop delivery (embedded mode, or a layer other than Redis Pub/Sub): log,
+        then publish through the layer — a subscriber that sees a gap fills it from the log."""
         log = event_log()
-        # Production: log and publish in one Redis round trip when both live in Redis.
-        combined = hasattr(log, "append_and_publish") and hasattr(self._layer, "group_channel_name")
         while self._outbox:
             event = self._outbox.popleft()
-            if combined:
-                channel, payload = self._channel_payload(event)
-                outcome = await self._log_with_retry(
-                    event, functools.partial(log.append_and_publish, self.run_id, event, channel, payload))
-                if outcome == LOGGED:
-                    self.sent_count += 1
-            # Log first: a subscriber that sees a gap fills it from the log.
-            elif await self._log_with_retry(event, functools.partial(log.append, self.run_id, event)) != REFUSED:
+            if await self._log_with_retry(event, functools.partial(log.append, self.run_id, event)) != REFUSED:
                 try:
                     await self._layer.group_send(self.group, {"type": GROUP_MESSAGE_TYPE, "event": event})
                     self.sent_count += 1
@@ -533,8 +526,7 @@ class RunEmitter:
             self._settled_seq = event["seq"]
 
     async def _log_with_retry(self, event: dict, append) -> str:
-        """Run ``append()`` — the event log's append, or in production its append-and-publish
-        (one Redis round trip) — retrying with backoff (0.2 s doubling to 2 s) while the log
+        """Run ``append()`` — the event log's append — retrying with backoff (0.2 s doubling to 2 s) while the log
         is unreachable (a Redis restart), until ``EVENTS_LOG_RETRY_S`` after the outage began
         for this emitter; the run's later events wait behind it, so the order holds. The
         deadline is per outage, not per event: once it has passed, each further event gets
