@@ -105,14 +105,18 @@ class _Outage:
         self.gave_up = False  # an event of the current outage was given up
         self.delay = 0.2
 
-    def failed(self, run_id: str, exc: BaseException, now: float) -> float | None:
-        """An append failed at ``now``: the seconds to wait before retrying the same event, or
-        None to give that event up."""
+    def failed(self, run_id: str, exc: BaseException, now: float, what: str) -> float | None:
+        """An append of ``what`` (e.g. "text.delta seq 7", "seq 7–9") failed at ``now``: the
+        seconds to wait before retrying it, or None to give it up (logged: an error once per
+        outage, then at debug level)."""
         if self.down_since is None:
             self.down_since = now
             logger.warning("run %s: event log unreachable (%s: %s); retrying for up to %.0f s", run_id,
                            type(exc).__name__, exc, settings.EVENTS_LOG_RETRY_S)
         if self.gave_up or now + self.delay > self.down_since + settings.EVENTS_LOG_RETRY_S:
+            log = logger.debug if self.gave_up else logger.error
+            log("run %s: could not log %s (%s: %s); giving it up (and each later event after one try until "
+                "the log answers)", run_id, what, type(exc).__name__, exc)
             self.gave_up = True
             return None
         delay, self.delay = self.delay, min(self.delay * 2, 2.0)
@@ -231,22 +235,18 @@ class ThreadPublisher:
     def _publish(self, batch: dict[RunEmitter, list[dict]]) -> None:
         runs, sending = [], []
         for emitter, events in batch.items():
+            channel = emitter._layer.group_channel_name(emitter.group)
             items = []
             for event in events:
                 try:
-                    channel, payload = emitter._channel_payload(event)
+                    payload = emitter._layer.serialize({"type": GROUP_MESSAGE_TYPE, "event": event})
                     items.append((event["seq"], json.dumps(event, separators=(",", ":")), payload))
                 except (TypeError, ValueError):  # a bug in what was emitted, not an outage
                     break
-            if len(items) < len(events) and not items:  # the first cannot be serialised: give it up alone
-                bad = events[0]
+            if not items:  # the first cannot be serialised: give it up alone
                 logger.exception("run %s: %s seq %s cannot be serialised; not published", emitter.run_id,
-                                 bad["type"], bad["seq"])
-                emitter._outbox.popleft()
-                emitter._settled_seq = bad["seq"]
-                if emitter._outbox:
-                    with self._cond:
-                        self._ready[emitter] = None
+                                 events[0]["type"], events[0]["seq"])
+                self._give_up(emitter, events[:1])
                 continue
             runs.append((emitter.run_id, channel, items))
             sending.append((emitter, events[:len(items)]))
@@ -256,9 +256,10 @@ class ThreadPublisher:
             logger.exception("event publisher: the batch append failed")
             outcomes = [Appended([], exc, unknown=True) for _ in runs]
         for (emitter, events), appended in zip(sending, outcomes, strict=True):
+            if appended.done:
+                emitter._outage.answered()
             for event, logged in zip(events, appended.done, strict=False):
                 emitter._outbox.popleft()
-                emitter._outage.answered()
                 if logged or event["seq"] <= emitter._tried_upto:  # a refusal after a failed try: it got there
                     emitter.sent_count += 1
                 else:
@@ -271,29 +272,28 @@ class ThreadPublisher:
                 if appended.unknown:  # they may have reached the log: a refusal on retry means they did
                     emitter._tried_upto = max(emitter._tried_upto, rest[-1]["seq"])
                 self._failed(emitter, rest, appended.error)
-            elif len(events) < len(batch[emitter]) or emitter._outbox:
-                self.wake(emitter)  # what was held back (an unserialisable event next) or queued since
+            elif len(events) < len(batch[emitter]):
+                self.wake(emitter)  # an unserialisable event was held back: it goes alone next round
 
     def _failed(self, emitter: RunEmitter, events: list[dict], exc: BaseException | None) -> None:
         """``events`` (the head of ``emitter``'s outbox) were not taken: wait and retry, or give
         them up (``_Outage``)."""
         now = time.monotonic()
-        exc = exc or ConnectionError("no reply")
-        first_give_up = not emitter._outage.gave_up
-        delay = emitter._outage.failed(emitter.run_id, exc, now)
-        if delay is None:  # give up what was tried; later events get one try each
-            log = logger.error if first_give_up else logger.debug  # once per outage
-            log("run %s: could not log seq %s–%s (%s: %s); giving them up (and each later event after one "
-                "try until the log answers)", emitter.run_id, events[0]["seq"], events[-1]["seq"],
-                type(exc).__name__, exc)
-            for event in events:
-                emitter._outbox.popleft()
-                emitter._settled_seq = event["seq"]
-            if emitter._outbox:
-                self.wake(emitter)
+        delay = emitter._outage.failed(emitter.run_id, exc or ConnectionError("no reply"), now,
+                                       f"seq {events[0]['seq']}–{events[-1]['seq']}")
+        if delay is None:  # later events get one try each
+            self._give_up(emitter, events)
         else:
             emitter._blocked_until = now + delay
             self.call_at(emitter._blocked_until, self._unblock, emitter)
+
+    def _give_up(self, emitter: RunEmitter, events: list[dict]) -> None:
+        """Drop ``events`` (the head of the outbox) as settled; the rest goes on."""
+        for event in events:
+            emitter._outbox.popleft()
+            emitter._settled_seq = event["seq"]
+        if emitter._outbox:
+            self.wake(emitter)
 
     def _unblock(self, emitter: RunEmitter) -> None:
         emitter._blocked_until = 0.0
@@ -505,11 +505,6 @@ class RunEmitter:
         if self._drain_task is None or self._drain_task.done():
             self._drain_task = self._loop.create_task(self._drain())
 
-    def _channel_payload(self, event: dict) -> tuple[str, bytes]:
-        """The Pub/Sub channel of this run's group and ``event`` as the layer would send it."""
-        message = {"type": GROUP_MESSAGE_TYPE, "event": event}
-        return self._layer.group_channel_name(self.group), self._layer.serialize(message)
-
     async def _drain(self) -> None:
         """The event-loop delivery (embedded mode, or a layer other than Redis Pub/Sub): log,
         then publish through the layer — a subscriber that sees a gap fills it from the log."""
@@ -544,13 +539,8 @@ class RunEmitter:
             try:
                 logged = await append()
             except Exception as exc:
-                first_give_up = not self._outage.gave_up
-                delay = self._outage.failed(self.run_id, exc, time.monotonic())
+                delay = self._outage.failed(self.run_id, exc, time.monotonic(), f"{event['type']} seq {event['seq']}")
                 if delay is None:
-                    log = logger.error if first_give_up else logger.debug  # once per outage
-                    log("run %s: could not log %s seq %s (%s: %s); giving it up (and each later event "
-                        "after one try until the log answers)", self.run_id, event["type"], event["seq"],
-                        type(exc).__name__, exc)
                     return UNLOGGED
                 await asyncio.sleep(delay)
                 continue

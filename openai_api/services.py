@@ -222,7 +222,7 @@ def _workspace_for(user, hint: str, provider: Provider, model: str) -> Workspace
     if not memberships:
         raise ApiRejected("forbidden", "You are not a member of any workspace.", 403)
     for membership in memberships:
-        if model_allowed(provider=provider, model=model, role_names=[membership.role.name]):
+        if model_allowed(provider=provider, model=model, role_names=[membership.role.name], memo=provider):
             return membership.workspace
     raise ApiRejected("model_not_found", f"The model {model_id(provider, model)!r} is not enabled for you in any of "
                       "your workspaces (see GET /v1/models).", 404)

@@ -262,7 +262,12 @@ def budget_release(hold: Hold | None) -> None:
         if hold.run_id is not None and not Run.objects.filter(pk=hold.run_id, budget_hold=hold.window_ids).update(
                 budget_hold=[]):
             return
-        BudgetWindow.objects.filter(pk__in=hold.window_ids).update(in_flight=Greatest(F("in_flight") - 1, 0))
+        _give_back(hold.window_ids)
+
+
+def _give_back(window_ids: list[int]) -> None:
+    """One round fewer in flight on each window."""
+    BudgetWindow.objects.filter(pk__in=window_ids).update(in_flight=Greatest(F("in_flight") - 1, 0))
 
 
 def budget_release_stale(*, run_id) -> bool:
@@ -276,7 +281,7 @@ def budget_release_stale(*, run_id) -> bool:
         if not ids:
             return False
         Run.objects.filter(pk=run_id).update(budget_hold=[])
-        BudgetWindow.objects.filter(pk__in=ids).update(in_flight=Greatest(F("in_flight") - 1, 0))
+        _give_back(ids)
     logger.info("run %s: released the budget hold of an earlier attempt (windows %s)", run_id, ids)
     return True
 
