@@ -25,6 +25,7 @@ import heapq
 import itertools
 import json
 import logging
+import math
 import threading
 import time
 import weakref
@@ -126,6 +127,134 @@ class _Outage:
         self.down_since, self.gave_up, self.delay = None, False, 0.2
 
 
+class _Sweep:
+    """Which emitters hold text waiting to go out, and when their delivery (the publisher
+    thread, or an event loop) wakes next to send what is due — without a wake-up per delta.
+
+    A delta that comes ``window`` or more after the run's last event goes out with it at once
+    (``RunEmitter.text``); one that comes sooner waits for the next delta past the window,
+    or ``window`` at most (its *due* time). A steady stream is flushed by its own deltas: at
+    50 tokens/s with a 30 ms window, every second token takes the first along, 20 ms late.
+    The sweep only sends what a pause left behind. After every batch it publishes, the
+    delivery stays ready to wake (``linger``) 1.5 windows later, so a delta that starts to
+    wait in that time needs no wake-up: it goes out at most half a window late. Otherwise
+    ``waiting`` asks for one. Before, every delta that waited armed a timer at the window's
+    end, which woke the delivery twice (armed, fired) and always beat the next delta: 662
+    events per 1000 tokens at 50 tokens/s, now 500. A thread's wake-up costs about 80 µs of
+    CPU on this machine kind (bench/side_by_side/results-2026-12-02-sweep.md).
+
+    Not thread-safe on its own: the caller holds its lock (the publisher's condition, or
+    the loop delivery's lock)."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[RunEmitter, None] = {}  # emitters whose _due was set
+        self._wake_at = math.inf  # when the delivery wakes next by itself (now, while awake)
+        self._linger_until = 0.0
+
+    def waiting(self, emitter: RunEmitter, due: float, window: float) -> bool:
+        """Note ``emitter``'s text due at ``due``; True when the delivery must be woken to
+        send it in time (it would sleep past ``due + window / 2``)."""
+        self._waiting[emitter] = None
+        return self._wake_at > due + window / 2
+
+    def take_due(self, now: float) -> list[RunEmitter]:
+        """Emitters whose text is due at ``now`` (each re-checks under its own lock); those
+        flushed meanwhile by a later delta are forgotten."""
+        due = []
+        for emitter in list(self._waiting):
+            when = emitter._due
+            if not when or when <= now:
+                del self._waiting[emitter]
+                if when:
+                    due.append(emitter)
+        return due
+
+    def next_wake(self, now: float) -> float:
+        """The earliest due text, or the end of the linger after the last batch."""
+        wake = min((e._due for e in self._waiting if e._due), default=math.inf)
+        if self._linger_until > now:
+            wake = min(wake, self._linger_until)
+        return wake
+
+    def linger(self, now: float) -> None:
+        self._linger_until = now + 1.5 * coalesce_window_s()
+
+    def wakes_after(self, when: float) -> bool:
+        """True when the delivery would sleep past ``when`` (so it must be woken for it)."""
+        return self._wake_at > when
+
+    def awake(self, now: float) -> None:
+        self._wake_at = now  # it looks at the waiting text again before it sleeps
+
+    def asleep(self, wake_at: float) -> None:
+        self._wake_at = wake_at
+
+
+class _LoopSweep:
+    """The event-loop delivery's sweep (embedded mode): the same :class:`_Sweep` on one
+    loop's timer, with a lock because deltas come from turn threads."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._lock = threading.Lock()
+        self._sweep = _Sweep()
+        self._ready_at = 0.0  # when the ready emitters' events go out (they may gather until then)
+        self._handle: asyncio.TimerHandle | None = None
+        self._handle_at = math.inf
+
+    def waiting(self, emitter: RunEmitter, due: float, window: float) -> None:  # any thread
+        with self._lock:
+            late = self._sweep.waiting(emitter, due, window)
+        if late:
+            self.loop.call_soon_threadsafe(self._schedule)
+
+    def linger(self) -> None:  # on the loop, after an event was handed over
+        now = time.monotonic()
+        with self._lock:
+            self._sweep.linger(now)
+        self._schedule()  # moves the wake-up to the linger's end: cheaper than a wasted one
+
+    def _schedule(self) -> None:  # on the loop
+        now = time.monotonic()
+        with self._lock:
+            wake_at = self._sweep.next_wake(now)
+            self._sweep.asleep(wake_at)
+        if wake_at == self._handle_at and self._handle is not None:
+            return
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle_at = wake_at
+        self._handle = self.loop.call_later(max(0.0, wake_at - now), self._fire) if wake_at < math.inf else None
+
+    def _fire(self) -> None:  # on the loop
+        self._handle, self._handle_at = None, math.inf
+        now = time.monotonic()
+        with self._lock:
+            self._sweep.awake(now)
+            due = self._sweep.take_due(now)
+        for emitter in due:
+            try:
+                emitter._flush_due(now)
+            except Exception:
+                logger.exception("run %s: a text flush failed", emitter.run_id)
+        self._schedule()
+
+
+_loop_sweeps: dict[int, _LoopSweep] = {}
+_loop_sweeps_lock = threading.Lock()
+
+
+def _loop_sweep(loop: asyncio.AbstractEventLoop) -> _LoopSweep:
+    """The sweep of ``loop`` (one per loop; those of closed loops are dropped)."""
+    with _loop_sweeps_lock:
+        sweep = _loop_sweeps.get(id(loop))
+        if sweep is None or sweep.loop is not loop:
+            for key in [k for k, v in _loop_sweeps.items() if v.loop.is_closed()]:
+                del _loop_sweeps[key]
+            sweep = _loop_sweeps[id(loop)] = _LoopSweep(loop)
+        return sweep
+
+
 class ThreadPublisher:
     """Production delivery: one daemon thread per process drains every emitter's outbox into
     the Redis event log and the Pub/Sub channel (``RedisEventLog.append_and_publish_many``),
@@ -141,6 +270,10 @@ class ThreadPublisher:
     counts as logged: that try reached the log before the connection broke."""
 
     BATCH = 256
+    # Woken for every event, the thread made a round trip per event: 10 streams × 50 deltas/s
+    # for 8 s gave 2,010 events in 1,956 batches at 123 ms/s of CPU; gathering for up to 10 ms,
+    # 401 batches at 82 ms/s (bench/side_by_side/results-2026-12-02-sweep.md).
+    GATHER_S = 0.01
 
     def __init__(self, log) -> None:
         self.log = log
@@ -149,6 +282,7 @@ class ThreadPublisher:
         self._timers: list[tuple[float, int, Callable, tuple]] = []  # heap of (deadline, n, fn, args)
         self._counter = itertools.count()
         self._thread: threading.Thread | None = None
+        self._sweep = _Sweep()
 
     # -- any thread -------------------------------------------------------------------------
     def call_at(self, deadline: float, fn: Callable, *args: Any) -> None:
@@ -159,13 +293,28 @@ class ThreadPublisher:
                 self._ensure_thread()
                 self._cond.notify()
 
-    def wake(self, emitter: RunEmitter) -> None:
-        """``emitter`` has queued events (a blocked emitter waits for its retry timer)."""
+    def waiting(self, emitter: RunEmitter, due: float, window: float) -> None:
+        """``emitter`` holds text that must go out by ``due`` if no later delta takes it
+        along; the thread is woken only when it would otherwise sleep past ``due + window / 2``."""
         with self._cond:
-            if emitter._blocked_until <= time.monotonic():
-                self._ready[emitter] = None
+            if self._sweep.waiting(emitter, due, window):
                 self._ensure_thread()
                 self._cond.notify()
+
+    def wake(self, emitter: RunEmitter) -> None:
+        """``emitter`` has queued events (a blocked emitter waits for its retry timer). While
+        other runs stream in this process they wait up to ``GATHER_S`` for company, so one
+        round trip carries several runs' events; the thread is woken only if it would not
+        wake by then anyway."""
+        with self._cond:
+            now = time.monotonic()
+            if emitter._blocked_until <= now:
+                if not self._ready:
+                    self._ready_at = now + (self.GATHER_S if len(_streaming) > 1 else 0.0)
+                self._ready[emitter] = None
+                if self._sweep.wakes_after(self._ready_at):
+                    self._ensure_thread()
+                    self._cond.notify()
 
     def wait_drained(self, emitter: RunEmitter, timeout: float) -> bool:
         """Block until ``emitter``'s outbox is empty and nothing of it is in flight; False on
@@ -200,14 +349,24 @@ class ThreadPublisher:
                 due = []
                 while self._timers and self._timers[0][0] <= now:
                     due.append(heapq.heappop(self._timers))
-                if due or self._ready:
+                text_due = self._sweep.take_due(now)
+                if due or text_due or (self._ready and self._ready_at <= now):
+                    self._sweep.awake(now)
                     break
-                self._cond.wait(self._timers[0][0] - now if self._timers else None)
+                wake_at = min(self._timers[0][0] if self._timers else math.inf, self._sweep.next_wake(now),
+                              self._ready_at if self._ready else math.inf)
+                self._sweep.asleep(wake_at)
+                self._cond.wait(wake_at - now if wake_at < math.inf else None)
         for _deadline, _n, fn, args in due:
             try:
-                fn(*args)  # coalescing flushes and retries: they queue events and wake()
+                fn(*args)  # outage retries: they queue events and wake()
             except Exception:  # one emitter's bug must not drop the other timers of this round
                 logger.exception("event publisher: a timer failed")
+        for emitter in text_due:
+            try:
+                emitter._flush_due(now)  # queues its text.delta and wake()s
+            except Exception:
+                logger.exception("event publisher: a text flush failed")
         batch: dict[RunEmitter, list[dict]] = {}  # each ready emitter's events, in order
         try:
             with self._cond:
@@ -223,8 +382,10 @@ class ThreadPublisher:
                         room -= len(take)
                     if len(emitter._outbox) > len(take):
                         self._ready[emitter] = None  # the rest in the next round
+                        self._ready_at = now
             if batch:
                 self._publish(batch)
+                self._sweep.linger(time.monotonic())
         finally:
             if batch:
                 with self._cond:
@@ -321,14 +482,15 @@ def thread_publisher(layer) -> ThreadPublisher | None:
 class RunEmitter:
     """Publishes one run's events in order.
 
-    ``text(delta)`` coalesces: a delta is sent at once when nothing was sent for this run
-    within the window (``coalesce_window_s()``: 30 ms, wider under load; a fixed
-    ``window_s`` may be given); otherwise it waits for the window's end, merged with whatever
-    arrives meanwhile, or goes out early once the buffer holds ``max_chars``. Any other event
-    flushes buffered text first. Events carry deltas, never the accumulated text.
+    ``text(delta)`` coalesces: a delta is sent at once (with any text waiting) when nothing
+    was sent for this run within the window (``coalesce_window_s()``: 30 ms, wider under
+    load; a fixed ``window_s`` may be given) or the buffer holds ``max_chars``; otherwise it
+    waits for the next delta past the window, or a window at most (half a window more when
+    the delivery need not be woken for it: ``_Sweep``). Any other event flushes buffered text
+    first. Events carry deltas, never the accumulated text.
 
-    Thread-safe: the loop's worker thread calls ``text``/``emit``; the coalescing timer fires
-    on the publisher loop.
+    Thread-safe: the loop's worker thread calls ``text``/``emit``; the sweep flushes on the
+    delivery's thread or loop.
     """
 
     def __init__(
@@ -350,14 +512,14 @@ class RunEmitter:
         self._buffer: list[str] = []
         self._buffered = 0
         self._last_sent = 0.0
-        self._timer_gen = 0
-        self._timer_armed = False
+        self._due = 0.0  # monotonic time by which buffered text goes out (0: nothing waits)
         self._outbox: collections.deque[dict] = collections.deque()
         _streaming.add(self)
         self._drain_task: asyncio.Task | None = None
         self._layer = get_channel_layer()
         self._publisher = thread_publisher(self._layer)  # None: deliver on an event loop
         self._loop = None if self._publisher else publisher_loop()
+        self._loop_sweep = None if self._publisher else _loop_sweep(self._loop)
         self._in_flight = False  # ThreadPublisher: events of this run are being sent
         self._blocked_until = 0.0  # ThreadPublisher: the log is down, retry at this monotonic time
         self._tried_upto = 0  # the last seq of a failed append: a later refusal up to it means logged
@@ -399,28 +561,27 @@ class RunEmitter:
 
     # -- called from the worker thread -------------------------------------------------
     def text(self, delta: str) -> None:
+        """Queue ``delta``: sent at once (with any text waiting) when the run's last event is
+        ``window`` or more old, or the buffer holds ``max_chars``; otherwise it waits for the
+        next delta past the window, or ``window`` at most (the delivery's sweep, ``_Sweep``)."""
         if not delta:
             return
         with self._lock:
             self._buffer.append(delta)
             self._buffered += len(delta)
-            if self._timer_armed:
-                if self._buffered >= self.max_chars:
-                    self._flush_locked()
-                return
+            now = time.monotonic()
             window = self.window_s if self.window_s is not None else coalesce_window_s()
-            wait = self._last_sent + window - time.monotonic()
-            if wait <= 0 or self._buffered >= self.max_chars:
+            if self._buffered >= self.max_chars or now - self._last_sent >= window:
                 self._flush_locked()
                 return
-            self._timer_gen += 1
-            self._timer_armed = True
-            gen = self._timer_gen
-            if self._publisher:
-                self._publisher.call_at(time.monotonic() + wait, self._timer_fired, gen)
+            if self._due:  # already waiting, and due
                 return
-            loop = self._live_loop()
-            loop.call_soon_threadsafe(loop.call_later, wait, self._timer_fired, gen)
+            self._due = now + window
+            if self._publisher:
+                self._publisher.waiting(self, self._due, window)
+            else:
+                self._live_loop()
+                self._loop_sweep.waiting(self, self._due, window)
 
     def emit(self, type_: str, **fields: Any) -> dict:
         """Flush buffered text, then send one event; returns the event as sent. Raises
@@ -452,13 +613,15 @@ class RunEmitter:
             run_seq_save(run_id=self.run_id, seq=self._seq)
 
     # -- internals -----------------------------------------------------------------------
-    def _timer_fired(self, gen: int) -> None:
+    def _flush_due(self, now: float) -> None:
+        """The sweep's flush, on the delivery's thread or loop: the waiting text, if it is
+        still waiting and due at ``now``."""
         with self._lock:
-            if self._timer_armed and gen == self._timer_gen:
+            if self._due and self._due <= now:
                 self._flush_locked(on_loop=True)
 
     def _flush_locked(self, *, on_loop: bool = False) -> None:
-        self._timer_armed = False
+        self._due = 0.0
         if not self._buffer:
             return
         delta = "".join(self._buffer)
@@ -468,7 +631,7 @@ class RunEmitter:
 
     def _send_locked(self, body: dict, *, on_loop: bool = False) -> dict:
         """Number ``body`` and queue it for the drain. ``on_loop``: called on the publisher
-        loop itself (a coalescing timer), which needs no cross-thread wake-up."""
+        loop itself (the sweep), which needs no cross-thread wake-up."""
         if self.fence():
             self.fenced_count += 1
             return {"type": body["type"], "run_id": self.run_id, "seq": None, "fenced": True}
@@ -491,6 +654,7 @@ class RunEmitter:
         a test's loop), move to the current publisher loop with whatever was still queued."""
         if self._loop.is_closed():
             self._loop = publisher_loop()
+            self._loop_sweep = _loop_sweep(self._loop)
             self._drain_task = None
             if self._outbox:
                 self._loop.call_soon_threadsafe(self._restart_drain)
@@ -504,6 +668,8 @@ class RunEmitter:
         self._outbox.append(event)
         if self._drain_task is None or self._drain_task.done():
             self._drain_task = self._loop.create_task(self._drain())
+        if event["type"] == "text.delta":
+            self._loop_sweep.linger()
 
     async def _drain(self) -> None:
         """The event-loop delivery (embedded mode, or a layer other than Redis Pub/Sub): log,

@@ -285,10 +285,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         }
     else:
         DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
-# Adaptive coalescing of text deltas (DESIGN §8): window in seconds, early flush in chars.
-# 30 ms: at 50 tokens/s about two tokens per event — a third less CPU per token in production
-# than one event per token (bench/side_by_side: 10 chats 1.10 → 0.73 CPU-s per 1k tokens) for
-# ≈ 30 ms of added latency, far below what a reader notices.
+# Adaptive coalescing of text deltas (docs/design.md §5): window in seconds, early flush in
+# chars. A delta within 30 ms of the run's last event waits for the next one past the window
+# (30 ms at most): at 50 tokens/s two tokens per event, the first 20 ms late — a third less
+# CPU per token in production than one event per token (bench/side_by_side).
 EVENTS_COALESCE_WINDOW_S = env.float("EVENTS_COALESCE_WINDOW_S", default=0.03)
 EVENTS_COALESCE_MAX_CHARS = env.int("EVENTS_COALESCE_MAX_CHARS", default=512)
 # An event the log (Redis) could not take is retried with backoff for this long before it is

@@ -50,6 +50,23 @@ def test_window_end_flushes_without_another_event():
     assert [e["delta"] for e in events] == ["a", "b"]
 
 
+def test_a_waiting_delta_goes_out_with_the_next_one_past_the_window():
+    # A steady stream flushes itself: "b" came too soon after "a" and waits; "c", past the
+    # window, takes it along in one event instead of "b" going out alone at the window's end.
+    sink = EventSink("t-pair")
+    emitter = RunEmitter(run_id="r-pair", thread_id="t-pair", window_s=0.5, max_chars=10_000)
+    emitter.text("a")  # idle: at once
+    time.sleep(0.3)
+    emitter.text("b")  # 0.3 s after "a": waits, due 0.5 s from now at the latest
+    time.sleep(0.25)
+    emitter.text("c")  # 0.55 s after "a", past the window: "b" and "c" together
+    emitter.close()
+    events = collect(sink, 2)
+    sink.close()
+    assert [e["delta"] for e in events] == ["a", "bc"]
+    assert emitter.seq == 2
+
+
 def test_size_threshold_flushes_early_and_text_is_never_lost():
     sink = EventSink("t-size")
     emitter = RunEmitter(run_id="r3", thread_id="t-size", window_s=10.0, max_chars=8, start_seq=41)

@@ -6,6 +6,7 @@ turn. Marked ``services``: the thread delivers only with the Redis event log and
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
 import pytest
@@ -177,3 +178,42 @@ def test_an_event_that_cannot_be_serialised_is_dropped_alone(settings):
     emitter.close(timeout=10)
     assert [(e["seq"], e.get("delta")) for e in logged(emitter.run_id)] == [(1, "before "), (3, "after ")]
     assert emitter.settled_seq == 3
+
+
+def test_events_of_runs_streaming_together_share_round_trips(monkeypatch):
+    # While several runs stream in the process, an event waits up to GATHER_S for the others'
+    # (one pipelined round trip for several runs); a run streaming alone is sent at once.
+    log = thread_publisher(get_channel_layer()).log
+    batches: list[int] = []
+    real = log.append_and_publish_many
+
+    def counting(runs):
+        batches.append(sum(len(items) for _run, _channel, items in runs))
+        return real(runs)
+
+    monkeypatch.setattr(log, "append_and_publish_many", counting)
+    emitters = [RunEmitter(run_id=uuid.uuid4(), thread_id="t-gather", window_s=0) for _ in range(5)]
+    barrier = threading.Barrier(len(emitters))
+
+    def stream(n, emitter):
+        for i in range(20):
+            barrier.wait(5)  # the five runs' deltas come within 4 ms, as 5 chats' tokens do
+            time.sleep(n * 0.001)
+            emitter.text(f"{i} ")
+        emitter.close(timeout=10)
+
+    workers = [threading.Thread(target=stream, args=item) for item in enumerate(emitters)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(30)
+    for emitter in emitters:
+        assert "".join(e["delta"] for e in logged(emitter.run_id)) == "".join(f"{i} " for i in range(20))
+    assert sum(batches) == 100
+    assert len(batches) <= 50  # 20 rounds of 5 events: most rounds share one trip (one per event: 100)
+
+    batches.clear()
+    alone = RunEmitter(run_id=uuid.uuid4(), thread_id="t-gather", window_s=0)
+    alone.text("solo ")
+    alone.close(timeout=10)
+    assert batches == [1]
