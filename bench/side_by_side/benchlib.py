@@ -17,7 +17,10 @@ upstream's because both run on one Linux host.
 Metrics (per run; `median_runs()` takes the median of each over repeats):
   latency_ms p50/p99/max  added latency per token: first time the client saw token i
                           minus the upstream's emit time of token i, over all tokens
-                          of all chats
+                          of all chats; latency_ms_p99_by_5s / _by_1s: the p99 of the
+                          tokens emitted in each 5 s / 1 s since the first request (where a
+                          run's tail happens: the burst of set-ups, the steady state, the
+                          ends); t0_unix: that first request on the wall clock
   ttft_overhead_ms        client time-to-first-token (first token seen - request sent)
                           minus the upstream's own (first emit - request arrival)
   pre_upstream_ms         request sent by the client -> request arrives upstream
@@ -293,13 +296,14 @@ def analyze_chat(trace: ChatTrace, up: dict | None) -> dict:
     unexpected = sum(1 for k in distinct if k >= n)
     visible = {k for k in first_seen if k < n}
 
-    lat_ms = []
+    lat_ms, lat_at_ns = [], []
     ttft_client = ttft_up = pre_up = None
     if up and up.get('emit_ns'):
         emit = up['emit_ns']
         for k, t in first_seen.items():
             if k < len(emit):
                 lat_ms.append((t - emit[k]) / 1e6)
+                lat_at_ns.append(emit[k])
         if up.get('t_req_ns') and trace.t_send_ns:
             pre_up = (up['t_req_ns'] - trace.t_send_ns) / 1e6
         if 0 in first_seen and trace.t_send_ns:
@@ -321,6 +325,7 @@ def analyze_chat(trace: ChatTrace, up: dict | None) -> dict:
         'only_in_final_snapshot': only_in_final,
         'final_matches_stream': None if final_text is None else final_text.strip() == streamed.strip(),
         'latency_ms': lat_ms,
+        'latency_at_ns': lat_at_ns,
         'ttft_client_ms': ttft_client,
         'ttft_upstream_ms': ttft_up,
         'ttft_overhead_ms': None if ttft_client is None else ttft_client - ttft_up,
@@ -390,6 +395,9 @@ def analyze_run(traces: list[ChatTrace], up_records: list[dict], cpu: dict, meta
         'extra_upstream_requests': extra_upstream + untagged,
         'latency_ms': {'p50': _r(pct(lat, 50)), 'p99': _r(pct(lat, 99)), 'max': _r(max(lat) if lat else None),
                        'min': _r(min(lat) if lat else None)},
+        'latency_ms_p99_by_5s': _by_slice(chats, t0, 5.0),
+        'latency_ms_p99_by_1s': _by_slice(chats, t0, 1.0),
+        't0_unix': _r(time.time() - (now_ns() - t0) / 1e9, 3) if t0 else None,
         'ttft_overhead_ms': {'p50': _r(pct(ttfto, 50)), 'p99': _r(pct(ttfto, 99)),
                              'max': _r(max(ttfto) if ttfto else None)},
         'pre_upstream_ms': {'p50': _r(pct(preup, 50)), 'max': _r(max(preup) if preup else None)},
@@ -409,6 +417,19 @@ def analyze_run(traces: list[ChatTrace], up_records: list[dict], cpu: dict, meta
         'answer_events_per_chat': _r(statistics.mean([a['answer_events'] for a in chats]) if chats else None, 1),
     })
     return res
+
+
+def _by_slice(chats: list[dict], t0: int | None, slice_s: float) -> list[float | None]:
+    """p99 of the added latency of the tokens the upstream emitted in each ``slice_s`` since
+    the first request was sent: where in a run the tail happens (a burst of set-ups at the
+    start, or the steady state)."""
+    if t0 is None:
+        return []
+    slices: dict[int, list[float]] = {}
+    for a in chats:
+        for ms, at in zip(a['latency_ms'], a.get('latency_at_ns', []), strict=False):
+            slices.setdefault(max(0, int((at - t0) / 1e9 // slice_s)), []).append(ms)
+    return [_r(pct(slices[i], 99)) if i in slices else None for i in range(max(slices, default=-1) + 1)]
 
 
 # ------------------------------------------------------------------------ repeats
