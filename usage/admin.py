@@ -22,7 +22,7 @@ class UsageRecordAdmin(admin.ModelAdmin):
 class BudgetWindowInline(admin.TabularInline):
     model = BudgetWindow
     extra = 0
-    readonly_fields = ["starts_at", "in_flight", "hold_until", "warned"]
+    readonly_fields = ["starts_at", "spent", "in_flight", "hold_until", "warned"]
     can_delete = False
 
 

@@ -22,6 +22,20 @@ class UsageConfig(AppConfig):
 
         worker_ready.connect(_worker_metrics, weak=False)
 
+        from django.db.models.signals import post_save
+
+        from .models import Budget
+
+        post_save.connect(_budget_saved, sender=Budget, dispatch_uid="usage-budget-recount")
+
+
+def _budget_saved(sender, instance, created: bool, raw: bool = False, **kwargs) -> None:
+    """An edited budget (scope, metric, enabled) recounts its windows from the usage records."""
+    if not created and not raw:
+        from .services import budget_windows_recount
+
+        budget_windows_recount(instance)
+
 
 def _worker_metrics(**kwargs) -> None:
     """A Celery worker runs turns, so the run-path series live in its process: serve them on

@@ -116,10 +116,15 @@ class Budget(models.Model):
 
 class BudgetWindow(models.Model):
     """One budget period (a UTC day or month) of one budget: the row concurrent rounds lock
-    while they check and take a hold, and the soft-limit warning flag."""
+    while they check and take a hold, the period's spend so far, and the soft-limit warning
+    flag. ``spent`` starts as the sum of the usage records already in the period (when the
+    row is made) and grows with every record stored in the same transaction
+    (``usage.services.usage_record``), so a check reads one row instead of summing records."""
 
     budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="windows")
     starts_at = models.DateTimeField()
+    spent = models.DecimalField(max_digits=24, decimal_places=8, default=0,
+                                help_text="tokens, or cost in the budget's currency, of the period so far")
     in_flight = models.PositiveIntegerField(default=0, help_text="rounds admitted, usage not yet stored")
     hold_until = models.DateTimeField(null=True, blank=True, help_text="holds older than this are stale")
     warned = models.BooleanField(default=False)

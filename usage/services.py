@@ -11,6 +11,14 @@ round's usage record and the release of its hold are written in one transaction
 (:func:`usage_record`), so a reader sees either the round in flight or its usage, never
 neither.
 
+The spend of a window is kept on its row (``BudgetWindow.spent``): summed from the usage
+records once, when the row is made, then counted up by every record stored in the period
+(:func:`usage_record`, in the record's transaction). So a check or an admission reads one
+row per budget however many records the period holds; before, each summed the period's
+records (three sums per run, 30 % of a run's worker CPU in ``bench/run_cpu.py``, growing with
+the month's usage). Saving a budget recounts its windows from the records (an admin's edit
+of its scope or metric, or of records — deleting records alone gives nothing back).
+
 A round is admitted when the spend is below the hard limit **and** either no other round
 is in flight or the rest of the budget covers one reserve (``BUDGET_ROUND_RESERVE_TOKENS``,
 priced at the model's dearest rate for cost budgets) for every round in flight plus this
@@ -94,6 +102,18 @@ def budgets_for(*, user_id, workspace_id, model_id) -> list[Budget]:
     )
 
 
+def budgets_for_record(record: UsageRecord) -> list[Budget]:
+    """Enabled budgets whose scope holds ``record`` (its workspace, user, and model by
+    provider slug and name)."""
+    return list(
+        Budget.objects.filter(enabled=True)
+        .filter(Q(workspace_id=record.workspace_id) | Q(workspace__isnull=True))
+        .filter(Q(user_id=record.user_id) | Q(user__isnull=True))
+        .filter(Q(model__isnull=True) | Q(model__provider__slug=record.provider, model__name=record.model))
+        .order_by("pk")
+    )
+
+
 def budget_spent(budget: Budget, start: datetime, end: datetime) -> Decimal:
     """Tokens (input + output) or cost in the budget's currency, of the budget's scope in
     ``[start, end)``, from the stored usage records."""
@@ -151,14 +171,94 @@ def _windows(pairs: list[tuple[Budget, datetime]], *, lock: bool = False) -> lis
 
 
 def _window_create(budget: Budget, start: datetime) -> BudgetWindow:
+    """The window row, made if missing with the spend of the records already in its period."""
+    return _window_get_or_create(budget, start)[0]
+
+
+def _window_get_or_create(budget: Budget, start: datetime) -> tuple[BudgetWindow, bool]:
+    """``(window, made)``: made here, its ``spent`` sums the records this transaction sees
+    (on PostgreSQL a concurrent maker's unique key is waited for, then its row is returned)."""
+    end = window_bounds(budget.period, start)[1]
     for attempt in range(2):
         try:
             with transaction.atomic():
-                return BudgetWindow.objects.get_or_create(budget=budget, starts_at=start)[0]
+                return BudgetWindow.objects.get_or_create(
+                    budget=budget, starts_at=start, defaults={"spent": budget_spent(budget, start, end)})
         except IntegrityError:  # created concurrently
             if attempt:
                 raise
     raise AssertionError("unreachable")
+
+
+def _amount(budget: Budget, record: UsageRecord) -> Decimal:
+    """What ``record`` adds to ``budget``'s spend: its tokens (input + output), or its cost
+    when it is priced in the budget's currency."""
+    if budget.metric == Budget.Metric.COST:
+        return record.cost if record.cost is not None and record.currency == budget.currency else Decimal(0)
+    return Decimal((record.input_tokens or 0) + (record.output_tokens or 0))
+
+
+def usage_count(record: UsageRecord, budgets: list[Budget] | None = None, *,
+                give_back: list[int] = ()) -> dict[int, tuple[int, Decimal, bool]]:
+    """Add a stored ``record`` to the window of its period of each budget it falls under
+    (``budgets``: those, as :func:`budgets_for` gave them for its run; looked up unless
+    given) — :func:`usage_record` does, in the record's transaction; so must anything else
+    that writes usage records one by one (bulk writers recount: :func:`budget_windows_recount`).
+
+    The windows there are locked (in primary-key order, as admissions lock them) and counted
+    up in one UPDATE; a window not made yet is made now, and its sum includes the record. One
+    made meanwhile by another transaction (whose sum could not see this uncommitted record) is
+    counted up once it is visible: the unique key makes the second maker wait for the first.
+
+    ``give_back``: window ids of a round's hold released in the same UPDATE (one round fewer
+    in flight). Returns ``{budget_id: (window_id, spent, warned)}`` of the windows counted."""
+    amounts = {}
+    for budget in budgets_for_record(record) if budgets is None else budgets:
+        amount = _amount(budget, record)
+        if amount:
+            amounts[(budget, window_bounds(budget.period, record.created_at)[0])] = amount
+    if not amounts:
+        if give_back:
+            _give_back(list(give_back))
+        return {}
+    out: dict[int, tuple[int, Decimal, bool]] = {}
+    with transaction.atomic(savepoint=False):
+        scope = reduce(operator.or_, (Q(budget_id=budget.pk, starts_at=start) for budget, start in amounts))
+        windows = BudgetWindow.objects.filter(scope).order_by("pk")
+        if connection.features.has_select_for_update:
+            windows = windows.select_for_update()
+        existing = {(w.budget_id, w.starts_at): w for w in windows}
+        there = {(budget, start): amount for (budget, start), amount in amounts.items()
+                 if (budget.pk, start) in existing}
+        if there or give_back:
+            counted = [Q(budget_id=budget.pk, starts_at=start) for budget, start in there]
+            BudgetWindow.objects.filter(reduce(operator.or_, counted, Q(pk__in=list(give_back)))).update(
+                spent=Case(*(When(budget_id=budget.pk, starts_at=start, then=F("spent") + Value(amount))
+                             for (budget, start), amount in there.items()),
+                           default=F("spent"), output_field=BudgetWindow._meta.get_field("spent")),
+                in_flight=Case(When(pk__in=list(give_back), then=Greatest(F("in_flight") - 1, 0)),
+                               default=F("in_flight"), output_field=BudgetWindow._meta.get_field("in_flight")))
+        for (budget, start), amount in amounts.items():
+            if (budget, start) in there:
+                window = existing[(budget.pk, start)]
+                out[budget.pk] = (window.pk, window.spent + amount, window.warned)
+                continue
+            window, made = _window_get_or_create(budget, start)
+            if not made:
+                BudgetWindow.objects.filter(pk=window.pk).update(spent=F("spent") + Value(amount))
+                window.spent += amount
+            out[budget.pk] = (window.pk, window.spent, window.warned)
+    return out
+
+
+def budget_windows_recount(budget: Budget) -> None:
+    """Set each window of ``budget`` to the spend of the records in its period (after the
+    budget's scope or metric changed, or records were added in bulk). Each row is locked
+    first, so a record stored meanwhile is counted once: before the sum, or after it."""
+    with transaction.atomic():
+        for window in BudgetWindow.objects.filter(budget=budget).order_by("pk").select_for_update():
+            start, end = window.starts_at, window_bounds(budget.period, window.starts_at)[1]
+            BudgetWindow.objects.filter(pk=window.pk).update(spent=budget_spent(budget, start, end))
 
 
 # -- holds -----------------------------------------------------------------------------------
@@ -216,9 +316,10 @@ def budget_check(*, user_id, workspace_id, model_id) -> None:
     plan = [(budget, *window_bounds(budget.period))
             for budget in budgets_for(user_id=user_id, workspace_id=workspace_id, model_id=model_id)
             if budget.hard_limit is not None]
-    for (budget, _start, end), spent in zip(plan, budgets_spent(plan), strict=True):
-        if spent >= budget.hard_limit:
-            raise _refusal(budget, spent, end, busy=False)
+    windows = _windows([(budget, start) for budget, start, _end in plan])
+    for (budget, _start, end), window in zip(plan, windows, strict=True):
+        if window.spent >= budget.hard_limit:
+            raise _refusal(budget, window.spent, end, busy=False)
 
 
 def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None,
@@ -235,9 +336,9 @@ def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None,
     bounds = [(budget, *window_bounds(budget.period)) for budget in budgets]
     now = timezone.now()
     with transaction.atomic():
-        windows = _windows([(budget, start) for budget, start, _ in bounds], lock=True)  # first: then the spend
-        spends = budgets_spent(bounds)
-        for (budget, _start, end), window, spent in zip(bounds, windows, spends, strict=True):
+        windows = _windows([(budget, start) for budget, start, _ in bounds], lock=True)  # locked: then read
+        for (budget, _start, end), window in zip(bounds, windows, strict=True):
+            spent = window.spent
             in_flight = window.in_flight if window.hold_until and window.hold_until > now else 0
             if spent >= budget.hard_limit:
                 raise _refusal(budget, spent, end, busy=False)
@@ -258,11 +359,15 @@ def budget_release(hold: Hold | None) -> None:
     :func:`budget_release_stale`)."""
     if not hold or not hold.window_ids:
         return
-    with transaction.atomic():
-        if hold.run_id is not None and not Run.objects.filter(pk=hold.run_id, budget_hold=hold.window_ids).update(
-                budget_hold=[]):
-            return
-        _give_back(hold.window_ids)
+    with transaction.atomic(savepoint=False):
+        if _hold_taken_back(hold):
+            _give_back(hold.window_ids)
+
+
+def _hold_taken_back(hold: Hold) -> bool:
+    """Clear a hold recorded on its run: True when this caller is the one to give it back."""
+    return hold.run_id is None or bool(Run.objects.filter(pk=hold.run_id, budget_hold=hold.window_ids).update(
+        budget_hold=[]))
 
 
 def _give_back(window_ids: list[int]) -> None:
@@ -291,17 +396,20 @@ _LOOK_UP = object()  # usage_record(price=…) not given: look the price up
 
 @retry_transient  # idempotent per message; the transaction is inside
 def usage_record(*, run, message, usage: dict | None, hold: Hold | None = None,
-                 price: ModelPrice | None | object = _LOOK_UP) -> UsageRecord | None:
+                 price: ModelPrice | None | object = _LOOK_UP, budgets: list[Budget] | None = None) -> UsageRecord | None:
     """Store one response's usage (``usage``: the provider's counts, None when it gave none)
     with its cost at today's price (``price``: the run's model's, looked up unless given;
-    None: unpriced), and release the round's hold, in one transaction.
-    Idempotent per message (a redelivered turn does not count twice). Returns the record."""
+    None: unpriced), count it into the windows of the budgets it falls under (``budgets``: the
+    run's, as :func:`budgets_for` gave them; looked up unless given), and release the round's
+    hold, in one transaction. Idempotent per message (a redelivered turn does not count
+    twice). Returns the record."""
     counts = usage or {}
     if price is _LOOK_UP:
         price = price_for(provider=run.provider, model=run.model)
     cost = usage_cost(price=price, usage=counts)
     with transaction.atomic():
         record = UsageRecord.objects.filter(message=message).first() if message is not None else None
+        give_back = hold.window_ids if hold and hold.window_ids and _hold_taken_back(hold) else []
         if record is None:
             record = UsageRecord.objects.create(
                 run=run, message=message, user_id=run.user_id, workspace_id=run.thread.workspace_id,
@@ -311,7 +419,11 @@ def usage_record(*, run, message, usage: dict | None, hold: Hold | None = None,
                 cost=cost, currency=price.currency if price and cost is not None else "",
                 created_at=timezone.now(),
             )
-        budget_release(hold)
+            record.windows = usage_count(record, budgets, give_back=give_back)
+        else:
+            if give_back:
+                _give_back(give_back)
+            record.windows = None  # counted when it was stored
     return record
 
 
@@ -326,7 +438,8 @@ def message_usage(record: UsageRecord | None, usage: dict | None) -> dict:
     return out
 
 
-def budget_warnings(*, user_id, workspace_id, model_id, budgets: list[Budget] | None = None) -> list[dict]:
+def budget_warnings(*, user_id, workspace_id, model_id, budgets: list[Budget] | None = None,
+                    windows: dict[int, tuple[int, Decimal, bool]] | None = None) -> list[dict]:
     """Budgets whose soft (or hard) limit the current window's spend has reached and that
     have not warned yet in this window: mark them warned and return the warnings
     ``[{"budget_id", "scope", "metric", "period", "spent", "soft_limit", "hard_limit",
@@ -336,13 +449,18 @@ def budget_warnings(*, user_id, workspace_id, model_id, budgets: list[Budget] | 
         budgets = budgets_for(user_id=user_id, workspace_id=workspace_id, model_id=model_id)
     plan = [(budget, *window_bounds(budget.period)) for budget in budgets
             if budget.soft_limit is not None or budget.hard_limit is not None]
-    for (budget, start, end), spent in zip(plan, budgets_spent(plan), strict=True):
-        threshold = budget.soft_limit if budget.soft_limit is not None else budget.hard_limit
-        if spent < threshold:
+    if windows is None:
+        windows = {w.budget_id: (w.pk, w.spent, w.warned)
+                   for w in _windows([(budget, start) for budget, start, _end in plan])}
+    for budget, _start, end in plan:
+        if budget.pk not in windows:  # the round added nothing to it (unpriced, other currency)
             continue
-        window = _windows([(budget, start)])[0]
-        if not BudgetWindow.objects.filter(pk=window.pk, warned=False).update(warned=True):
-            continue  # warned already (by this run or another)
+        window_id, spent, warned = windows[budget.pk]
+        threshold = budget.soft_limit if budget.soft_limit is not None else budget.hard_limit
+        if spent < threshold or warned:
+            continue
+        if not BudgetWindow.objects.filter(pk=window_id, warned=False).update(warned=True):
+            continue  # warned already (by another run)
         warnings.append(budget_warning_payload(budget, spent, end))
     return warnings
 

@@ -19,6 +19,7 @@ from chat.models import Message
 from tests.conftest import make_thread, types
 from tests.fakes.agent_runs_server import AwaitApproval
 from usage.models import Budget, BudgetWindow, ModelPrice, UsageRecord
+from usage.services import usage_count
 
 from .test_runs_api_edges import approve_now
 
@@ -91,8 +92,9 @@ def test_hard_limit_reached_before_dispatch_never_starts_the_agent(users, worksp
     Budget.objects.create(user=users["admin"], metric="tokens", period="month", hard_limit=1000)
     run = run_create(thread=thread, user=users["admin"], content="go").run
     # Another run of the same user used the rest meanwhile.
-    UsageRecord.objects.create(user=users["admin"], workspace=workspaces["demo"], provider="x", model="y",
-                               input_tokens=1000, output_tokens=0, created_at=timezone.now())
+    usage_count(UsageRecord.objects.create(user=users["admin"], workspace=workspaces["demo"], provider="x",
+                                           model="y", input_tokens=1000, output_tokens=0,
+                                           created_at=timezone.now()))
     run_turn(run_id=run.pk)
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED and run.error["code"] == "budget_exceeded"
@@ -126,9 +128,9 @@ def test_an_approval_over_budget_is_not_forwarded_and_stops_the_agent(users, wor
     run = run_create(thread=thread, user=users["admin"], content="remove it").run
     events = sink.until_parked(run.pk)
     # While the card waited, other work used up the workspace's budget.
-    UsageRecord.objects.create(user=users["bob"], workspace=workspaces["demo"], provider="x", model="y",
-                               input_tokens=600, output_tokens=0,
-                               created_at=timezone.now() - timedelta(seconds=1))
+    usage_count(UsageRecord.objects.create(user=users["bob"], workspace=workspaces["demo"], provider="x",
+                                           model="y", input_tokens=600, output_tokens=0,
+                                           created_at=timezone.now() - timedelta(seconds=1)))
     assert approve_now(users["admin"], events[-1]["tool_call_id"]).status_code == 200
     rest = sink.until_terminal(run.pk)
     assert rest[-1]["type"] == "run.failed" and rest[-1]["error"]["code"] == "budget_exceeded"

@@ -20,7 +20,14 @@ from tests.conftest import make_thread, types
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
 from tests.providers.wire_helpers import *  # noqa: F403
 from usage.models import Budget, BudgetWindow, UsageRecord
-from usage.services import Hold, budget_admit, budget_release, usage_record, window_bounds
+from usage.services import (
+    Hold,
+    budget_admit,
+    budget_release,
+    usage_count,
+    usage_record,
+    window_bounds,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.db_backends]
 
@@ -31,9 +38,11 @@ def usage_chunk(prompt, completion) -> dict:
 
 
 def spend(user, workspace, tokens: int, *, model="fake-model", provider="fake-openai") -> UsageRecord:
-    """Usage already stored this period (as if earlier runs had used it)."""
-    return UsageRecord.objects.create(user=user, workspace=workspace, provider=provider, model=model,
-                                      input_tokens=tokens, output_tokens=0, created_at=timezone.now())
+    """Usage stored this period (as if other runs had used it), counted as every writer does."""
+    record = UsageRecord.objects.create(user=user, workspace=workspace, provider=provider, model=model,
+                                        input_tokens=tokens, output_tokens=0, created_at=timezone.now())
+    usage_count(record)
+    return record
 
 
 def test_hard_limit_reached_refuses_the_send_with_429_and_retry_after(users, workspaces, openai_provider,
@@ -265,3 +274,58 @@ def test_a_run_claimed_again_after_its_worker_died_starts_without_the_old_hold(u
     run_turn(run_id=run.pk)
     assert Run.objects.get(pk=run.pk).status == Run.Status.COMPLETED
     assert BudgetWindow.objects.get().in_flight == 0  # the old hold and the new round's: both given back
+
+
+def test_the_window_counts_every_record_once_while_records_race_its_making(users, workspaces, openai_provider):
+    # The window's spend is summed once when its row is made, then counted up by each record:
+    # records stored while admissions make the row must neither be lost nor counted twice.
+    import itertools
+
+    from agents.models import Run
+
+    Budget.objects.create(workspace=workspaces["demo"], metric="tokens", period="day", hard_limit=10**9)
+    thread = make_thread(users["alice"], workspaces["demo"], openai_provider)
+    run = Run.objects.create(thread=thread, user=users["alice"], provider=openai_provider, model="fake-model")
+    turn = itertools.count()
+
+    def store_or_admit():
+        if next(turn) % 2:
+            return usage_record(run=run, message=None, usage={"input_tokens": 7, "output_tokens": 3})
+        return budget_admit(user_id=users["alice"].pk, workspace_id=workspaces["demo"].pk, model_id=None, price=None)
+
+    for _ in range(4):
+        BudgetWindow.objects.all().delete()  # each round races the making of the row again
+        _race(store_or_admit, n=6)
+        assert BudgetWindow.objects.get().spent == sum(r.total_tokens for r in UsageRecord.objects.all())
+    assert UsageRecord.objects.count() == 12
+
+
+def test_editing_a_budget_recounts_its_window_from_the_records(users, workspaces):
+    budget = Budget.objects.create(workspace=workspaces["demo"], metric="tokens", period="day", hard_limit=1000)
+    spend(users["alice"], workspaces["demo"], 300)
+    spend(users["bob"], workspaces["demo"], 200)
+    args = {"user_id": users["alice"].pk, "workspace_id": workspaces["demo"].pk, "model_id": None, "price": None}
+    budget_release(budget_admit(**args))
+    assert BudgetWindow.objects.get().spent == 500  # the workspace's
+    budget.user = users["alice"]  # now alice's own usage in the workspace
+    budget.save()
+    assert BudgetWindow.objects.get().spent == 300
+    spend(users["alice"], workspaces["demo"], 700)
+    with pytest.raises(DispatchRefused):
+        budget_admit(**args)
+
+
+def test_windows_made_before_the_spend_column_are_counted_by_the_migration(users, workspaces):
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("usage.migrations.0002_budgetwindow_spent")
+    budget = Budget.objects.create(workspace=workspaces["demo"], metric="tokens", period="day", hard_limit=1000)
+    spend(users["alice"], workspaces["demo"], 120)
+    spend(users["bob"], workspaces["other"], 999)  # another workspace's
+    budget_release(budget_admit(user_id=users["alice"].pk, workspace_id=workspaces["demo"].pk, model_id=None,
+                                price=None))
+    BudgetWindow.objects.update(spent=0)  # as the column's default left an existing row
+    migration.count_existing(apps, None)
+    assert BudgetWindow.objects.get(budget=budget).spent == 120

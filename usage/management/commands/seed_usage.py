@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from chat.models import Membership, Workspace
 from usage.models import Budget, UsageRecord
+from usage.services import budget_windows_recount
 
 WORKSPACE_MONTH = {"soft_limit": Decimal(800_000), "hard_limit": Decimal(1_000_000)}
 USER_DAY = {"soft_limit": Decimal(150_000), "hard_limit": Decimal(200_000)}
@@ -64,4 +65,6 @@ class Command(BaseCommand):
                             output_tokens=out, cost=cost.quantize(Decimal("0.00000001")), currency="USD",
                             created_at=now - timedelta(days=day, minutes=rng.randint(0, 600))))
         UsageRecord.objects.bulk_create(rows)
+        for budget in Budget.objects.filter(windows__isnull=False).distinct():
+            budget_windows_recount(budget)  # records added in bulk: the open windows count them
         self.stdout.write(f"usage: {len(rows)} sample records over {days} days")
