@@ -526,6 +526,7 @@ class RunEmitter:
         self._outage = _Outage()
         self.sent_count = 0
         self._saves_seq = False  # for_run(): close() saves last_event_seq on the run
+        self._saved_seq = 0  # a seq the run's row holds already (seq_saved)
         # () -> bool: True once this writer may have lost the run (agents.runs.lease): every
         # later event is dropped, so a stale writer never publishes a seq the new owner uses.
         self.fence: Callable[[], bool] = lambda: False
@@ -609,8 +610,13 @@ class RunEmitter:
                 asyncio.run_coroutine_threadsafe(self._wait_drained(), self._live_loop()).result(timeout)
             except (concurrent.futures.TimeoutError, RuntimeError):
                 logger.warning("run %s: events not drained within %.1f s", self.run_id, timeout)
-        if save_seq and self._saves_seq and self._seq:
+        if save_seq and self._saves_seq and self._seq > self._saved_seq:
             run_seq_save(run_id=self.run_id, seq=self._seq)
+
+    def seq_saved(self, seq: int) -> None:
+        """The run's row holds ``seq`` already (written with its end): :meth:`close` saves
+        only a later one."""
+        self._saved_seq = max(self._saved_seq, seq)
 
     # -- internals -----------------------------------------------------------------------
     def _flush_due(self, now: float) -> None:

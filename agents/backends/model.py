@@ -53,6 +53,9 @@ from .base import Outcome, Turn
 logger = logging.getLogger(__name__)
 
 
+CLOSE_FIELDS = ["content", "reasoning", "status", "usage", "citations", "error", "tool_calls", "updated_at"]
+
+
 class RunCancelled(Exception):
     """Raised inside the stream loop when the run was cancelled from outside."""
 
@@ -124,7 +127,8 @@ class _Loop:
             except DispatchRefused as exc:  # a budget's hard limit: the provider is not called
                 return self._refused(assistant, exc)
             run.iterations += 1
-            _save_iterations(run)
+            if streamed.tool_calls:  # the loop goes on; a last round's count is saved with the run's end
+                _save_iterations(run)
             finish = streamed.finish or Finish("stop")
             cut_off = any(arguments_cut_off(c.arguments) for c in streamed.tool_calls)
             if cut_off and finish.reason != "length" and not self.cut_off_retried:
@@ -301,7 +305,8 @@ class _Loop:
             assistant.usage = streamed.usage
         if self.pending_citations and not assistant.tool_calls:
             assistant.citations = _dedupe(self.pending_citations)
-        retry_transient(assistant.save)()
+        # Only what the loop sets: a full save would also write the tree links others keep.
+        retry_transient(assistant.save)(update_fields=CLOSE_FIELDS)
         self.emitter.emit("message.completed", message_id=str(assistant.pk), status=status)
 
     def _hit_cap(self) -> Outcome:

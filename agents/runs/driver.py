@@ -164,8 +164,12 @@ def _end(turn: Turn, backend, outcome: Outcome, owner: str) -> None:
         backend.cancel(turn)  # cancelled while the backend asked for a decision
         outcome = Outcome.cancelled()
     if outcome.kind == "completed":
-        if lifecycle.run_finish(run=run, status=Run.Status.COMPLETED):
-            emitter.emit("run.completed", status=Run.Status.COMPLETED)
+        emitter.flush()  # so run.completed is the next seq, saved with the end (one write)
+        final = emitter.seq + 1
+        if lifecycle.run_finish(run=run, status=Run.Status.COMPLETED, iterations=run.iterations,
+                                last_event_seq=final):
+            if emitter.emit("run.completed", status=Run.Status.COMPLETED)["seq"] == final:
+                emitter.seq_saved(final)
             return
         outcome = Outcome.cancelled()  # cancelled after the last check: the cancel wins
     if outcome.kind == "failed":
