@@ -33,3 +33,7 @@ application = BindServerLoop(
         }
     )
 )
+
+from .heap import freeze_startup_heap  # noqa: E402
+
+freeze_startup_heap()  # what the application imported: out of every later full collection

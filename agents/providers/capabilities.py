@@ -172,3 +172,6 @@ def preload_adapters(**_signal_kwargs) -> None:
             importlib.import_module(module)
         except ImportError:
             pass
+    from chatplatform.heap import freeze_startup_heap
+
+    freeze_startup_heap()  # the SDKs' classes: never walked by a full collection mid-stream
