@@ -76,8 +76,7 @@ class UsageMeter:
     def after_round(self, *, run, message, usage, hold: Any, emitter) -> dict:
         counts = usage.as_dict() if usage is not None else None
         run_usage = _run_usage(run)
-        record = usage_record(run=run, message=message, usage=counts, hold=hold, price=run_usage.price,
-                              budgets=run_usage.budgets)
+        record = usage_record(run=run, message=message, usage=counts, hold=hold, price=run_usage.price)
         metrics.record_tokens(provider=record.provider if record else "", model=run.model, usage=counts)
         for warning in budget_warnings(user_id=run.user_id, workspace_id=run.thread.workspace_id,
                                        model_id=run_usage.model_id, budgets=run_usage.budgets,

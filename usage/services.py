@@ -198,56 +198,54 @@ def _amount(budget: Budget, record: UsageRecord) -> Decimal:
     return Decimal((record.input_tokens or 0) + (record.output_tokens or 0))
 
 
-def usage_count(record: UsageRecord, budgets: list[Budget] | None = None, *,
-                give_back: list[int] = ()) -> dict[int, tuple[int, Decimal, bool]]:
-    """Add a stored ``record`` to the window of its period of each budget it falls under
-    (``budgets``: those, as :func:`budgets_for` gave them for its run; looked up unless
-    given) — :func:`usage_record` does, in the record's transaction; so must anything else
+def usage_count(record: UsageRecord, *, give_back: list[int] = ()) -> dict[int, tuple[int, Decimal, bool]]:
+    """Add a stored ``record`` to the window of its period of each enabled budget it falls
+    under — :func:`usage_record` does, in the record's transaction; so must anything else
     that writes usage records one by one (bulk writers recount: :func:`budget_windows_recount`).
 
-    The windows there are locked (in primary-key order, as admissions lock them) and counted
-    up in one UPDATE; a window not made yet is made now, and its sum includes the record. One
-    made meanwhile by another transaction (whose sum could not see this uncommitted record) is
-    counted up once it is visible: the unique key makes the second maker wait for the first.
-
-    ``give_back``: window ids of a round's hold released in the same UPDATE (one round fewer
-    in flight). Returns ``{budget_id: (window_id, spent, warned)}`` of the windows counted."""
+    The budgets are read here, in the transaction, not taken from the run: one created,
+    edited (scope, metric) or deleted while the round streamed counts as it is now. Windows not
+    made yet are made first, with no window locked (as admissions do): made here, their sum
+    includes the record; made meanwhile by another transaction (which cannot see this
+    uncommitted record), they are counted up like the others. Then every window touched —
+    counted, and ``give_back``: the window ids of the round's hold, one round fewer in flight —
+    is locked in primary-key order, as admissions lock them, and updated in one statement.
+    Returns ``{budget_id: (window_id, spent, warned)}`` of the windows counted, as locked."""
     amounts = {}
-    for budget in budgets_for_record(record) if budgets is None else budgets:
+    for budget in budgets_for_record(record):
         amount = _amount(budget, record)
         if amount:
-            amounts[(budget, window_bounds(budget.period, record.created_at)[0])] = amount
-    if not amounts:
-        if give_back:
-            _give_back(list(give_back))
+            amounts[(budget.pk, window_bounds(budget.period, record.created_at)[0])] = (budget, amount)
+    give_back = list(give_back)
+    if not amounts and not give_back:
         return {}
-    out: dict[int, tuple[int, Decimal, bool]] = {}
     with transaction.atomic(savepoint=False):
-        scope = reduce(operator.or_, (Q(budget_id=budget.pk, starts_at=start) for budget, start in amounts))
-        windows = BudgetWindow.objects.filter(scope).order_by("pk")
+        made: set[tuple[int, datetime]] = set()
+        if amounts:
+            scope = reduce(operator.or_, (Q(budget_id=b, starts_at=start) for b, start in amounts))
+            have = set(BudgetWindow.objects.filter(scope).values_list("budget_id", "starts_at"))
+            for key, (budget, _) in amounts.items():
+                if key not in have and _window_get_or_create(budget, key[1])[1]:
+                    made.add(key)  # its sum has the record
+        else:
+            scope = Q(pk__in=[])
+        windows = BudgetWindow.objects.filter(scope | Q(pk__in=give_back)).order_by("pk")
         if connection.features.has_select_for_update:
             windows = windows.select_for_update()
-        existing = {(w.budget_id, w.starts_at): w for w in windows}
-        there = {(budget, start): amount for (budget, start), amount in amounts.items()
-                 if (budget.pk, start) in existing}
-        if there or give_back:
-            counted = [Q(budget_id=budget.pk, starts_at=start) for budget, start in there]
-            BudgetWindow.objects.filter(reduce(operator.or_, counted, Q(pk__in=list(give_back)))).update(
-                spent=Case(*(When(budget_id=budget.pk, starts_at=start, then=F("spent") + Value(amount))
-                             for (budget, start), amount in there.items()),
+        locked = list(windows)
+        count = {key: amount for key, (_budget, amount) in amounts.items() if key not in made}
+        if count or give_back:
+            BudgetWindow.objects.filter(pk__in=[w.pk for w in locked]).update(
+                spent=Case(*(When(budget_id=b, starts_at=start, then=F("spent") + Value(amount))
+                             for (b, start), amount in count.items()),
                            default=F("spent"), output_field=BudgetWindow._meta.get_field("spent")),
-                in_flight=Case(When(pk__in=list(give_back), then=Greatest(F("in_flight") - 1, 0)),
+                in_flight=Case(When(pk__in=give_back, then=Greatest(F("in_flight") - 1, 0)),
                                default=F("in_flight"), output_field=BudgetWindow._meta.get_field("in_flight")))
-        for (budget, start), amount in amounts.items():
-            if (budget, start) in there:
-                window = existing[(budget.pk, start)]
-                out[budget.pk] = (window.pk, window.spent + amount, window.warned)
-                continue
-            window, made = _window_get_or_create(budget, start)
-            if not made:
-                BudgetWindow.objects.filter(pk=window.pk).update(spent=F("spent") + Value(amount))
-                window.spent += amount
-            out[budget.pk] = (window.pk, window.spent, window.warned)
+    out = {}
+    for window in locked:
+        key = (window.budget_id, window.starts_at)
+        if key in amounts:
+            out[window.budget_id] = (window.pk, window.spent + count.get(key, Decimal(0)), window.warned)
     return out
 
 
@@ -371,7 +369,11 @@ def _hold_taken_back(hold: Hold) -> bool:
 
 
 def _give_back(window_ids: list[int]) -> None:
-    """One round fewer in flight on each window."""
+    """One round fewer in flight on each window (locked in primary-key order first, as
+    admissions lock them: two writers never wait for each other's rows crosswise)."""
+    windows = BudgetWindow.objects.filter(pk__in=window_ids).order_by("pk")
+    if connection.features.has_select_for_update:
+        list(windows.select_for_update().values_list("pk", flat=True))
     BudgetWindow.objects.filter(pk__in=window_ids).update(in_flight=Greatest(F("in_flight") - 1, 0))
 
 
@@ -396,13 +398,13 @@ _LOOK_UP = object()  # usage_record(price=…) not given: look the price up
 
 @retry_transient  # idempotent per message; the transaction is inside
 def usage_record(*, run, message, usage: dict | None, hold: Hold | None = None,
-                 price: ModelPrice | None | object = _LOOK_UP, budgets: list[Budget] | None = None) -> UsageRecord | None:
+                 price: ModelPrice | None | object = _LOOK_UP) -> UsageRecord | None:
     """Store one response's usage (``usage``: the provider's counts, None when it gave none)
     with its cost at today's price (``price``: the run's model's, looked up unless given;
-    None: unpriced), count it into the windows of the budgets it falls under (``budgets``: the
-    run's, as :func:`budgets_for` gave them; looked up unless given), and release the round's
-    hold, in one transaction. Idempotent per message (a redelivered turn does not count
-    twice). Returns the record."""
+    None: unpriced), count it into the windows of the budgets it falls under
+    (:func:`usage_count`), and release the round's hold, in one transaction. Idempotent per
+    message (a redelivered turn does not count twice). Returns the record, with ``windows``:
+    what :func:`usage_count` returned (None for a record stored before)."""
     counts = usage or {}
     if price is _LOOK_UP:
         price = price_for(provider=run.provider, model=run.model)
@@ -419,7 +421,7 @@ def usage_record(*, run, message, usage: dict | None, hold: Hold | None = None,
                 cost=cost, currency=price.currency if price and cost is not None else "",
                 created_at=timezone.now(),
             )
-            record.windows = usage_count(record, budgets, give_back=give_back)
+            record.windows = usage_count(record, give_back=give_back)
         else:
             if give_back:
                 _give_back(give_back)
