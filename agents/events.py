@@ -277,7 +277,9 @@ class ThreadPublisher:
 
     def __init__(self, log) -> None:
         self.log = log
-        self._cond = threading.Condition(threading.Lock())
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # the publisher thread waits on it
+        self._drained = threading.Condition(lock)  # closing emitters wait on it (wait_drained)
         self._ready: dict[RunEmitter, None] = {}  # insertion-ordered set
         self._timers: list[tuple[float, int, Callable, tuple]] = []  # heap of (deadline, n, fn, args)
         self._counter = itertools.count()
@@ -320,12 +322,12 @@ class ThreadPublisher:
         """Block until ``emitter``'s outbox is empty and nothing of it is in flight; False on
         timeout."""
         deadline = time.monotonic() + timeout
-        with self._cond:
+        with self._drained:  # its own condition: a notify() meant for the thread never wakes a closer
             while emitter._outbox or emitter._in_flight:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                self._cond.wait(left)
+                self._drained.wait(left)
         return True
 
     def _ensure_thread(self) -> None:  # holding _cond
@@ -391,7 +393,7 @@ class ThreadPublisher:
                 with self._cond:
                     for emitter in batch:
                         emitter._in_flight = False
-                    self._cond.notify_all()  # wait_drained()
+                    self._drained.notify_all()  # wait_drained()
 
     def _publish(self, batch: dict[RunEmitter, list[dict]]) -> None:
         runs, sending = [], []
@@ -575,14 +577,12 @@ class RunEmitter:
             if self._buffered >= self.max_chars or now - self._last_sent >= window:
                 self._flush_locked()
                 return
+            if not self._publisher:
+                self._live_loop()  # a closed loop: its waiting text moves to the new loop's sweep
             if self._due:  # already waiting, and due
                 return
             self._due = now + window
-            if self._publisher:
-                self._publisher.waiting(self, self._due, window)
-            else:
-                self._live_loop()
-                self._loop_sweep.waiting(self, self._due, window)
+            (self._publisher or self._loop_sweep).waiting(self, self._due, window)
 
     def emit(self, type_: str, **fields: Any) -> dict:
         """Flush buffered text, then send one event; returns the event as sent. Raises
@@ -662,6 +662,9 @@ class RunEmitter:
             self._loop = publisher_loop()
             self._loop_sweep = _loop_sweep(self._loop)
             self._drain_task = None
+            if self._due:  # text waiting on the closed loop's sweep: the new one sends it
+                window = self.window_s if self.window_s is not None else coalesce_window_s()
+                self._loop_sweep.waiting(self, self._due, window)
             if self._outbox:
                 self._loop.call_soon_threadsafe(self._restart_drain)
         return self._loop
