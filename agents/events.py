@@ -209,10 +209,13 @@ class _LoopSweep:
             self.loop.call_soon_threadsafe(self._schedule)
 
     def linger(self) -> None:  # on the loop, after an event was handed over
-        now = time.monotonic()
-        with self._lock:
-            self._sweep.linger(now)
-        self._schedule()  # moves the wake-up to the linger's end: cheaper than a wasted one
+        # Per event, so no lock and no rescheduling: the loop thread alone writes the linger's
+        # end (one attribute), and a wake-up already planned re-plans when it fires. At 50
+        # chats in one process the loop is the bottleneck, and taking a lock the turn threads
+        # also take stalled it whenever a holder was waiting for the GIL.
+        self._sweep.linger(time.monotonic())
+        if self._handle is None:
+            self._schedule()
 
     def _schedule(self) -> None:  # on the loop
         now = time.monotonic()
