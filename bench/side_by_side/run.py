@@ -149,22 +149,44 @@ for name in {models!r}:
 """
 
 
-# Where a run's time before its first token goes, from the run rows (the last 50 runs).
-RUN_PHASES = """
+# Where a run's time before its first token goes, from the run rows of the last point (one
+# JSON line per run: its bench tag, created and claimed as Unix seconds); run_phases() joins
+# them with the upstream's request times.
+RUN_ROWS = """
+import json, re
 from agents.models import Run
-runs = list(Run.objects.order_by("-created_at")[:50])
-def pct(xs, q):
-    xs = sorted(xs)
-    return round(xs[min(len(xs) - 1, int(q / 100 * len(xs)))], 3) if xs else None
-wait = [(r.started_at - r.created_at).total_seconds() for r in runs if r.started_at]
-print(f"run rows (last {len(runs)}): created -> claimed by a worker s p50 {pct(wait, 50)} max {pct(wait, 100)}; "
-      f"statuses {sorted({r.status for r in runs})}")
-first = min((r.created_at for r in runs), default=None)
-created = [(r.created_at - first).total_seconds() for r in runs]
-claimed = [(r.started_at - first).total_seconds() for r in runs if r.started_at]
-print(f"  since the first run row, s: created p50 {pct(created, 50)} max {pct(created, 100)}; "
-      f"claimed p50 {pct(claimed, 50)} max {pct(claimed, 100)}")
+for r in Run.objects.select_related("user_message").order_by("-created_at")[:{n}]:
+    tag = re.findall(r"\\[bench:([^\\]]+)\\]", r.user_message.content if r.user_message else "")
+    print(json.dumps({{"run": str(r.pk), "tag": tag[-1] if tag else None, "status": r.status, "created": r.created_at.timestamp(),
+                      "claimed": r.started_at.timestamp() if r.started_at else None}}))
 """
+
+
+def run_phases(rows_text: str, upstream_log: Path) -> str:
+    """Per-run phases of the time before the first token, p50 / max in ms: the run row made
+    (since the first row of the point), created -> claimed by a worker, claimed -> the model
+    request reached the upstream. The upstream's monotonic clock is put on the Unix clock
+    (one host: ``CLOCK_MONOTONIC`` is shared by every process)."""
+    rows = [json.loads(line) for line in rows_text.splitlines() if line.startswith("{")]
+    if not rows:
+        return "run phases: no run rows"
+    offset = time.time() - time.clock_gettime(time.CLOCK_MONOTONIC)
+    requests = {}
+    for line in upstream_log.read_text().splitlines() if upstream_log.exists() else ():
+        rec = json.loads(line)
+        if rec.get("tag"):
+            requests[rec["tag"]] = rec["t_req_ns"] / 1e9 + offset
+    first = min(r["created"] for r in rows)
+    made = [(r["created"] - first) * 1000 for r in rows]
+    wait = [(r["claimed"] - r["created"]) * 1000 for r in rows if r["claimed"]]
+    setup = [(requests[r["tag"]] - r["claimed"]) * 1000 for r in rows if r["claimed"] and r["tag"] in requests]
+
+    def cell(xs):
+        xs = sorted(xs)
+        return f"p50 {xs[len(xs) // 2]:.0f} max {xs[-1]:.0f}" if xs else "–"
+    return (f"run phases, ms ({len(rows)} runs, statuses {sorted({r['status'] for r in rows})}): "
+            f"row made since the first {cell(made)}; created -> claimed {cell(wait)}; "
+            f"claimed -> upstream request {cell(setup)}")
 
 
 def run_mode(mode: str, args, upstream_url: str, upstream_log: Path, out: Path) -> None:
@@ -199,7 +221,9 @@ def run_mode(mode: str, args, upstream_url: str, upstream_log: Path, out: Path) 
             users_prefix="" if args.one_user else "bench",
         )
         asyncio.run(ours_bench.main_async(bench_args))
-        print(platform.manage("shell", "-c", RUN_PHASES).stdout.strip(), flush=True)
+        last = int(args.points.split(",")[-1].split("x")[0])
+        rows = platform.manage("shell", "-c", RUN_ROWS.format(n=last)).stdout
+        print(run_phases(rows, upstream_log), flush=True)
 
 
 def _version() -> str:
