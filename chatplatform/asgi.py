@@ -35,5 +35,7 @@ application = BindServerLoop(
 )
 
 from .heap import freeze_startup_heap  # noqa: E402
+from .warmup import warm_web_process  # noqa: E402
 
+warm_web_process()  # the URLconf and the Celery publisher: not on the first requests' threads
 freeze_startup_heap()  # what the application imported: out of every later full collection
