@@ -14,7 +14,10 @@ same cores as the streams already running. This bench isolates it: a private dat
   the model request (5 tokens), usage, the end — events published to Redis as in production.
 
 Prints CPU ms per run (process time: every thread, the publisher loop's included) p50/mean
-and the SQL statements (the heartbeat's own connection not counted) for both, and with ``--profile`` the functions of this project by cumulative time.
+and the SQL statements (the heartbeat's own connection not counted) for both; the CPU the
+PostgreSQL server spent meanwhile (all its processes, from /proc, mean per run: parse, plan,
+execute, WAL — the third share of a run's set-up); and with ``--profile`` the functions of this
+project by cumulative time.
 
 Usage: ``.venv/bin/python bench/run_cpu.py [--runs 30] [--profile]``
 (needs PostgreSQL and Redis as for the e2e tests). ``RUN_CPU_NO_BUDGETS=1`` deletes the demo's
@@ -63,6 +66,27 @@ def main() -> None:
     finally:
         upstream.terminate()
         upstream.wait(10)
+
+
+def postgres_cpu_s() -> float | None:
+    """CPU seconds (user + system) of every ``postgres`` process on this machine, from
+    ``/proc/<pid>/stat`` (None where there is no /proc). Processes that end meanwhile drop out,
+    so only a difference over a span without connections opening or closing is meaningful."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return None
+    ticks, total = os.sysconf("SC_CLK_TCK"), 0
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        if name == "postgres":
+            total += int(rest[11]) + int(rest[12])  # utime, stime (fields 14 and 15)
+    return total / ticks
 
 
 def measure(args) -> None:
@@ -124,12 +148,17 @@ def measure(args) -> None:
     for i in range(3):  # warm-up: imports, connections, SDK client
         one_run(-i - 1, None)
     profiler = cProfile.Profile(time.process_time) if args.profile else None  # CPU, not wall time
+    pg_before = postgres_cpu_s()
     web, worker = zip(*(one_run(i, profiler) for i in range(args.runs)), strict=True)
+    pg_after = postgres_cpu_s()
     print(f"{args.runs} runs, CPU ms per run (process time; 5-token answers; load average "
           f"{os.getloadavg()[0]:.2f}):")
     for label, cpu, key in (("web    (access re-check + message.send)", web, "web"), ("worker (run_turn)", worker, "worker")):
         print(f"  {label:40s} p50 {statistics.median(cpu):6.1f}  mean {statistics.mean(cpu):6.1f}   "
               f"SQL statements {statistics.median(queries[key]):.0f}")
+    if pg_before is not None:
+        print(f"  {'PostgreSQL (all its processes)':40s} mean {(pg_after - pg_before) * 1000 / args.runs:6.1f}"
+              f"   (/proc, {os.sysconf('SC_CLK_TCK')} ticks/s)")
     if profiler:
         stats = pstats.Stats(profiler)
         stats.sort_stats("cumulative")
