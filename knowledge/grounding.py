@@ -87,15 +87,18 @@ def grounding_block(hits: list[Hit], numbers: list[int], *, tier: str = "full") 
 def grounding_for_run(*, run, tier: str = "full") -> Grounding:
     """The grounding of ``run`` (an ``agents.Run`` with its thread and user message).
 
-    Computed once per run and stored (``RunSources``); a resumed run gets the same block.
+    Computed once per run and stored (``RunSources``); a resumed run gets the same block (on
+    its first claim, ``run.first_claim``, a run has none stored: no lookup; a row made
+    meanwhile is still found by the insert below).
     Returns an empty Grounding (with ``note``) when the run is not grounded, has no user
     message, nothing matched, or retrieval failed — the failure is logged, never raised.
     """
     if not run.grounded:
         return Grounding(note="grounding is off for this run")
-    stored = RunSources.objects.filter(run_id=run.pk, grounded_at__isnull=False).first()
-    if stored is not None:
-        return _given(stored)
+    if not getattr(run, "first_claim", False):
+        stored = RunSources.objects.filter(run_id=run.pk, grounded_at__isnull=False).first()
+        if stored is not None:
+            return _given(stored)
     message = getattr(run, "user_message", None)
     query = (message.content if message is not None else "").strip()
     if not query:

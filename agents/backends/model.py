@@ -149,7 +149,10 @@ class _Loop:
 
     def _resume_point(self) -> Message:
         """The assistant message to continue with: a fresh one, or the unfinished one left by
-        an earlier attempt (a streaming message is closed as truncated first)."""
+        an earlier attempt (a streaming message is closed as truncated first). On the run's
+        first claim (``run.first_claim``, agents.runs.driver) there is none to look for."""
+        if getattr(self.run, "first_claim", False):
+            return self._new_assistant()
         last = Message.objects.filter(run=self.run).order_by("-position").first()
         if last is not None and last.role == Message.Role.ASSISTANT:
             if last.status == Message.Status.STREAMING:

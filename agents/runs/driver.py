@@ -49,9 +49,14 @@ def run_turn(*, run_id) -> None:
     """Start, continue or recover run ``run_id``. Returns when the run is terminal or waits
     for a person's decision."""
     owner = worker_identity()
-    if not lifecycle.run_claim(run_id=run_id, owner=owner):
+    claimed_at = lifecycle.run_claim(run_id=run_id, owner=owner)
+    if claimed_at is None:
         return
     run = Run.objects.select_related("thread__workspace", "provider", "user", "user_message").get(pk=run_id)
+    # True on the run's first claim (lifecycle.run_claim; never recovered: attempts 0): nothing
+    # of its own is stored yet, so the backend and the grounding skip looking for an earlier
+    # attempt's message and sources.
+    run.first_claim = run.started_at == claimed_at and run.attempts == 0
     if run.budget_hold:  # an earlier attempt's worker died mid-round: give its hold back
         meter().recover(run_id=run.pk)
     emitter = RunEmitter.for_run(run)

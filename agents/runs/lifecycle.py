@@ -51,7 +51,7 @@ that cannot renew for ``FENCE_FRACTION`` × ``RUN_LEASE_S`` fences itself (``lea
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -75,18 +75,22 @@ def _lease_deadline():
 
 # -- Run -------------------------------------------------------------------------------------
 @retry_transient
-def run_claim(*, run_id, owner: str) -> bool:
+def run_claim(*, run_id, owner: str) -> datetime | None:
     """queued, or running with an expired (or no) lease → running, leased to ``owner`` for
-    ``RUN_LEASE_S`` seconds. False when another live worker holds it or it is not runnable.
-    (Crash recoveries are counted by the reaper in ``Run.attempts``, not here.)"""
+    ``RUN_LEASE_S`` seconds. Returns the claim's time, or None when another live worker holds
+    it or it is not runnable. ``Run.started_at`` is set to that time by the run's first claim
+    only, so ``run.started_at == claimed_at`` tells a first claim (no worker has run the run
+    before: it has no messages or sources of its own yet) from a resume, a recovery or an
+    approval's continuation. (Crash recoveries are counted by the reaper in ``Run.attempts``.)"""
     now = timezone.now()
-    return bool(
+    claimed = (
         Run.objects.filter(pk=run_id)
         .filter(Q(status=S.QUEUED) | Q(status=S.RUNNING, lease_expires_at__lt=now)
                 | Q(status=S.RUNNING, lease_expires_at__isnull=True))
         .update(status=S.RUNNING, lease_owner=owner, lease_expires_at=_lease_deadline(),
                 started_at=Coalesce(F("started_at"), now))
     )
+    return now if claimed else None
 
 
 def run_lease_renew(*, run_id, owner: str, seq: int | None = None, using: str = "default") -> bool:

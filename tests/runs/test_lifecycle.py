@@ -43,7 +43,7 @@ EXPIRED = {"lease_owner": "dead:1:1"}  # with lease_expires_at in the past (set 
 
 RUN_TABLE = [
     # (transition, call, from-states that succeed, resulting status)
-    ("run_claim", lambda r: lifecycle.run_claim(run_id=r.pk, owner="me"), {S.QUEUED}, S.RUNNING),
+    ("run_claim", lambda r: lifecycle.run_claim(run_id=r.pk, owner="me") is not None, {S.QUEUED}, S.RUNNING),
     ("run_park", lambda r: lifecycle.run_park(run_id=r.pk, owner="me"), {S.RUNNING}, S.AWAITING_APPROVAL),
     ("run_requeue_decided", lambda r: lifecycle.run_requeue_decided(run_id=r.pk), {S.AWAITING_APPROVAL}, S.QUEUED),
     ("run_finish completed", lambda r: lifecycle.run_finish(run=r, status=S.COMPLETED),
@@ -69,12 +69,24 @@ def test_run_transitions_move_only_the_states_in_the_table(run, name, transition
 
 def test_a_claim_takes_a_running_run_only_when_its_lease_expired(run):
     set_status(run, S.RUNNING, lease_owner="other", lease_expires_at=timezone.now() + timedelta(seconds=60))
-    assert lifecycle.run_claim(run_id=run.pk, owner="me") is False
+    assert lifecycle.run_claim(run_id=run.pk, owner="me") is None
     set_status(run, S.RUNNING, lease_expires_at=timezone.now() - timedelta(seconds=1))
-    assert lifecycle.run_claim(run_id=run.pk, owner="me") is True
+    assert lifecycle.run_claim(run_id=run.pk, owner="me") is not None
     run.refresh_from_db()
     assert (run.status, run.lease_owner) == (S.RUNNING, "me")
-    assert lifecycle.run_claim(run_id=run.pk, owner="third") is False  # my lease is live now
+    assert lifecycle.run_claim(run_id=run.pk, owner="third") is None  # my lease is live now
+
+
+def test_only_a_runs_first_claim_sets_its_start(run):
+    """run_claim returns the claim's time; the run's started_at equals it on the first claim
+    only (the driver's ``run.first_claim``), not after a recovery or an approval's requeue."""
+    first = lifecycle.run_claim(run_id=run.pk, owner="me")
+    run.refresh_from_db()
+    assert first is not None and run.started_at == first
+    set_status(run, S.RUNNING, lease_owner="dead:1:1", lease_expires_at=timezone.now() - timedelta(seconds=1))
+    again = lifecycle.run_claim(run_id=run.pk, owner="me")
+    run.refresh_from_db()
+    assert again is not None and again > first and run.started_at == first
 
 
 def test_the_reaper_transitions_need_the_exact_expired_lease(run):
