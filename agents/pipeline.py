@@ -71,18 +71,28 @@ def tool_policies_sync() -> int:
 
 
 def policy_views() -> dict[str, PolicyView]:
-    """Tool name → effective policy, one query (+ one for the role sets)."""
+    """Tool name → effective policy, in one query: each policy row with its role names joined
+    (one result row per role, or one with no role), as plain values — no model instances."""
     specs = {spec.name: spec for spec in tool_sources.all()}
     views = {name: policy_defaults(spec) for name, spec in specs.items()}
-    for row in ToolPolicy.objects.prefetch_related("allowed_roles"):
-        spec = specs.get(row.tool_name)
-        views[row.tool_name] = PolicyView(
-            enabled=row.enabled and not (spec is not None and chat_denylisted(spec)),
-            risk=row.risk,
-            allowed_roles=frozenset(r.name for r in row.allowed_roles.all()),
-            affinity_object_types=tuple(row.affinity_object_types or ()),
-            timeout_s=row.timeout_s,
-            approval_mode=row.approval_mode,
+    rows: dict[str, tuple] = {}
+    roles: dict[str, set[str]] = {}
+    for *fields, role in ToolPolicy.objects.order_by().values_list(
+            "tool_name", "enabled", "risk", "affinity_object_types", "timeout_s", "approval_mode",
+            "allowed_roles__name"):
+        rows[fields[0]] = fields
+        names = roles.setdefault(fields[0], set())
+        if role is not None:
+            names.add(role)
+    for tool_name, enabled, risk, affinity, timeout_s, approval_mode in rows.values():
+        spec = specs.get(tool_name)
+        views[tool_name] = PolicyView(
+            enabled=enabled and not (spec is not None and chat_denylisted(spec)),
+            risk=risk,
+            allowed_roles=frozenset(roles[tool_name]),
+            affinity_object_types=tuple(affinity or ()),
+            timeout_s=timeout_s,
+            approval_mode=approval_mode,
         )
     return views
 
