@@ -270,7 +270,7 @@ DB_POOL_TIMEOUT_S = env.float("DB_POOL_TIMEOUT_S", default=10.0)
 # Server-side parameter binding and prepared statements (psycopg): a statement a connection
 # has run DB_PREPARE_THRESHOLD times is prepared on it, so PostgreSQL parses and plans it once
 # per connection, not per run (a run's ~54 statements are the same each time). Measured with
-# bench/run_cpu.py: PostgreSQL CPU per run −20 to −27 %, the run's total −9 to −15 %. On by
+# bench/run_cpu.py: PostgreSQL's CPU per run −12 to −27 % (medians of interleaved pairs). On by
 # default with the pool, whose connections live long; off (-1) by default without it (DB_POOL=false,
 # e.g. PgBouncer in transaction mode before 1.21, which cannot keep prepared statements).
 DB_PREPARE_THRESHOLD = env.int("DB_PREPARE_THRESHOLD", default=5 if DB_POOL else -1)
