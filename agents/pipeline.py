@@ -75,21 +75,19 @@ def policy_views() -> dict[str, PolicyView]:
     (one result row per role, or one with no role), as plain values — no model instances."""
     specs = {spec.name: spec for spec in tool_sources.all()}
     views = {name: policy_defaults(spec) for name, spec in specs.items()}
-    rows: dict[str, tuple] = {}
-    roles: dict[str, set[str]] = {}
+    rows: dict[str, tuple[tuple, set[str]]] = {}  # tool name → (its fields, its role names)
     for *fields, role in ToolPolicy.objects.order_by().values_list(
             "tool_name", "enabled", "risk", "affinity_object_types", "timeout_s", "approval_mode",
             "allowed_roles__name"):
-        rows[fields[0]] = fields
-        names = roles.setdefault(fields[0], set())
+        _fields, names = rows.setdefault(fields[0], (fields, set()))
         if role is not None:
             names.add(role)
-    for tool_name, enabled, risk, affinity, timeout_s, approval_mode in rows.values():
+    for (tool_name, enabled, risk, affinity, timeout_s, approval_mode), names in rows.values():
         spec = specs.get(tool_name)
         views[tool_name] = PolicyView(
             enabled=enabled and not (spec is not None and chat_denylisted(spec)),
             risk=risk,
-            allowed_roles=frozenset(roles[tool_name]),
+            allowed_roles=frozenset(names),
             affinity_object_types=tuple(affinity or ()),
             timeout_s=timeout_s,
             approval_mode=approval_mode,

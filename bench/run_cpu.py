@@ -15,7 +15,7 @@ same cores as the streams already running. This bench isolates it: a private dat
 
 Prints CPU ms per run (process time: every thread, the publisher loop's included) p50/mean
 and the SQL statements (the heartbeat's own connection not counted) for both; the CPU the
-PostgreSQL server spent meanwhile (all its processes, from /proc, mean per run: parse, plan,
+PostgreSQL server spent meanwhile (its process tree, from /proc, mean per run: parse, plan,
 execute, WAL — the third share of a run's set-up); and with ``--profile`` the functions of this
 project by cumulative time.
 
@@ -37,14 +37,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench" / "side_by_side"))
 
+from benchlib import pid_listening_on, tree_cpu_seconds  # noqa: E402  (bench/side_by_side/benchlib.py)
 from run import BENCH_MODELS, start_upstream  # noqa: E402  (bench/side_by_side/run.py)
 
-from tests.e2e.harness import Platform  # noqa: E402
+from tests.e2e.harness import PG_ADMIN_DSN, Platform  # noqa: E402
 
 
 def main() -> None:
@@ -69,24 +71,12 @@ def main() -> None:
 
 
 def postgres_cpu_s() -> float | None:
-    """CPU seconds (user + system) of every ``postgres`` process on this machine, from
-    ``/proc/<pid>/stat`` (None where there is no /proc). Processes that end meanwhile drop out,
-    so only a difference over a span without connections opening or closing is meaningful."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return None
-    ticks, total = os.sysconf("SC_CLK_TCK"), 0
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
-        if name == "postgres":
-            total += int(rest[11]) + int(rest[12])  # utime, stime (fields 14 and 15)
-    return total / ticks
+    """CPU seconds (user + system, reaped backends included) of the PostgreSQL server's process
+    tree: the postmaster found by its listening port (``E2E_PG_DSN``'s, 5432 by default), read
+    from /proc by benchlib (None where the postmaster cannot be found)."""
+    port = urlsplit(PG_ADMIN_DSN).port or 5432
+    postmaster = pid_listening_on(port)
+    return tree_cpu_seconds([postmaster]) if postmaster else None
 
 
 def measure(args) -> None:
@@ -157,7 +147,7 @@ def measure(args) -> None:
         print(f"  {label:40s} p50 {statistics.median(cpu):6.1f}  mean {statistics.mean(cpu):6.1f}   "
               f"SQL statements {statistics.median(queries[key]):.0f}")
     if pg_before is not None:
-        print(f"  {'PostgreSQL (all its processes)':40s} mean {(pg_after - pg_before) * 1000 / args.runs:6.1f}"
+        print(f"  {'PostgreSQL (server process tree)':40s} mean {(pg_after - pg_before) * 1000 / args.runs:6.1f}"
               f"   (/proc, {os.sysconf('SC_CLK_TCK')} ticks/s)")
     if profiler:
         stats = pstats.Stats(profiler)

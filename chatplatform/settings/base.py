@@ -269,7 +269,7 @@ DB_POOL_MIN_SIZE = env.int("DB_POOL_MIN_SIZE", default=2)
 DB_POOL_TIMEOUT_S = env.float("DB_POOL_TIMEOUT_S", default=10.0)
 # Server-side parameter binding and prepared statements (psycopg): a statement a connection
 # has run DB_PREPARE_THRESHOLD times is prepared on it, so PostgreSQL parses and plans it once
-# per connection, not per run (a run's ~54 statements are the same each time). Measured with
+# per connection, not per run (a run's ~50 statements are the same each time). Measured with
 # bench/run_cpu.py: PostgreSQL's CPU per run −12 to −27 % (medians of interleaved pairs). On by
 # default with the pool, whose connections live long; off (-1) by default without it (DB_POOL=false,
 # e.g. PgBouncer in transaction mode before 1.21, which cannot keep prepared statements).
