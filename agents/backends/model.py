@@ -19,7 +19,6 @@ import time
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import connection
 
 from agents import metrics
 from agents.client_tools import client_tools_for
@@ -46,7 +45,7 @@ from agents.runs.dbconn import release_db_connection
 from chat.models import Message
 from chat.selectors import instruction_blocks
 from chat.services import message_create
-from chatplatform.db import TRANSIENT_DB_ERRORS, retry_transient
+from chatplatform.db import retry_transient
 
 from .base import Outcome, Turn
 
@@ -229,7 +228,7 @@ class _Loop:
         )
         hold = meter().before_round(run=self.run)  # may raise DispatchRefused
         streamed = Streamed()
-        last_persist = started = time.monotonic()
+        started = time.monotonic()
         first_text: float | None = None
         provider = self.run.provider.slug if self.run.provider else ""
         span = meter().span("model.request", provider=provider, model=self.run.model)
@@ -237,6 +236,10 @@ class _Loop:
         stream = adapter.stream(request)
         self.turn.dispatched()  # the next turn's set-up may start (agents.runs.gate)
         release_db_connection()  # the pool gets it back while the model streams
+        # The heartbeat saves the text so far with each renewal: a crash loses at most one
+        # interval (STREAM_PERSIST_INTERVAL_S) of it; this thread makes no query while it streams.
+        text = streamed.text
+        self.turn.lease.persist_stream(assistant.pk, lambda: {"content": "".join(text)})
         try:
             for event in stream:
                 # First: a worker that lost its lease writes nothing more (LeaseLost), and a
@@ -255,13 +258,6 @@ class _Loop:
                     streamed.tool_calls.append(event)
                 elif isinstance(event, Finish):
                     streamed.finish = event
-                now = time.monotonic()
-                if now - last_persist >= settings.STREAM_PERSIST_INTERVAL_S:
-                    # A crash loses at most the last second of text.
-                    last_persist = now
-                    assistant.content = streamed.content
-                    _persist_partial(assistant)
-                    release_db_connection()
         except BaseException as exc:
             if isinstance(exc, ProviderError):
                 exc.partial = streamed  # type: ignore[attr-defined]
@@ -269,6 +265,7 @@ class _Loop:
             meter().release(hold)
             raise
         finally:
+            self.turn.lease.persist_stream()  # the message's own save (closing it) comes next
             close = getattr(stream, "close", None)
             if close:
                 close()
@@ -361,14 +358,3 @@ def _dedupe(citations: list[dict]) -> list[dict]:
 def _save_iterations(run: Run) -> None:
     Run.objects.filter(pk=run.pk).update(iterations=run.iterations)
 
-
-def _persist_partial(assistant: Message) -> None:
-    """The periodic save of the text streamed so far. A database blip skips this one (the
-    next interval, or the message's close, saves it) instead of holding up the stream."""
-    try:
-        assistant.save(update_fields=["content", "updated_at"])
-    except TRANSIENT_DB_ERRORS as exc:
-        logger.warning("message %s: partial text not saved (database unreachable: %s)", assistant.pk,
-                       type(exc).__name__)
-        if not connection.in_atomic_block:
-            connection.close()

@@ -17,7 +17,10 @@ renewal has succeeded for ``FENCE_FRACTION`` × ``RUN_LEASE_S`` (the database un
 process frozen). From then on ``tick()`` raises :class:`LeaseLost` and the run's emitter drops
 every event (``RunEmitter.fence``), so two writers never publish the same seq.
 
-The heartbeat also reads the cancel flag, so a cancelled run stops within a heartbeat.
+The heartbeat also reads the cancel flag, so a cancelled run stops within a heartbeat, and it
+saves the text each turn has streamed so far (``RunLease.persist_stream``) in the renewal's
+transaction: one UPDATE of the process's streaming messages per beat instead of one save per
+run per interval from each turn thread, and never a write from a worker that lost the run.
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
-from django.db import connections
+from django.db import DatabaseError, connections, transaction
 
 from agents.models import Run
+from chat.services import messages_save_streamed
 
 from . import lifecycle
 
@@ -70,6 +75,9 @@ class RunLease:
         self._lost = threading.Event()
         self._stopped = False  # left the heartbeat: the run's end is being written
         self.cleared = False  # the run's final transition cleared the lease already
+        # (message id, () -> fields) the heartbeat saves; the last saved (message id, fields)
+        self._streamed: tuple[Any, Callable[[], dict[str, str]]] | None = None
+        self._saved: tuple[Any, dict[str, str]] | None = None
 
     # -- the worker thread's side -------------------------------------------------------------
     def tick(self) -> bool:
@@ -86,6 +94,16 @@ class RunLease:
                            time.monotonic() - self._renewed_at)
             self._lost.set()
         return self._lost.is_set()
+
+    def persist_stream(self, message_id: Any = None, fields: Callable[[], dict[str, str]] | None = None) -> None:
+        """Have the heartbeat save ``fields()`` (``{"content": str, "reasoning": str?}``: what
+        the turn has streamed so far) into the streaming message ``message_id`` at each beat —
+        every ``interval`` seconds, so a crash loses at most that much text — when it changed
+        since the last save, in the renewal's transaction: nothing is written once another
+        worker owns the run, nor once the message is no longer ``streaming``. ``fields`` runs
+        on the heartbeat thread: it must only read (e.g. join the pieces the turn appends).
+        Called with no arguments, it stops; the turn then saves the message itself."""
+        self._streamed = (message_id, fields) if fields is not None else None
 
     def start(self) -> RunLease:
         """Join the process's heartbeat."""
@@ -158,20 +176,46 @@ class _Heartbeat:
             with self._lock:
                 due = [lease for lease in leases if lease in self._leases]
             due = [lease for lease in due if not lease.lost and not lease._cancelled.is_set()]
-            try:  # every lease in one statement
-                renewed = lifecycle.run_leases_renew(leases=[
-                    (lease.run_id, lease.owner, lease.seq_source() if lease.seq_source is not None else None)
-                    for lease in due], using=_alias())
-                now = time.monotonic()
-                for lease in due:
-                    if str(lease.run_id) in renewed:
-                        lease._renewed_at = now
-                    else:
-                        lease._not_renewed()
+            try:
+                self._beat(due)
             except Exception:  # the database is unreachable: retry at the next beat
                 logger.warning("lease renewal of %d runs failed", len(due), exc_info=True)
                 connections[_alias()].close()
             time.sleep(max(0.05, interval - (time.monotonic() - started)))
+
+    @staticmethod
+    def _beat(due: list[RunLease]) -> None:
+        """Renew every lease in ``due`` and save their streamed text, all in one transaction
+        (the renewal's row locks hold off a takeover until the text is written)."""
+        if not due:
+            return
+        streamed = {}
+        for lease in due:
+            if (source := lease._streamed) is not None:
+                saving = (source[0], source[1]())
+                if saving != lease._saved:
+                    streamed[str(lease.run_id)] = saving
+        alias = _alias()
+        with transaction.atomic(using=alias):
+            renewed = lifecycle.run_leases_renew(leases=[
+                (lease.run_id, lease.owner, lease.seq_source() if lease.seq_source is not None else None)
+                for lease in due], using=alias)
+            texts = {message_id: fields for run_id, (message_id, fields) in streamed.items() if run_id in renewed}
+            try:  # a text the database refuses must not cost every run its renewal
+                with transaction.atomic(using=alias):
+                    messages_save_streamed(texts=texts, using=alias)
+            except DatabaseError as exc:
+                streamed = {}
+                logger.warning("streamed text of %d messages not saved (%s: %s); the next beat tries again",
+                               len(texts), type(exc).__name__, exc)
+        now = time.monotonic()
+        for lease in due:
+            if (run_id := str(lease.run_id)) in renewed:
+                lease._renewed_at = now
+                if run_id in streamed:
+                    lease._saved = streamed[run_id]
+            else:
+                lease._not_renewed()
 
 
 _heartbeat = _Heartbeat()

@@ -120,7 +120,7 @@ def run_leases_renew(*, leases: list[tuple], using: str = "default") -> set[str]
     if seqs:
         fields["last_event_seq"] = Case(*seqs, default=F("last_event_seq"))
     owners = {str(run_id): owner for run_id, owner, _seq in leases}
-    with transaction.atomic(using=using):
+    with transaction.atomic(using=using, savepoint=False):  # the heartbeat's transaction, when in one
         updated = Run.objects.using(using).filter(match, status=S.RUNNING).update(**fields)
         if updated == len(leases):
             return set(owners)
