@@ -34,6 +34,8 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from .event_log import Appended, event_log
 from .event_types import check_event
@@ -90,9 +92,22 @@ def coalesce_window_s() -> float:
     bench/side_by_side: at 50 chats × 50 tok/s one process cannot publish one event per
     token, and fewer, larger deltas keep every stream moving instead of all falling behind;
     at 10 chats two tokens per event instead of one cut production's CPU per token by a third."""
-    base = settings.EVENTS_COALESCE_WINDOW_S
-    steps = len(_streaming) / max(1, settings.EVENTS_COALESCE_STREAMS_PER_STEP)
-    return min(max(base, base * steps), max(base, settings.EVENTS_COALESCE_MAX_WINDOW_S))
+    global _window_settings
+    if _window_settings is None:  # read once: this runs for every delta (settings are a lazy object)
+        _window_settings = (settings.EVENTS_COALESCE_WINDOW_S, max(1, settings.EVENTS_COALESCE_STREAMS_PER_STEP),
+                            settings.EVENTS_COALESCE_MAX_WINDOW_S)
+    base, per_step, most = _window_settings
+    return min(max(base, base * len(_streaming) / per_step), max(base, most))
+
+
+_window_settings: tuple[float, int, float] | None = None
+
+
+@receiver(setting_changed)
+def _window_settings_changed(*, setting: str, **kwargs: Any) -> None:
+    global _window_settings
+    if setting.startswith("EVENTS_COALESCE_"):
+        _window_settings = None
 
 
 class _Outage:
