@@ -14,7 +14,6 @@ whatever text arrived.
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass, field
 
@@ -48,9 +47,6 @@ from chat.services import message_create
 from chatplatform.db import retry_transient
 
 from .base import Outcome, Turn
-
-logger = logging.getLogger(__name__)
-
 
 CLOSE_FIELDS = ["content", "reasoning", "status", "usage", "citations", "error", "tool_calls", "updated_at"]
 
@@ -238,8 +234,7 @@ class _Loop:
         release_db_connection()  # the pool gets it back while the model streams
         # The heartbeat saves the text so far with each renewal: a crash loses at most one
         # interval (STREAM_PERSIST_INTERVAL_S) of it; this thread makes no query while it streams.
-        text = streamed.text
-        self.turn.lease.persist_stream(assistant.pk, lambda: {"content": "".join(text)})
+        self.turn.lease.persist_stream(assistant.pk, lambda: {"content": streamed.content})
         try:
             for event in stream:
                 # First: a worker that lost its lease writes nothing more (LeaseLost), and a
