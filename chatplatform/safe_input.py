@@ -10,18 +10,23 @@ REST, the websocket and SSE (issue 17, bad input).
 
 Each refusal is a :class:`BadInput` (a ``ServiceError``, status 400): REST answers
 ``{"error": {"code", "message"}}``, the websocket an ``error`` event.
+
+What a *peer* produces — model output, tool results, an agent's events — is not refused (the
+user did not write it, and refusing would lose it): :func:`storable` replaces each NUL with
+U+FFFD where it enters the platform, so what streams and what is stored are the same text.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 
 from .errors import ServiceError
 
 MAX_DB_INT = 2**63 - 1
+T = TypeVar("T")
 
 
 class BadInput(ServiceError):
@@ -29,6 +34,31 @@ class BadInput(ServiceError):
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(code, message, 400)
+
+
+NUL = "\x00"
+REPLACEMENT = "\ufffd"
+
+
+def storable(value: T) -> T:
+    """``value`` with every NUL character in a string (or a dict key, at any depth of dicts,
+    lists and tuples) replaced by U+FFFD, the Unicode replacement character; PostgreSQL
+    stores no NUL in ``text`` or ``jsonb``. The same object comes back when nothing needed
+    replacing (the common case costs one ``in`` per string). For text from peers: model
+    output, tool results, agent events."""
+    if isinstance(value, str):
+        return value.replace(NUL, REPLACEMENT) if NUL in value else value  # type: ignore[return-value]
+    if isinstance(value, dict):
+        items = [(storable(k), storable(v)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)):
+            return value
+        return dict(items)  # type: ignore[return-value]
+    if isinstance(value, list | tuple):
+        children = [storable(v) for v in value]
+        if all(c is v for c, v in zip(children, value, strict=True)):
+            return value
+        return type(value)(children)  # type: ignore[return-value]
+    return value
 
 
 def max_depth() -> int:

@@ -35,6 +35,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from chatplatform.safe_input import storable
+
 __all__ = ["AgentRunsClient", "AgentRunsError", "SSE_COMMENT"]
 
 SSE_COMMENT = "comment"  # the pseudo-event yielded for ``:`` lines (keepalives)
@@ -134,7 +136,7 @@ class AgentRunsClient:
 class EventStream:
     """Iterate parsed SSE events (dicts with ``event``; ``{"event": "comment", "text"}`` for
     ``:`` lines). A line that is not JSON yields ``{"event": "malformed", "raw": line}``.
-    Ends when the server closes the stream; raises :class:`AgentRunsError`
+    Every string has its NUL characters replaced by U+FFFD (``safe_input.storable``). Ends when the server closes the stream; raises :class:`AgentRunsError`
     (``unreachable``) when the connection breaks. ``close()`` may be called from any thread."""
 
     def __init__(self, client: httpx.Client, response: httpx.Response) -> None:
@@ -157,12 +159,12 @@ class EventStream:
                     try:
                         event = json.loads(raw)
                     except ValueError:
-                        yield {"event": "malformed", "raw": raw[:500]}
+                        yield {"event": "malformed", "raw": storable(raw[:500])}
                         continue
                     if not isinstance(event, dict) or not isinstance(event.get("event"), str):
-                        yield {"event": "malformed", "raw": raw[:500]}
+                        yield {"event": "malformed", "raw": storable(raw[:500])}
                         continue
-                    yield event
+                    yield storable(event)  # NUL → U+FFFD: the agent's text is stored as it streams
                 # other SSE fields (event:, id:, retry:) are not used by the agent
         except httpx.HTTPError as exc:
             raise AgentRunsError("unreachable", f"the agent's event stream broke: {_reason(exc)}") from exc
@@ -189,7 +191,7 @@ def _json_or_raise(response: httpx.Response, what: str) -> dict:
         if not isinstance(data, dict):
             raise AgentRunsError("bad_response", f"{what}: the agent did not answer with a JSON object",
                                  status=response.status_code)
-        return data
+        return storable(data)
     detail = ""
     if isinstance(data, dict):
         err = data.get("error")

@@ -28,6 +28,7 @@ from agents.runs import lifecycle
 from agents.runs.dbconn import release_db_connection
 from agents.tools import ToolContext, ToolError, ToolOutput, ToolSpec, tool_sources
 from chat.models import Message
+from chatplatform.safe_input import storable
 from chat.services import message_create
 
 from .cutoff import arguments_cut_off
@@ -92,7 +93,7 @@ def parse_arguments(raw: str | None) -> tuple[dict | None, str]:
     if raw is None or not raw.strip():
         return {}, ""
     try:
-        value = json.loads(raw)
+        value = storable(json.loads(raw))  # a "\u0000" escape is a NUL once parsed
     except ValueError as exc:
         if arguments_cut_off(raw):
             return None, (
@@ -389,6 +390,7 @@ def _call_in_thread(spec: ToolSpec, ctx: ToolContext, args: dict) -> Any:
 def _finish(run, assistant, call, ledger, emitter, *, status, error: str = "", result: Any = None,
             started: float | None = None) -> CallOutcome:
     is_error = bool(error)
+    result, error = storable(result), storable(error)  # a tool source's text may carry NUL
     lifecycle.tool_call_finish(
         ledger=ledger, status=status, result=result if not is_error else {"error": error},
         summary=error if is_error else _summary(result), is_error=is_error,

@@ -26,6 +26,9 @@ live here, once:
 * **The upstream is always closed**, also when the consumer stops iterating early.
 * **Reasoning never reaches the answer**: with ``Wire.think_tags``, text deltas pass a
   :class:`ThinkFilter` (``<think>`` blocks become :class:`ReasoningDelta`).
+* **No NUL reaches the platform**: text, reasoning and tool calls pass
+  :func:`chatplatform.safe_input.storable` (NUL → U+FFFD; PostgreSQL stores no NUL), so what
+  streams is what is stored.
 * **A response ends once**: the adapter's reader yields one :class:`Ending` when the wire
   says the response is complete; a stream without one is ``stream_interrupted``
   (retryable). A response cut by the output limit is ``Finish("length")`` and its tool
@@ -36,8 +39,10 @@ live here, once:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
+
+from chatplatform.safe_input import NUL, storable
 
 from .base import Finish, ProviderError, ReasoningDelta, TextDelta
 from .errors import scrub, status_error, unreachable
@@ -156,6 +161,8 @@ def _finished(wire: Wire, events: Iterable[StreamEvent | Ending], request: ChatR
         if isinstance(event, Ending):
             ending = event
             break
+        if isinstance(event, TextDelta | ReasoningDelta) and NUL in event.text:
+            event = type(event)(storable(event.text))
         if think is not None and isinstance(event, TextDelta):
             yield from _split(*think.feed(event.text))
         else:
@@ -167,7 +174,8 @@ def _finished(wire: Wire, events: Iterable[StreamEvent | Ending], request: ChatR
     if ending.truncated:
         yield Finish("length", ending.usage)
         return
-    yield from ending.calls
+    for call in ending.calls:
+        yield replace(call, id=storable(call.id), name=storable(call.name), arguments=storable(call.arguments))
     yield Finish("tool_calls" if ending.calls else "stop", ending.usage)
 
 

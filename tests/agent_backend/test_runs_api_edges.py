@@ -109,6 +109,26 @@ def test_tool_events_make_ledger_rows_in_order(users, thread, fake_agent, conver
     assert Message.objects.filter(run=run, role="tool").count() == 2
 
 
+@pytest.mark.db_backends
+def test_nul_in_the_agents_events_is_stored_as_replacement_character(users, thread, fake_agent, converse):
+    """PostgreSQL stores no NUL: the agent's text, reasoning and tool preview arrive with U+FFFD
+    (chatplatform.safe_input.storable), and what streamed is what was stored."""
+    fake_agent.script([
+        {"event": "reasoning.available", "text": "che\x00ck"},
+        {"event": "tool.started", "tool": "terminal", "preview": "cat a\x00b"},
+        {"event": "tool.completed", "tool": "terminal", "duration": 0.1, "error": False},
+        {"event": "message.delta", "delta": "bin\x00ary "},
+        {"event": "message.delta", "delta": "file."},
+        {"event": "run.completed", "output": "bin\x00ary file.", "usage": {}},
+    ])
+    run, events = converse(thread, users["admin"], "cat it")
+    assert run.status == Run.Status.COMPLETED, run.error
+    answer = Message.objects.get(run=run, role="assistant")
+    assert answer.content == "bin\ufffdary file." == joined_text(events)
+    assert answer.reasoning == "che\ufffdck"
+    assert ToolCall.objects.get(run=run).arguments == {"command": "cat a\ufffdb"}
+
+
 def _park(fake_agent, thread, user, sink_for, **approval):
     fake_agent.script([
         {"event": "tool.started", "tool": "terminal", "preview": "rm -r /srv/old"},
