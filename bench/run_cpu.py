@@ -19,7 +19,7 @@ PostgreSQL server spent meanwhile (its process tree, from /proc, mean per run: p
 execute, WAL — the third share of a run's set-up); and with ``--profile`` the functions of this
 project by cumulative time.
 
-Usage: ``.venv/bin/python bench/run_cpu.py [--runs 30] [--profile]``
+Usage: ``.venv/bin/python bench/run_cpu.py [--runs 30] [--profile [--profile-out FILE]]``
 (needs PostgreSQL and Redis as for the e2e tests). ``RUN_CPU_NO_BUDGETS=1`` deletes the demo's
 budgets first: the difference is what usage metering costs a run (measured 2026-12-01 on
 another box, the demo's two budgets, when a run took 42 worker and 23 web statements: 9 of the
@@ -53,6 +53,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--profile", action="store_true", help="print the top functions (cProfile)")
+    parser.add_argument("--profile-out", metavar="FILE", help="with --profile: also write the pstats file "
+                        "(python -m pstats FILE, or snakeviz) for callers, callees and library time")
     args = parser.parse_args()
 
     upstream, url = start_upstream(Path(tempfile.mkdtemp(prefix="run-cpu-")) / "upstream.jsonl")
@@ -151,6 +153,8 @@ def measure(args) -> None:
               f"   (/proc, {os.sysconf('SC_CLK_TCK')} ticks/s)")
     if profiler:
         stats = pstats.Stats(profiler)
+        if args.profile_out:
+            stats.dump_stats(args.profile_out)
         stats.sort_stats("cumulative")
         rows = [(key, value) for key, value in stats.stats.items() if str(REPO) in key[0]
                 and "/.venv/" not in key[0]]

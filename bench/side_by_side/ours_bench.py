@@ -157,7 +157,11 @@ async def main_async(args):
     origin = args.origin or args.base.rstrip('/')
 
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
-    async with aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0)) as http:
+    # Idle pooled connections are dropped after 2 s, before the server's keep-alive timeout
+    # (uvicorn: 5 s). With aiohttp's 15 s a request between points could go out on a
+    # connection the server was closing that moment: "ServerDisconnectedError" on a POST.
+    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=2.0)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as http:
         api = Api(args.base, http)
         await api.login(args.username, args.password)
         workspace = args.workspace or await api.workspace()
