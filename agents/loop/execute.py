@@ -28,8 +28,8 @@ from agents.runs import lifecycle
 from agents.runs.dbconn import release_db_connection
 from agents.tools import ToolContext, ToolError, ToolOutput, ToolSpec, tool_sources
 from chat.models import Message
-from chatplatform.safe_input import storable
 from chat.services import message_create
+from chatplatform.safe_input import storable
 
 from .cutoff import arguments_cut_off
 from .results import to_text, truncate_for_model
