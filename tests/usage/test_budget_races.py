@@ -53,15 +53,15 @@ def test_a_record_giving_back_a_window_it_does_not_count_cannot_deadlock_an_admi
     cost_w, tokens_w = sorted(hold.window_ids)
 
     paused = threading.Event()
-    real_greatest = services.Greatest
+    real_set = services._window_set
 
-    def slow_greatest(*a, **kw):  # evaluated after the FOR UPDATE, before the UPDATE runs
-        if threading.current_thread().name == "record":
+    def slow_set(*a, **kw):  # after the FOR UPDATE, before the first UPDATE runs
+        if threading.current_thread().name == "record" and not paused.is_set():
             paused.set()
             time.sleep(1.0)
-        return real_greatest(*a, **kw)
+        return real_set(*a, **kw)
 
-    monkeypatch.setattr(services, "Greatest", slow_greatest)
+    monkeypatch.setattr(services, "_window_set", slow_set)
     errors = {}
 
     def record():
@@ -88,6 +88,10 @@ def test_a_record_giving_back_a_window_it_does_not_count_cannot_deadlock_an_admi
     for t in threads:
         t.join(30)
     assert errors == {}, {k: f"{type(v).__name__}: {v}" for k, v in errors.items()}
+    assert paused.is_set()  # the admission came while the record held its windows
+    windows = {w.pk: w for w in BudgetWindow.objects.all()}
+    assert windows[tokens_w].spent == 15 and windows[cost_w].spent == 0  # unpriced: no cost counted
+    assert windows[tokens_w].in_flight == windows[cost_w].in_flight == 1  # r1's round given back, r2's held
 
 
 def test_a_budget_switched_to_cost_mid_turn_is_not_charged_tokens_as_money(users, workspaces, openai_provider):

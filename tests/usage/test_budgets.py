@@ -300,6 +300,29 @@ def test_the_window_counts_every_record_once_while_records_race_its_making(users
     assert UsageRecord.objects.count() == 12
 
 
+def test_a_model_budgets_window_is_made_from_that_models_records_only(users, workspaces, openai_provider):
+    # Records name their model by provider slug and name; a budget names the model row. The
+    # window made at the first admission sums only the records of that provider's model.
+    from agents.models import LLMModel
+    from usage.services import budgets_spent
+
+    model = LLMModel.objects.create(provider=openai_provider, name="fake-model")
+    other = LLMModel.objects.create(provider=openai_provider, name="other-model")
+    slug = openai_provider.slug
+    spend(users["alice"], workspaces["demo"], 300, model="fake-model", provider=slug)
+    spend(users["bob"], workspaces["demo"], 200, model="other-model", provider=slug)
+    spend(users["alice"], workspaces["demo"], 100, model="fake-model", provider=f"{slug}-elsewhere")
+    mine = Budget.objects.create(workspace=workspaces["demo"], model=model, metric="tokens", period="day",
+                                 hard_limit=1000)
+    theirs = Budget.objects.create(workspace=workspaces["demo"], model=other, metric="tokens", period="day",
+                                   hard_limit=1000)
+    start, end = window_bounds("day")
+    assert budgets_spent([(mine, start, end), (theirs, start, end)]) == [300, 200]
+    budget_release(budget_admit(user_id=users["alice"].pk, workspace_id=workspaces["demo"].pk, model_id=model.pk,
+                                price=None))
+    assert BudgetWindow.objects.get().budget == mine and BudgetWindow.objects.get().spent == 300
+
+
 def test_editing_a_budget_recounts_its_window_from_the_records(users, workspaces):
     budget = Budget.objects.create(workspace=workspaces["demo"], metric="tokens", period="day", hard_limit=1000)
     spend(users["alice"], workspaces["demo"], 300)
