@@ -23,7 +23,9 @@ Usage: ``.venv/bin/python bench/run_cpu.py [--runs 30] [--profile [--profile-out
 (needs PostgreSQL and Redis as for the e2e tests). ``RUN_CPU_NO_BUDGETS=1`` deletes the demo's
 budgets first: the difference is what usage metering costs a run (measured 2026-12-01 on
 another box, the demo's two budgets, when a run took 42 worker and 23 web statements: 9 of the
-worker's statements and about 6 of its 27 ms; 1 of the web's and about 2 of its 13 ms).
+worker's statements and about 6 of its 27 ms; 1 of the web's and about 2 of its 13 ms). With
+``--profile``, metering's share of the worker's ``run_turn`` was 43 % on 2026-12-03 and 35 %
+after 2026-12-04's change (``bench/side_by_side/results-2026-12-04-metering.md``).
 """
 
 from __future__ import annotations
