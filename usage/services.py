@@ -44,7 +44,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from agents.metering import DispatchRefused
-from agents.models import Run
+from agents.models import LLMModel, Run
 from chatplatform.db import retry_transient
 
 from .models import Budget, BudgetWindow, ModelPrice, Period, ToolLimit, UsageRecord
@@ -126,11 +126,10 @@ def budgets_spent(plan: list[tuple[Budget, datetime, datetime]]) -> list[Decimal
     name of the models that budgets name, as records store them."""
     if not plan:
         return []
-    from agents.models import LLMModel
-
-    model_ids = {budget.model_id for budget, _start, _end in plan if budget.model_id}
-    names = {pk: (slug, name) for pk, slug, name in  # records name their model by provider slug and name
-             LLMModel.objects.filter(pk__in=model_ids).values_list("pk", "provider__slug", "name")} if model_ids else {}
+    names = {}  # model id -> (provider slug, name): how records name their model
+    if model_ids := {budget.model_id for budget, _start, _end in plan if budget.model_id}:
+        rows = LLMModel.objects.filter(pk__in=model_ids).values_list("pk", "provider__slug", "name")
+        names = {pk: (slug, name) for pk, slug, name in rows}
     scopes, sums = [], {}
     for i, (budget, start, end) in enumerate(plan):
         scope = Q(created_at__gte=start, created_at__lt=end)
@@ -152,6 +151,14 @@ def budgets_spent(plan: list[tuple[Budget, datetime, datetime]]) -> list[Decimal
     return [Decimal(row[f"s{i}"] or 0) for i in range(len(plan))]
 
 
+def _in_lock_order(windows):
+    """``windows`` (a queryset) ordered by primary key and, where the database has row locks
+    (PostgreSQL), locked ``FOR UPDATE`` for the rest of the transaction: every writer of
+    windows locks in this order, so two never wait for each other's rows crosswise."""
+    windows = windows.order_by("pk")
+    return windows.select_for_update() if connection.features.has_select_for_update else windows
+
+
 def _windows(pairs: list[tuple[Budget, datetime]], *, lock: bool = False) -> list[BudgetWindow]:
     """The window row of each ``(budget, start)`` in one statement (the common case); a
     missing one is created (:func:`_window_create`). ``lock``: inside a transaction, lock
@@ -163,10 +170,8 @@ def _windows(pairs: list[tuple[Budget, datetime]], *, lock: bool = False) -> lis
     scope = reduce(operator.or_, (Q(budget=budget, starts_at=start) for budget, start in pairs))
     windows = BudgetWindow.objects.filter(scope)
     if lock:
-        windows = windows.order_by("pk")
-        if connection.features.has_select_for_update:
-            windows = windows.select_for_update()
-        else:
+        windows = _in_lock_order(windows)
+        if not connection.features.has_select_for_update:
             BudgetWindow.objects.filter(scope).update(in_flight=F("in_flight"))
     found = {(w.budget_id, w.starts_at): w for w in windows}
     missing = [(budget, start) for budget, start in pairs if (budget.pk, start) not in found]
@@ -231,22 +236,15 @@ def usage_count(record: UsageRecord, *, give_back: list[int] = ()) -> dict[int, 
     if not amounts and not give_back:
         return {}
     scope = reduce(operator.or_, (Q(budget_id=b, starts_at=start) for b, start in amounts), Q(pk__in=give_back))
-
-    def lock() -> list[BudgetWindow]:
-        windows = BudgetWindow.objects.filter(scope).order_by("pk")
-        if connection.features.has_select_for_update:
-            windows = windows.select_for_update()
-        return list(windows)
-
     with transaction.atomic(savepoint=False):
         made: set[tuple[int, datetime]] = set()
-        locked = lock()
+        locked = list(_in_lock_order(BudgetWindow.objects.filter(scope)))
         have = {(w.budget_id, w.starts_at) for w in locked}
         if any(key not in have for key in amounts):
             for key, (budget, _) in amounts.items():
                 if key not in have and _window_get_or_create(budget, key[1])[1]:
                     made.add(key)  # its sum has the record
-            locked = lock()
+            locked = list(_in_lock_order(BudgetWindow.objects.filter(scope)))
         out = {}
         for window in locked:
             key = (window.budget_id, window.starts_at)
@@ -269,7 +267,7 @@ def budget_windows_recount(budget: Budget) -> None:
     budget's scope or metric changed, or records were added in bulk). Each row is locked
     first, so a record stored meanwhile is counted once: before the sum, or after it."""
     with transaction.atomic():
-        for window in BudgetWindow.objects.filter(budget=budget).order_by("pk").select_for_update():
+        for window in _in_lock_order(BudgetWindow.objects.filter(budget=budget)):
             start, end = window.starts_at, window_bounds(budget.period, window.starts_at)[1]
             BudgetWindow.objects.filter(pk=window.pk).update(spent=budget_spent(budget, start, end))
 
@@ -350,6 +348,9 @@ def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None,
     now = timezone.now()
     with transaction.atomic():
         windows = _windows([(budget, start) for budget, start, _ in bounds], lock=True)  # locked: then read
+        # One more round in flight on each window (a stale hold counts as none), computed from
+        # the locked rows and written in one plain UPDATE per distinct count (usually one).
+        counts: dict[int, list[int]] = {}
         for (budget, _start, end), window in zip(bounds, windows, strict=True):
             spent = window.spent
             in_flight = window.in_flight if window.hold_until and window.hold_until > now else 0
@@ -357,13 +358,8 @@ def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None,
                 raise _refusal(budget, spent, end, busy=False)
             if in_flight and spent + _reserve(budget, price) * (in_flight + 1) > budget.hard_limit:
                 raise _refusal(budget, spent, end, busy=True)
+            counts.setdefault(in_flight + 1, []).append(window.pk)
         ids = [window.pk for window in windows]
-        # One more round in flight on each window (a stale hold counts as none), computed from
-        # the locked rows and written in one plain UPDATE per distinct count (usually one).
-        counts: dict[int, list[int]] = {}
-        for window in windows:
-            live = window.hold_until is not None and window.hold_until > now
-            counts.setdefault(window.in_flight + 1 if live else 1, []).append(window.pk)
         until = now + timedelta(seconds=settings.BUDGET_HOLD_S)
         for in_flight, pks in counts.items():
             BudgetWindow.objects.filter(pk__in=pks).update(in_flight=in_flight, hold_until=until)
@@ -392,9 +388,8 @@ def _hold_taken_back(hold: Hold) -> bool:
 def _give_back(window_ids: list[int]) -> None:
     """One round fewer in flight on each window (locked in primary-key order first, as
     admissions lock them: two writers never wait for each other's rows crosswise)."""
-    windows = BudgetWindow.objects.filter(pk__in=window_ids).order_by("pk")
     if connection.features.has_select_for_update:
-        list(windows.select_for_update().values_list("pk", flat=True))
+        list(_in_lock_order(BudgetWindow.objects.filter(pk__in=window_ids)).values_list("pk", flat=True))
     BudgetWindow.objects.filter(pk__in=window_ids).update(in_flight=Greatest(F("in_flight") - 1, 0))
 
 
