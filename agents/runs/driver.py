@@ -47,7 +47,17 @@ FAIL_RECORD_ATTEMPTS = 3  # tries to record a database_unavailable failure befor
 
 def run_turn(*, run_id) -> None:
     """Start, continue or recover run ``run_id``. Returns when the run is terminal or waits
-    for a person's decision."""
+    for a person's decision.
+
+    The turn waits for a set-up slot (``agents.runs.gate``: a few at a time per process, first
+    come first served) before it claims the run: a run waiting there stays ``queued`` and costs
+    nothing yet. The backend gives the slot back once its first request is sent
+    (``turn.dispatched()``), the turn's end at the latest."""
+    with setup_slot() as slot:
+        _run_turn(run_id, slot)
+
+
+def _run_turn(run_id, slot: SetupSlot) -> None:
     owner = worker_identity()
     claimed_at = lifecycle.run_claim(run_id=run_id, owner=owner)
     if claimed_at is None:
@@ -62,41 +72,38 @@ def run_turn(*, run_id) -> None:
     emitter = RunEmitter.for_run(run)
     lease = RunLease(run_id=run.pk, owner=owner, seq_source=lambda: emitter.settled_seq).start()
     emitter.fence = lambda: lease.lost  # a worker that may have lost the run publishes nothing
-    # The set-up runs a few turns at a time, in order (agents.runs.gate); the backend gives the
-    # slot back once its first request is sent (turn.dispatched()), the block at the latest.
-    with setup_slot() as slot:
-        turn = _turn(run, emitter, lease, slot)
-        backend = backend_for(run.provider)
-        try:
-            with meter().run_scope(run=run):  # log context and the run's trace span (agents.metering)
-                if not turn.role:
-                    outcome = Outcome.failed("forbidden", "you are no longer a member of this workspace")
-                else:
-                    outcome = backend.advance(turn)
-                lease.tick()  # raises LeaseLost: a fenced worker never writes the end
-                lease.stop()  # the end below is one transition; no renewal may race it
-                _end(turn, backend, outcome, owner)
-        except LeaseLost:
-            logger.warning("run %s: lease lost (taken over, or not renewable); this worker stops here", run.pk)
-            lease.stop()
-            emitter.close(save_seq=False)
-            return
-        except Exception as exc:  # last line of defence: a bug still ends the run cleanly
-            lease.stop()
-            if is_database_unavailable(exc):
-                logger.warning("run %s: no database connection (%s: %s)", run.pk, type(exc).__name__, exc)
-                code, message = DATABASE_UNAVAILABLE, unavailable_message(exc)
+    turn = _turn(run, emitter, lease, slot)
+    backend = backend_for(run.provider)
+    try:
+        with meter().run_scope(run=run):  # log context and the run's trace span (agents.metering)
+            if not turn.role:
+                outcome = Outcome.failed("forbidden", "you are no longer a member of this workspace")
             else:
-                logger.exception("run %s crashed", run.pk)
-                code, message = "internal_error", f"internal error: {type(exc).__name__}"
-            try:
-                _fail(run, emitter, code, message)
-            except DatabaseError:
-                emitter.close(save_seq=False)  # what was published is in the event log
-                raise  # run_turn_or_fail records the failure once a connection is free
-        emitter.close()
-        lease.cleared = run.status in (Run.Status.COMPLETED, Run.Status.FAILED)  # run_finish cleared it
-        lease.release()
+                outcome = backend.advance(turn)
+            lease.tick()  # raises LeaseLost: a fenced worker never writes the end
+            lease.stop()  # the end below is one transition; no renewal may race it
+            _end(turn, backend, outcome, owner)
+    except LeaseLost:
+        logger.warning("run %s: lease lost (taken over, or not renewable); this worker stops here", run.pk)
+        lease.stop()
+        emitter.close(save_seq=False)
+        return
+    except Exception as exc:  # last line of defence: a bug still ends the run cleanly
+        lease.stop()
+        if is_database_unavailable(exc):
+            logger.warning("run %s: no database connection (%s: %s)", run.pk, type(exc).__name__, exc)
+            code, message = DATABASE_UNAVAILABLE, unavailable_message(exc)
+        else:
+            logger.exception("run %s crashed", run.pk)
+            code, message = "internal_error", f"internal error: {type(exc).__name__}"
+        try:
+            _fail(run, emitter, code, message)
+        except DatabaseError:
+            emitter.close(save_seq=False)  # what was published is in the event log
+            raise  # run_turn_or_fail records the failure once a connection is free
+    emitter.close()
+    lease.cleared = run.status in (Run.Status.COMPLETED, Run.Status.FAILED)  # run_finish cleared it
+    lease.release()
 
 
 def run_turn_or_fail(*, run_id) -> None:

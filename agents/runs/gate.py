@@ -18,23 +18,74 @@ whole run), and a slot is given back when the turn ends however it ends.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from contextlib import contextmanager
 
 from django.conf import settings
 
+
+class FifoGate:
+    """``size`` slots handed out strictly first come, first served.
+
+    A released slot passes straight to the longest waiter; a thread that arrives meanwhile
+    queues behind it. (``threading.Semaphore`` only wakes a waiter: a newcomer that calls
+    ``acquire`` before the woken thread runs again takes the slot first. With thirty turn
+    threads on one GIL that is the usual case, and a burst's first runs were set up last.)
+    Over-release raises ``ValueError``, as ``threading.BoundedSemaphore`` does."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._free = size
+        self._waiters: deque[threading.Lock] = deque()  # each held until its slot is handed over
+
+    @property
+    def waiting(self) -> int:
+        """How many threads wait for a slot now."""
+        return len(self._waiters)
+
+    def acquire(self, timeout: float) -> bool:
+        """Take a slot, waiting at most ``timeout`` seconds behind the threads that came
+        first (0: only if one is free and nobody waits). True when a slot is held."""
+        with self._lock:
+            if self._free > 0 and not self._waiters:
+                self._free -= 1
+                return True
+            waiter = threading.Lock()
+            waiter.acquire()
+            self._waiters.append(waiter)
+        if waiter.acquire(timeout=max(timeout, 0)):
+            return True  # release() handed this thread its slot
+        with self._lock:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+                return False
+        return True  # the slot was handed over between the timeout and the lock: it is ours
+
+    def release(self) -> None:
+        """Give a slot back: to the longest waiter if any, else to the free count."""
+        with self._lock:
+            if self._waiters:
+                self._waiters.popleft().release()
+            elif self._free >= self.size:
+                raise ValueError("FifoGate released more often than acquired")
+            else:
+                self._free += 1
+
+
 _lock = threading.Lock()
-_gate: threading.BoundedSemaphore | None = None
+_gate: FifoGate | None = None
 _size = 0
 
 
-def _semaphore() -> threading.BoundedSemaphore | None:
-    """This process's semaphore, sized from settings (rebuilt when the setting changes, as
+def process_gate() -> FifoGate | None:
+    """This process's gate, sized from settings (rebuilt when the setting changes, as
     tests do); None when the gate is off (``RUN_SETUP_CONCURRENCY`` ≤ 0)."""
     global _gate, _size
     size = settings.RUN_SETUP_CONCURRENCY
     with _lock:
         if size != _size:
-            _gate, _size = (threading.BoundedSemaphore(size) if size > 0 else None), size
+            _gate, _size = (FifoGate(size) if size > 0 else None), size
         return _gate
 
 
@@ -44,8 +95,8 @@ class SetupSlot:
     end. ``held`` is False when the turn went ahead without a slot (the wait ran out, or
     the gate is off)."""
 
-    def __init__(self, semaphore: threading.BoundedSemaphore | None, held: bool) -> None:
-        self._semaphore = semaphore
+    def __init__(self, gate: FifoGate | None, held: bool) -> None:
+        self._gate = gate
         self._held = held
         self._release_lock = threading.Lock()
 
@@ -57,7 +108,7 @@ class SetupSlot:
         with self._release_lock:
             if self._held:
                 self._held = False
-                self._semaphore.release()
+                self._gate.release()
 
 
 @contextmanager
@@ -65,9 +116,9 @@ def setup_slot():
     """``with setup_slot() as slot:`` — wait (first come, first served; at most
     ``RUN_SETUP_WAIT_S`` seconds) for one of the process's ``RUN_SETUP_CONCURRENCY`` set-up
     slots; the slot is released by ``slot.release()`` or on leaving the block."""
-    semaphore = _semaphore()
-    held = semaphore.acquire(timeout=settings.RUN_SETUP_WAIT_S) if semaphore is not None else False
-    slot = SetupSlot(semaphore, held)
+    gate = process_gate()
+    held = gate.acquire(timeout=settings.RUN_SETUP_WAIT_S) if gate is not None else False
+    slot = SetupSlot(gate, held)
     try:
         yield slot
     finally:

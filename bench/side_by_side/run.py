@@ -180,6 +180,13 @@ def run_phases(rows_text: str, upstream_log: Path) -> str:
     made = [(r["created"] - first) * 1000 for r in rows]
     wait = [(r["claimed"] - r["created"]) * 1000 for r in rows if r["claimed"]]
     setup = [(requests[r["tag"]] - r["claimed"]) * 1000 for r in rows if r["claimed"] and r["tag"] in requests]
+    if os.environ.get("BENCH_PHASES_OUT"):  # one line per run, ms since the first row: made, claimed, request
+        with open(os.environ["BENCH_PHASES_OUT"], "a") as f:
+            for r in sorted(rows, key=lambda r: r["created"]):
+                req = requests.get(r["tag"])
+                f.write(json.dumps({"tag": r["tag"], "made": round((r["created"] - first) * 1000),
+                                    "claimed": r["claimed"] and round((r["claimed"] - first) * 1000),
+                                    "request": req and round((req - first) * 1000)}) + "\n")
 
     def cell(xs):
         xs = sorted(xs)

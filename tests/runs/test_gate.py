@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from agents.runs import gate
 
 
@@ -24,7 +26,7 @@ def _enter_in_thread(order: list[str], name: str, proceed: threading.Event) -> t
 def _waiting(count: int) -> bool:
     """True once ``count`` threads wait on the gate (polled: no timing assumptions)."""
     for _ in range(1000):
-        if len(gate._semaphore()._cond._waiters) >= count:
+        if gate.process_gate().waiting >= count:
             return True
         threading.Event().wait(0.005)
     return False
@@ -67,11 +69,44 @@ def test_a_slot_released_early_and_again_at_the_end_is_given_back_once(settings)
     with gate.setup_slot() as slot:
         slot.release()  # the backend's dispatched()
         slot.release()  # a second call changes nothing
-    semaphore = gate._semaphore()
-    assert semaphore.acquire(blocking=False) and semaphore.acquire(blocking=False)
-    assert not semaphore.acquire(blocking=False)  # exactly two slots, not three
-    semaphore.release()
-    semaphore.release()
+    process_gate = gate.process_gate()
+    assert process_gate.acquire(timeout=0) and process_gate.acquire(timeout=0)
+    assert not process_gate.acquire(timeout=0)  # exactly two slots, not three
+    process_gate.release()
+    process_gate.release()
+    with pytest.raises(ValueError):  # a third give-back would make a slot out of nothing
+        process_gate.release()
+
+
+def test_a_released_slot_goes_to_the_turn_that_waited_not_to_one_arriving_meanwhile(settings):
+    """The burst's first runs must be set up first: a slot given back while a turn waits is
+    that turn's, even if another thread asks for one before the waiter runs again (a
+    ``threading.Semaphore`` lets the newcomer take it)."""
+    settings.RUN_SETUP_CONCURRENCY, settings.RUN_SETUP_WAIT_S = 1, 30
+    process_gate = gate.process_gate()
+    assert process_gate.acquire(timeout=0)
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(process_gate.acquire(timeout=30)))
+    waiter.start()
+    assert _waiting(1)
+    process_gate.release()  # handed to the waiter, which may not have run yet
+    assert not process_gate.acquire(timeout=0)  # the newcomer queues behind: no slot for it
+    waiter.join(10)
+    assert got == [True]
+    process_gate.release()
+    assert process_gate.acquire(timeout=0)  # free again once the waiter gave it back
+    process_gate.release()
+
+
+def test_a_turn_that_times_out_leaves_the_queue(settings):
+    settings.RUN_SETUP_CONCURRENCY, settings.RUN_SETUP_WAIT_S = 1, 30
+    process_gate = gate.process_gate()
+    assert process_gate.acquire(timeout=0)
+    assert not process_gate.acquire(timeout=0.01)  # waited, gave up
+    assert process_gate.waiting == 0
+    process_gate.release()  # nobody waits: the slot is free, not handed to the one that left
+    assert process_gate.acquire(timeout=0)
+    process_gate.release()
 
 
 def test_a_limit_of_zero_turns_the_gate_off(settings):

@@ -274,11 +274,11 @@ def test_the_model_backend_runs_in_process_with_a_scripted_model(scripted_model,
 # --- the set-up gate (agents/runs/gate.py) ---------------------------------------------------
 def _gate_free() -> bool:
     """Whether a slot of the (one-slot) gate is free right now; leaves it as it was."""
-    from agents.runs.gate import _semaphore
+    from agents.runs.gate import process_gate
 
-    if not _semaphore().acquire(blocking=False):
+    if not process_gate().acquire(timeout=0):
         return False
-    _semaphore().release()
+    process_gate().release()
     return True
 
 
