@@ -5,120 +5,150 @@ first model request (or remote agent run) is on its way — is CPU and database 
 40 ms of a worker's CPU (``bench/run_cpu.py``). Fifty sends at the same instant used to run
 fifty set-ups side by side: they shared the cores (and the GIL) evenly, so every run's first
 token came at the end of all of them (2.5 s at 50 chats on two cores, ``bench/side_by_side``).
-Through the gate they run a few at a time, first come first served: the first run streams
-after its own set-up, the median run after half of them, and the streams already running wait
-behind at most ``RUN_SETUP_CONCURRENCY`` busy threads instead of fifty. The total work is the
-same; only its order changes.
+Through the gate they run a few at a time, strictly first come first served: the first run
+streams after its own set-up, the median run after half of them, and the streams already
+running wait behind at most ``RUN_SETUP_CONCURRENCY`` busy threads instead of fifty. The total
+work is the same; only its order changes.
 
-The gate never holds a run forever: a turn that waited ``RUN_SETUP_WAIT_S`` goes ahead without
-a slot (a backend that forgot to call :meth:`Turn.dispatched` would otherwise hold one for the
-whole run), and a slot is given back when the turn ends however it ends.
+The gate never blocks the queue forever: a slot held for ``RUN_SETUP_WAIT_S`` (a set-up stuck
+on a slow database, or a backend that never calls :meth:`Turn.dispatched`) stops counting, and
+the next turn in line takes its place. The bound is on how long one holder can keep the others
+waiting, not on each waiter: with per-waiter timeouts, a queue longer than the timeout (fifty
+set-ups in one embedded process) went ahead all at once when the timeouts ran out, and that
+stampede stalled every running stream of the process for most of a second
+(``bench/side_by_side/results-2026-12-04-fifo-gate.md``). A slot is given back when the turn
+ends however it ends.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from contextlib import contextmanager
 
 from django.conf import settings
 
+_NO_HOLDER_WAIT_S = 1.0  # a waiter re-checks at least this often (no holder to expire yet)
+
 
 class FifoGate:
-    """``size`` slots handed out strictly first come, first served.
+    """``size`` slots handed out strictly first come, first served; a slot held for more than
+    ``hold_s`` seconds stops counting.
 
     A released slot passes straight to the longest waiter; a thread that arrives meanwhile
     queues behind it. (``threading.Semaphore`` only wakes a waiter: a newcomer that calls
     ``acquire`` before the woken thread runs again takes the slot first. With thirty turn
     threads on one GIL that is the usual case, and a burst's first runs were set up last.)
-    Over-release raises ``ValueError``, as ``threading.BoundedSemaphore`` does."""
+    :meth:`acquire` returns a token for :meth:`release`; releasing an expired or unknown
+    token changes nothing."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, hold_s: float) -> None:
         self.size = size
+        self.hold_s = hold_s
         self._lock = threading.Lock()
-        self._free = size
-        self._waiters: deque[threading.Lock] = deque()  # each held until its slot is handed over
+        self._holders: dict[object, float] = {}  # token -> time.monotonic() deadline
+        self._waiters: deque[tuple[object, threading.Lock]] = deque()  # lock held until handed a slot
 
     @property
     def waiting(self) -> int:
         """How many threads wait for a slot now."""
         return len(self._waiters)
 
-    def acquire(self, timeout: float) -> bool:
-        """Take a slot, waiting at most ``timeout`` seconds behind the threads that came
-        first (0: only if one is free and nobody waits). True when a slot is held."""
-        with self._lock:
-            if self._free > 0 and not self._waiters:
-                self._free -= 1
-                return True
-            waiter = threading.Lock()
-            waiter.acquire()
-            self._waiters.append(waiter)
-        if waiter.acquire(timeout=max(timeout, 0)):
-            return True  # release() handed this thread its slot
-        with self._lock:
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
-                return False
-        return True  # the slot was handed over between the timeout and the lock: it is ours
+    @property
+    def holding(self) -> int:
+        """How many slots count as held now (expired ones are dropped on the next look)."""
+        return len(self._holders)
 
-    def release(self) -> None:
-        """Give a slot back: to the longest waiter if any, else to the free count."""
+    def acquire(self) -> object:
+        """Wait (behind every thread that came first) for a slot; returns its token. Never
+        fails: the wait ends when the turns ahead give their slots back or held them longer
+        than ``hold_s``."""
+        token = object()
         with self._lock:
-            if self._waiters:
-                self._waiters.popleft().release()
-            elif self._free >= self.size:
-                raise ValueError("FifoGate released more often than acquired")
-            else:
-                self._free += 1
+            self._expire()
+            if len(self._holders) < self.size and not self._waiters:
+                self._holders[token] = time.monotonic() + self.hold_s
+                return token
+            handed = threading.Lock()
+            handed.acquire()
+            self._waiters.append((token, handed))
+            wait = self._until_next_expiry()
+        while not handed.acquire(timeout=wait):
+            with self._lock:
+                self._expire()  # may hand this thread (or one ahead of it) a slot
+                wait = self._until_next_expiry()
+        return token
+
+    def release(self, token: object) -> None:
+        """Give the slot of ``token`` back: to the longest waiter if any."""
+        with self._lock:
+            if self._holders.pop(token, None) is not None:
+                self._hand_over()
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for token in [t for t, deadline in self._holders.items() if deadline <= now]:
+            del self._holders[token]  # held too long: it stops counting; its release is a no-op
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        while self._waiters and len(self._holders) < self.size:
+            token, handed = self._waiters.popleft()
+            self._holders[token] = time.monotonic() + self.hold_s
+            handed.release()
+
+    def _until_next_expiry(self) -> float:
+        if not self._holders:
+            return _NO_HOLDER_WAIT_S
+        return max(min(self._holders.values()) - time.monotonic(), 0.001)
 
 
 _lock = threading.Lock()
 _gate: FifoGate | None = None
-_size = 0
+_config: tuple[int, float] = (0, 0.0)
 
 
 def process_gate() -> FifoGate | None:
-    """This process's gate, sized from settings (rebuilt when the setting changes, as
-    tests do); None when the gate is off (``RUN_SETUP_CONCURRENCY`` ≤ 0)."""
-    global _gate, _size
-    size = settings.RUN_SETUP_CONCURRENCY
+    """This process's gate, sized from settings (rebuilt when the settings change, as tests
+    do); None when the gate is off (``RUN_SETUP_CONCURRENCY`` ≤ 0)."""
+    global _gate, _config
+    config = (settings.RUN_SETUP_CONCURRENCY, settings.RUN_SETUP_WAIT_S)
     with _lock:
-        if size != _size:
-            _gate, _size = (FifoGate(size) if size > 0 else None), size
+        if config != _config:
+            _gate, _config = (FifoGate(*config) if config[0] > 0 else None), config
         return _gate
 
 
 class SetupSlot:
     """One turn's place in the gate. :meth:`release` is idempotent: the backend calls it
     (through :meth:`Turn.dispatched`) once its first request is sent, the driver again at the
-    end. ``held`` is False when the turn went ahead without a slot (the wait ran out, or
-    the gate is off)."""
+    end. ``held`` is False once released, and when the gate is off."""
 
-    def __init__(self, gate: FifoGate | None, held: bool) -> None:
+    def __init__(self, gate: FifoGate | None, token: object | None) -> None:
         self._gate = gate
-        self._held = held
+        self._token = token
         self._release_lock = threading.Lock()
 
     @property
     def held(self) -> bool:
-        return self._held
+        return self._token is not None
 
     def release(self) -> None:
         with self._release_lock:
-            if self._held:
-                self._held = False
-                self._gate.release()
+            if self._token is not None:
+                self._gate.release(self._token)
+                self._token = None
 
 
 @contextmanager
 def setup_slot():
-    """``with setup_slot() as slot:`` — wait (first come, first served; at most
-    ``RUN_SETUP_WAIT_S`` seconds) for one of the process's ``RUN_SETUP_CONCURRENCY`` set-up
-    slots; the slot is released by ``slot.release()`` or on leaving the block."""
+    """``with setup_slot() as slot:`` — wait (first come, first served) for one of the
+    process's ``RUN_SETUP_CONCURRENCY`` set-up slots; the slot is released by
+    ``slot.release()`` or on leaving the block, and stops counting after
+    ``RUN_SETUP_WAIT_S`` seconds."""
     gate = process_gate()
-    held = gate.acquire(timeout=settings.RUN_SETUP_WAIT_S) if gate is not None else False
-    slot = SetupSlot(gate, held)
+    slot = SetupSlot(gate, gate.acquire() if gate is not None else None)
     try:
         yield slot
     finally:

@@ -243,8 +243,9 @@ TOOL_THREADS = env.int("TOOL_THREADS", default=32)
 TOOL_CALLS_PER_USER = env.int("TOOL_CALLS_PER_USER", default=4)
 # The set-up gate (agents.runs.gate): a process sets up at most RUN_SETUP_CONCURRENCY turns at
 # once (claim, context, grounding, budget hold — up to the model request), first come first
-# served, so a burst of sends streams one after another instead of all at the end; a turn waits
-# at most RUN_SETUP_WAIT_S for a slot, then goes ahead. 0 turns the gate off.
+# served, so a burst of sends streams one after another instead of all at the end; a slot held
+# for RUN_SETUP_WAIT_S stops counting and the next turn in line takes its place. 0 turns the
+# gate off.
 RUN_SETUP_CONCURRENCY = env.int("RUN_SETUP_CONCURRENCY", default=2)
 RUN_SETUP_WAIT_S = env.float("RUN_SETUP_WAIT_S", default=5.0)
 # Threads of a Celery worker (production); `make worker` and the README start workers with it.
