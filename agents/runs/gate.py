@@ -14,10 +14,9 @@ The gate never blocks the queue forever: a slot held for ``RUN_SETUP_WAIT_S`` (a
 on a slow database, or a backend that never calls :meth:`Turn.dispatched`) stops counting, and
 the next turn in line takes its place. The bound is on how long one holder can keep the others
 waiting, not on each waiter: with per-waiter timeouts, a queue longer than the timeout (fifty
-set-ups in one embedded process) went ahead all at once when the timeouts ran out, and that
-stampede stalled every running stream of the process for most of a second
-(``bench/side_by_side/results-2026-12-04-fifo-gate.md``). A slot is given back when the turn
-ends however it ends.
+set-ups in one embedded process, ``bench/side_by_side/results-2026-12-04-fifo-gate.md``) went
+ahead all at once when the timeouts ran out, fifty set-ups at once on one GIL — what the gate
+exists to prevent. A slot is given back when the turn ends however it ends.
 """
 
 from __future__ import annotations
@@ -28,8 +27,6 @@ from collections import deque
 from contextlib import contextmanager
 
 from django.conf import settings
-
-_NO_HOLDER_WAIT_S = 1.0  # a waiter re-checks at least this often (no holder to expire yet)
 
 
 class FifoGate:
@@ -99,8 +96,7 @@ class FifoGate:
             handed.release()
 
     def _until_next_expiry(self) -> float:
-        if not self._holders:
-            return _NO_HOLDER_WAIT_S
+        # A thread only waits while every slot is held (_hand_over fills free ones first).
         return max(min(self._holders.values()) - time.monotonic(), 0.001)
 
 
@@ -128,17 +124,15 @@ class SetupSlot:
     def __init__(self, gate: FifoGate | None, token: object | None) -> None:
         self._gate = gate
         self._token = token
-        self._release_lock = threading.Lock()
 
     @property
     def held(self) -> bool:
         return self._token is not None
 
     def release(self) -> None:
-        with self._release_lock:
-            if self._token is not None:
-                self._gate.release(self._token)
-                self._token = None
+        token, self._token = self._token, None
+        if token is not None:
+            self._gate.release(token)  # idempotent per token, so a racing second call is harmless
 
 
 @contextmanager
