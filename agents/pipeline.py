@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from agents.config_cache import config_cached
 from agents.models import Role, ToolPolicy
 from agents.tools import ToolSpec, tool_sources
 
@@ -71,18 +72,13 @@ def tool_policies_sync() -> int:
 
 
 def policy_views() -> dict[str, PolicyView]:
-    """Tool name → effective policy, in one query: each policy row with its role names joined
-    (one result row per role, or one with no role), as plain values — no model instances."""
+    """Tool name → effective policy: the registered tools' defaults overlaid with the policy
+    rows (:func:`_policy_rows`, kept per process while the configuration does not change —
+    ``agents.config_cache``; one statement when it did not)."""
     specs = {spec.name: spec for spec in tool_sources.all()}
     views = {name: policy_defaults(spec) for name, spec in specs.items()}
-    rows: dict[str, tuple[tuple, set[str]]] = {}  # tool name → (its fields, its role names)
-    for *fields, role in ToolPolicy.objects.order_by().values_list(
-            "tool_name", "enabled", "risk", "affinity_object_types", "timeout_s", "approval_mode",
-            "allowed_roles__name"):
-        _fields, names = rows.setdefault(fields[0], (fields, set()))
-        if role is not None:
-            names.add(role)
-    for (tool_name, enabled, risk, affinity, timeout_s, approval_mode), names in rows.values():
+    for (tool_name, enabled, risk, affinity, timeout_s, approval_mode), names in config_cached(
+            "tool_policies", _policy_rows).values():
         spec = specs.get(tool_name)
         views[tool_name] = PolicyView(
             enabled=enabled and not (spec is not None and chat_denylisted(spec)),
@@ -93,6 +89,19 @@ def policy_views() -> dict[str, PolicyView]:
             approval_mode=approval_mode,
         )
     return views
+
+
+def _policy_rows() -> dict[str, tuple[tuple, frozenset[str]]]:
+    """Tool name → (its policy row's fields, its role names), in one query: each row with its
+    role names joined (one result row per role, or one with no role), as plain values."""
+    rows: dict[str, tuple[tuple, set[str]]] = {}
+    for *fields, role in ToolPolicy.objects.order_by().values_list(
+            "tool_name", "enabled", "risk", "affinity_object_types", "timeout_s", "approval_mode",
+            "allowed_roles__name"):
+        _fields, names = rows.setdefault(fields[0], (tuple(fields), set()))
+        if role is not None:
+            names.add(role)
+    return {name: (fields, frozenset(names)) for name, (fields, names) in rows.items()}
 
 
 @dataclass

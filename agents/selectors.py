@@ -8,6 +8,7 @@ from django.http import Http404
 from chat.models import Membership
 from chat.selectors import thread_get_for_user
 
+from .config_cache import config_cached
 from .models import LLMModel, Provider, Run, ToolCall
 
 
@@ -51,16 +52,25 @@ def role_names_for_user(*, user, workspace_id=None) -> set[str]:
 
 def model_row(*, provider: Provider | None, name: str, memo=None):
     """The ``LLMModel`` row ``name`` of ``provider`` with its price (the usage app's
-    ``price``, joined), or None (no provider, no name, no row). ``memo``: an object that
-    lives for one request or one turn (the request's thread, the turn's ``run.thread``) to keep the
-    answer on, so the checks and the metering of one send or one turn read it once."""
+    ``price``, joined) and ``allowed_role_names`` (a frozenset; empty: every role), or None
+    (no provider, no name, no row). Kept per process while the configuration does not change
+    (``agents.config_cache``): shared, read-only. ``memo``: an object that lives for one
+    request or one turn (the request's thread, the turn's ``run.thread``) to keep the answer
+    on, so the checks and the metering of one send or one turn look it up once."""
     if provider is None or not name:
         return None
     rows = memo.__dict__.setdefault("_model_rows", {}) if memo is not None else {}
     key = (provider.pk, name)
     if key not in rows:
-        rows[key] = LLMModel.objects.filter(provider=provider, name=name).select_related("price").first()
+        rows[key] = config_cached(("model_row", *key), lambda: _model_row_read(provider_id=provider.pk, name=name))
     return rows[key]
+
+
+def _model_row_read(*, provider_id, name: str) -> LLMModel | None:
+    row = LLMModel.objects.filter(provider_id=provider_id, name=name).select_related("price").first()
+    if row is not None:
+        row.allowed_role_names = frozenset(row.allowed_roles.values_list("name", flat=True))
+    return row
 
 
 def model_allowed(*, provider: Provider, model: str, role_names, memo=None) -> bool:
@@ -75,8 +85,7 @@ def model_allowed(*, provider: Provider, model: str, role_names, memo=None) -> b
         return bool(name) and name == provider.default_model
     if not row.enabled:
         return False
-    allowed = set(row.allowed_roles.values_list("name", flat=True))
-    return not allowed or bool(allowed & set(role_names))
+    return not row.allowed_role_names or bool(row.allowed_role_names & set(role_names))
 
 
 def tool_call_list_for_user(*, user, status: str = "") -> QuerySet[ToolCall]:

@@ -43,6 +43,7 @@ from django.db.models import F, Q, Sum
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
+from agents.config_cache import config_cached
 from agents.metering import DispatchRefused
 from agents.models import LLMModel, Run
 from chatplatform.db import retry_transient
@@ -92,26 +93,33 @@ def window_bounds(period: str, now: datetime | None = None) -> tuple[datetime, d
 
 
 def budgets_for(*, user_id, workspace_id, model_id) -> list[Budget]:
-    """Enabled budgets that apply to a run of ``user_id`` in ``workspace_id`` on ``model_id``."""
-    return list(
-        Budget.objects.filter(enabled=True)  # no join: budgets_spent reads a model's names when it needs them
-        .filter(Q(workspace_id=workspace_id) | Q(workspace__isnull=True))
-        .filter(Q(user_id=user_id) | Q(user__isnull=True))
-        .filter(Q(model_id=model_id) | Q(model__isnull=True))
-        .order_by("pk")
-    )
+    """Enabled budgets that apply to a run of ``user_id`` in ``workspace_id`` on ``model_id``
+    (None: a model without a row), by primary key. From :func:`_enabled_budgets`: one
+    statement while the configuration does not change. Shared instances: read-only."""
+    budgets, _names = config_cached("budgets", _enabled_budgets)
+    return [budget for budget in budgets if budget.workspace_id in (None, workspace_id)
+            and budget.user_id in (None, user_id) and budget.model_id in (None, model_id)]
 
 
 def budgets_for_record(record: UsageRecord) -> list[Budget]:
     """Enabled budgets whose scope holds ``record`` (its workspace, user, and model by
-    provider slug and name)."""
-    return list(
-        Budget.objects.filter(enabled=True)
-        .filter(Q(workspace_id=record.workspace_id) | Q(workspace__isnull=True))
-        .filter(Q(user_id=record.user_id) | Q(user__isnull=True))
-        .filter(Q(model__isnull=True) | Q(model__provider__slug=record.provider, model__name=record.model))
-        .order_by("pk")
-    )
+    provider slug and name), by primary key; as :func:`budgets_for`."""
+    budgets, names = config_cached("budgets", _enabled_budgets)
+    return [budget for budget in budgets if budget.workspace_id in (None, record.workspace_id)
+            and budget.user_id in (None, record.user_id)
+            and (budget.model_id is None or names.get(budget.model_id) == (record.provider, record.model))]
+
+
+def _enabled_budgets() -> tuple[list[Budget], dict[int, tuple[str, str]]]:
+    """Every enabled budget, by primary key, and the ``(provider slug, name)`` of the models
+    they name (as usage records name their model): kept per process while the configuration
+    does not change (``agents.config_cache``; budgets, models and providers are governed)."""
+    budgets = list(Budget.objects.filter(enabled=True).order_by("pk"))
+    names = {}
+    if model_ids := {budget.model_id for budget in budgets if budget.model_id}:
+        rows = LLMModel.objects.filter(pk__in=model_ids).values_list("pk", "provider__slug", "name")
+        names = {pk: (slug, name) for pk, slug, name in rows}
+    return budgets, names
 
 
 def budget_spent(budget: Budget, start: datetime, end: datetime) -> Decimal:
