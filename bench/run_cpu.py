@@ -11,7 +11,10 @@ same cores as the streams already running. This bench isolates it: a private dat
   the access re-check and ``message_send`` (serializer, model and budget checks,
   ``run_create``) — with ``RUN_EXECUTOR=none`` (nothing enqueued);
 * ``worker``: ``agents.runs.driver.run_turn`` — claim, context, grounding, budget hold,
-  the model request (5 tokens), usage, the end — events published to Redis as in production.
+  the model request (5 tokens), usage, the end — events published to Redis as in production;
+  ``worker set-up`` is its part until the model request is opened (the SDK's ``post``): with
+  the web's part, what a burst's time to first token waits for (the rest — metering, the
+  end — comes when the answer has streamed).
 
 Prints CPU ms per run (process time: every thread, the publisher loop's included) p50/mean
 and the SQL statements (the heartbeat's own connection not counted) for both; the CPU the
@@ -105,9 +108,19 @@ def measure(args) -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    queries: dict[str, list[int]] = {"web": [], "worker": []}
+    queries: dict[str, list[int]] = {"web": [], "worker": [], "setup": []}
+    opened: list[tuple[float, int]] = []  # (process time, statements so far) at the model request
+    from agents.providers.openai_compat import OpenAICompatAdapter
 
-    def one_run(i: int, profiler: cProfile.Profile | None) -> tuple[float, float]:
+    open_request = OpenAICompatAdapter.open
+
+    def timed_open(self, body, request):
+        opened.append((time.process_time(), len(connection.queries)))
+        return open_request(self, body, request)
+
+    OpenAICompatAdapter.open = timed_open
+
+    def one_run(i: int, profiler: cProfile.Profile | None) -> tuple[float, float, float]:
         thread = Thread.objects.create(workspace=workspace, owner=alice, title=f"cpu {i}",
                                        provider=provider, model="bench-n5-r0")
         user = get_user_model().objects.get(pk=alice.pk)  # as a socket's scope user is
@@ -123,7 +136,9 @@ def measure(args) -> None:
         run = thread.runs.get()
         if profiler:
             profiler.enable()
+        opened.clear()
         with CaptureQueriesContext(connection) as worker_queries:  # the turn thread's connection
+            start = len(connection.queries)
             run_turn(run_id=run.pk)
         if profiler:
             profiler.disable()
@@ -134,20 +149,22 @@ def measure(args) -> None:
                     print(f"  {label} SQL: {q['sql'][:160]}")
         queries["web"].append(len(web_queries))
         queries["worker"].append(len(worker_queries))
+        queries["setup"].append(opened[0][1] - start)
         run.refresh_from_db()
         if run.status != "completed":
             raise SystemExit(f"run {run.pk} ended {run.status}: {run.error}")
-        return (t1 - t0) * 1000, (t2 - t1) * 1000
+        return (t1 - t0) * 1000, (t2 - t1) * 1000, (opened[0][0] - t1) * 1000
 
     for i in range(3):  # warm-up: imports, connections, SDK client
         one_run(-i - 1, None)
     profiler = cProfile.Profile(time.process_time) if args.profile else None  # CPU, not wall time
     pg_before = postgres_cpu_s()
-    web, worker = zip(*(one_run(i, profiler) for i in range(args.runs)), strict=True)
+    web, worker, setup = zip(*(one_run(i, profiler) for i in range(args.runs)), strict=True)
     pg_after = postgres_cpu_s()
     print(f"{args.runs} runs, CPU ms per run (process time; 5-token answers; load average "
           f"{os.getloadavg()[0]:.2f}):")
-    for label, cpu, key in (("web    (access re-check + message.send)", web, "web"), ("worker (run_turn)", worker, "worker")):
+    for label, cpu, key in (("web    (access re-check + message.send)", web, "web"), ("worker (run_turn)", worker, "worker"),
+                            ("  of which set-up (until the model request)", setup, "setup")):
         print(f"  {label:40s} p50 {statistics.median(cpu):6.1f}  mean {statistics.mean(cpu):6.1f}   "
               f"SQL statements {statistics.median(queries[key]):.0f}")
     if pg_before is not None:
