@@ -62,7 +62,9 @@ def _run_turn(run_id, slot: SetupSlot) -> None:
     claimed_at = lifecycle.run_claim(run_id=run_id, owner=owner)
     if claimed_at is None:
         return
-    run = Run.objects.select_related("thread__workspace", "provider", "user", "user_message").get(pk=run_id)
+    # No ``user`` join: a turn uses ``run.user_id`` only (approvals load the user when they need
+    # a name); each join of this read costs about 0.3 ms of CPU to build (bench/run_cpu.py).
+    run = Run.objects.select_related("thread__workspace", "provider", "user_message").get(pk=run_id)
     # True on the run's first claim (lifecycle.run_claim; never recovered: attempts 0): nothing
     # of its own is stored yet, so the backend and the grounding skip looking for an earlier
     # attempt's message and sources.
