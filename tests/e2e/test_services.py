@@ -7,6 +7,8 @@ PostgreSQL or Redis is unreachable, unless ``CI=true`` (then it fails).
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from . import flows
@@ -97,3 +99,44 @@ def test_services_upload_is_imported_by_the_celery_worker(services_platform, ali
     assert [h["item_id"] for h in hits] == [upload["item_id"]]
     assert "<mark>quokka</mark>" in hits[0]["snippet_html"]
     assert services_platform.worker_tasks_run().get("knowledge.import_upload", 0) == before + 1
+
+
+def _poll_run(client, run_id: str) -> dict:
+    deadline = time.monotonic() + flows.RUN_TIMEOUT
+    while (run := client.get(f"/api/v1/runs/{run_id}/").json())["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline, run
+        time.sleep(0.1)
+    return run
+
+
+def test_services_admin_changes_apply_at_once_in_the_web_and_the_worker(services_platform, alice):
+    """Admin configuration is cached per process (agents.config_cache), and a change made in
+    another process — here ``manage.py shell``, as an admin's or psql's would be — applies to
+    the very next send in the web process and the very next turn on the Celery worker, both of
+    which had the old configuration cached from earlier turns."""
+    thread_id = flows.create_thread(services_platform, alice)
+    flows.rest_turn(services_platform, alice, thread_id)  # both processes now hold the configuration
+    restrict = ("from agents.models import LLMModel, Provider, Role; p = Provider.objects.get(slug='offline'); "
+                "m, _ = LLMModel.objects.get_or_create(provider=p, name=p.default_model); "
+                "m.allowed_roles.set([Role.objects.get(name='admin')])")
+    allow = "from agents.models import LLMModel; LLMModel.objects.filter(provider__slug='offline').delete()"
+    disable = "from agents.models import ToolPolicy; ToolPolicy.objects.filter(tool_name='search_knowledge')"
+    try:
+        services_platform.manage("shell", "-c", restrict)
+        with flows.http(services_platform, alice) as client:
+            refused = client.post(f"/api/v1/threads/{thread_id}/runs/", json={"content": flows.QUESTION})
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "model_not_allowed", refused.text
+        services_platform.manage("shell", "-c", allow)
+        services_platform.manage("shell", "-c", f"{disable}.update(enabled=False)")  # a bulk update: no signals
+        with flows.http(services_platform, alice) as client:
+            sent = client.post(f"/api/v1/threads/{thread_id}/runs/", json={"content": flows.QUESTION})
+            assert sent.status_code == 202, sent.text
+            assert _poll_run(client, sent.json()["run_id"])["status"] == "completed"
+        msgs = flows.messages(services_platform, alice, thread_id)
+        answer = flows.final_assistant(msgs, sent.json()["run_id"])
+        assert answer["status"] == "complete" and answer["tool_calls"] == []  # not offered: answered from grounding
+        assert not [c for m in msgs if m["run_id"] == sent.json()["run_id"] for c in m["tool_calls"]]
+    finally:
+        services_platform.manage("shell", "-c", allow)
+        services_platform.manage("shell", "-c", f"{disable}.update(enabled=True)")
+    flows.rest_turn(services_platform, alice, thread_id)  # enabled again: the tool is called
