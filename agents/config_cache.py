@@ -50,6 +50,11 @@ GOVERNED_TABLES = {
 """App label → the tables whose changes move the generation (the app's migration adds the
 triggers: :func:`trigger_sql`)."""
 
+MAX_ENTRIES = 4096
+"""At most this many values per process. Keys can come from users (a thread's model name
+that has no row is cached as ``None``): when full, values of older generations are dropped,
+and if that frees nothing a new value is returned without being kept."""
+
 _values: dict[Hashable, tuple[int, object]] = {}
 _lock = threading.Lock()
 
@@ -64,17 +69,22 @@ def config_generation() -> int:
 
 def config_cached(key: Hashable, build: Callable[[], T]) -> T:
     """``build()``, kept per process under ``key`` for as long as the configuration generation
-    does not move. ``build`` must read only governed tables (``GOVERNED_TABLES``) and return
-    a value no caller changes. One statement per lookup; ``build``'s when rebuilt."""
+    does not move (at most ``MAX_ENTRIES`` values). ``build`` must read only governed tables
+    (``GOVERNED_TABLES``) and return a value no caller changes. One statement per lookup;
+    ``build``'s when rebuilt. Two threads that rebuild the same key at once both build; the
+    last one's value is kept, under the generation it read (either is exact for it)."""
     generation = config_generation()
     cached = _values.get(key)
     if cached is not None and cached[0] == generation:
         return cached[1]  # type: ignore[return-value]
     value = build()
     with _lock:
-        current = _values.get(key)
-        if current is None or current[0] != generation:  # a concurrent rebuild stored the same
-            _values[key] = (generation, value)
+        if key not in _values and len(_values) >= MAX_ENTRIES:
+            for stale in [k for k, (built_under, _v) in _values.items() if built_under != generation]:
+                del _values[stale]
+            if len(_values) >= MAX_ENTRIES:
+                return value
+        _values[key] = (generation, value)
     return value
 
 

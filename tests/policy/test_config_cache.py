@@ -157,3 +157,18 @@ def test_a_value_is_rebuilt_only_when_the_generation_moved(model):
     model.save()
     assert config_cached("test-key", build) == 2
     assert len(builds) == 2
+
+
+def test_names_nobody_configured_cannot_grow_the_cache_without_bound(openai_provider, monkeypatch):
+    """A thread's model name comes from its user; a name without a row is cached as None. The
+    cache keeps at most MAX_ENTRIES values and drops older generations' first."""
+    from agents import config_cache
+
+    monkeypatch.setattr(config_cache, "MAX_ENTRIES", 5)
+    config_cache.config_cache_clear()
+    for i in range(20):
+        assert model_row(provider=openai_provider, name=f"made-up-{i}") is None
+    assert len(config_cache._values) == 5
+    LLMModel.objects.create(provider=openai_provider, name="made-up-19")  # a new generation
+    assert model_row(provider=openai_provider, name="made-up-19") is not None  # stale ones made room
+    assert list(config_cache._values) == [("model_row", openai_provider.pk, "made-up-19")]
