@@ -25,6 +25,7 @@ class AgentsConfig(AppConfig):
 
         agent_runs.register()  # the backend for provider kind agent_runs
         post_migrate.connect(_sync_tool_policies, sender=self)
+        post_migrate.connect(_install_config_triggers, sender=self)
 
         # Each Celery worker watches for runs whose worker died (expired lease).
         from celery.signals import worker_ready
@@ -53,3 +54,13 @@ def _preload_in_background(**_signal_kwargs) -> None:
     from agents.providers.capabilities import preload_adapters
 
     threading.Thread(target=preload_adapters, name="preload-adapters", daemon=True).start()
+
+
+def _install_config_triggers(sender, using="default", **kwargs) -> None:
+    """After migrate: the configuration generation's triggers on every governed table
+    (``agents.config_cache``) — a migration that rebuilt a table on SQLite dropped its own."""
+    from django.db import connections
+
+    from agents.config_cache import install_triggers
+
+    install_triggers(connections[using])

@@ -1,24 +1,18 @@
-"""The configuration generation (agents.config_cache): a one-row table that triggers on the
-governed tables of this app move on every change."""
+"""The configuration generation (agents.config_cache): a one-row table, and the triggers on
+the governed tables that move it (re-checked after every migrate: agents.apps)."""
 
 from django.db import migrations
 
-from agents.config_cache import GOVERNED_TABLES, generation_table_sql, trigger_sql
-
-
-def _run(schema_editor, statements):
-    for sql in statements:
-        schema_editor.execute(sql)
+from agents.config_cache import create_table, drop_table, install_triggers
 
 
 def forward(apps, schema_editor):
-    vendor = schema_editor.connection.vendor
-    _run(schema_editor, generation_table_sql(vendor)[0] + trigger_sql(vendor, GOVERNED_TABLES["agents"])[0])
+    create_table(schema_editor)
+    install_triggers(schema_editor.connection)
 
 
 def backward(apps, schema_editor):
-    vendor = schema_editor.connection.vendor
-    _run(schema_editor, trigger_sql(vendor, GOVERNED_TABLES["agents"])[1] + generation_table_sql(vendor)[1])
+    drop_table(schema_editor)
 
 
 class Migration(migrations.Migration):

@@ -172,3 +172,66 @@ def test_names_nobody_configured_cannot_grow_the_cache_without_bound(openai_prov
     LLMModel.objects.create(provider=openai_provider, name="made-up-19")  # a new generation
     assert model_row(provider=openai_provider, name="made-up-19") is not None  # stale ones made room
     assert list(config_cache._values) == [("model_row", openai_provider.pk, "made-up-19")]
+
+
+def test_triggers_a_migration_dropped_are_back_after_migrate_and_the_change_is_seen(model, openai_provider):
+    """SQLite drops a table's triggers when a migration rebuilds the table; every migrate
+    re-installs the missing ones (post_migrate) and moves the generation, so a change made
+    while they were missing is not served stale either."""
+    from django.core.management import call_command
+
+    from agents.config_cache import install_triggers
+
+    assert install_triggers() == []  # all there after the test database's migrations
+    assert _allowed(openai_provider, "member")
+    with connection.cursor() as cursor:  # what a table rebuild leaves: no triggers on agents_llmmodel
+        for name in [n for n in _trigger_names() if n.startswith("agents_llmmodel_config")]:
+            cursor.execute(f"DROP TRIGGER {name}" + (" ON agents_llmmodel" if connection.vendor == "postgresql" else ""))
+    LLMModel.objects.filter(pk=model.pk).update(enabled=False)  # unseen: no trigger
+    call_command("migrate", verbosity=0)  # nothing to apply; post_migrate re-installs
+    assert {n for n in _trigger_names() if n.startswith("agents_llmmodel_config")}
+    assert not _allowed(openai_provider, "member")  # the change made without a trigger is seen
+    LLMModel.objects.filter(pk=model.pk).update(enabled=True)
+    assert _allowed(openai_provider, "member")
+
+
+def _trigger_names() -> set[str]:
+    from agents.config_cache import _installed
+
+    with connection.cursor() as cursor:
+        return {name for _table, name in _installed(connection, cursor)}
+
+
+def test_generations_never_repeat_when_the_table_is_made_again(model, roles):
+    """Migrating back past 0014 and forward again makes the table anew: a counted generation
+    would start over and meet values processes still hold; random ones do not."""
+    from django.core.management import call_command
+
+    seen = {config_generation()}
+    for _ in range(5):
+        model.save()
+        seen.add(config_generation())
+    call_command("migrate", "agents", "0013", verbosity=0)
+    call_command("migrate", verbosity=0)
+    again = {config_generation()}
+    for _ in range(5):
+        model.allowed_roles.add(roles["admin"])
+        model.allowed_roles.clear()
+        again.add(config_generation())
+    assert len(seen) == 6 and len(again) == 6 and not seen & again
+
+
+def test_without_the_table_nothing_is_cached_and_lookups_still_work(model, openai_provider, monkeypatch):
+    """New code started before ``migrate``: no generation table yet. Lookups read the tables
+    every time, as before there was a cache — no error, nothing stale."""
+    from agents import config_cache
+
+    monkeypatch.setattr(config_cache, "TABLE", "agents_config_generation_not_made_yet")
+    monkeypatch.setattr(config_cache, "_table_seen", False)
+    builds = []
+    for _ in range(3):
+        assert config_cached("no-table", lambda: builds.append(1) or len(builds)) == len(builds)
+    assert len(builds) == 3
+    assert _allowed(openai_provider, "member")
+    model.allowed_roles.set([Role.objects.get(name="admin")])
+    assert not _allowed(openai_provider, "member")

@@ -2,17 +2,23 @@
 
 from django.db import migrations
 
-from agents.config_cache import GOVERNED_TABLES, trigger_sql
+from agents.config_cache import install_triggers
 
 
 def forward(apps, schema_editor):
-    for sql in trigger_sql(schema_editor.connection.vendor, GOVERNED_TABLES["usage"])[0]:
-        schema_editor.execute(sql)
+    install_triggers(schema_editor.connection)
 
 
 def backward(apps, schema_editor):
-    for sql in trigger_sql(schema_editor.connection.vendor, GOVERNED_TABLES["usage"])[1]:
-        schema_editor.execute(sql)
+    with schema_editor.connection.cursor() as cursor:
+        for table in ("usage_modelprice", "usage_budget"):
+            name = f"{table}_config_changed"
+            if schema_editor.connection.vendor == "postgresql":
+                cursor.execute(f"DROP TRIGGER IF EXISTS {name} ON {table}")
+                cursor.execute(f"DROP TRIGGER IF EXISTS {name}_truncate ON {table}")
+            else:
+                for event in ("insert", "update", "delete"):
+                    cursor.execute(f"DROP TRIGGER IF EXISTS {name}_{event}")
 
 
 class Migration(migrations.Migration):
