@@ -128,10 +128,7 @@ def create_table(schema_editor) -> None:
 
 def drop_table(schema_editor) -> None:
     """Undo :func:`create_table` and every trigger (reversing ``agents`` 0014)."""
-    with schema_editor.connection.cursor() as cursor:
-        for table, name in _installed(schema_editor.connection, cursor):
-            cursor.execute(f"DROP TRIGGER IF EXISTS {name}" + (f" ON {table}" if schema_editor.connection.vendor
-                                                                == "postgresql" else ""))
+    drop_triggers(schema_editor.connection)
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(f"DROP FUNCTION IF EXISTS {TABLE}_move()")
     schema_editor.execute(f"DROP TABLE IF EXISTS {TABLE}")
@@ -165,6 +162,14 @@ def install_triggers(db_connection=None) -> list[str]:
                     created.append(name)
         cursor.execute(f"UPDATE {TABLE} SET generation = {_NEW_VALUE[vendor]} WHERE id = 1")  # noqa: S608
     return created
+
+
+def drop_triggers(db, tables: tuple[str, ...] = GOVERNED_TABLES) -> None:
+    """Drop the configuration triggers of ``tables`` (reversing a migration that installed them)."""
+    with db.cursor() as cursor:
+        for table, name in _installed(db, cursor):
+            if table in tables:
+                cursor.execute(f"DROP TRIGGER IF EXISTS {name}" + (f" ON {table}" if db.vendor == "postgresql" else ""))
 
 
 def _trigger_definitions(vendor: str, table: str) -> list[tuple[str, str]]:

@@ -2,7 +2,7 @@
 
 from django.db import migrations
 
-from agents.config_cache import install_triggers
+from agents.config_cache import drop_triggers, install_triggers
 
 
 def forward(apps, schema_editor):
@@ -10,15 +10,7 @@ def forward(apps, schema_editor):
 
 
 def backward(apps, schema_editor):
-    with schema_editor.connection.cursor() as cursor:
-        for table in ("usage_modelprice", "usage_budget"):
-            name = f"{table}_config_changed"
-            if schema_editor.connection.vendor == "postgresql":
-                cursor.execute(f"DROP TRIGGER IF EXISTS {name} ON {table}")
-                cursor.execute(f"DROP TRIGGER IF EXISTS {name}_truncate ON {table}")
-            else:
-                for event in ("insert", "update", "delete"):
-                    cursor.execute(f"DROP TRIGGER IF EXISTS {name}_{event}")
+    drop_triggers(schema_editor.connection, ("usage_modelprice", "usage_budget"))
 
 
 class Migration(migrations.Migration):
