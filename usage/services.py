@@ -115,11 +115,16 @@ def _enabled_budgets() -> tuple[list[Budget], dict[int, tuple[str, str]]]:
     they name (as usage records name their model): kept per process while the configuration
     does not change (``agents.config_cache``; budgets, models and providers are governed)."""
     budgets = list(Budget.objects.filter(enabled=True).order_by("pk"))
-    names = {}
-    if model_ids := {budget.model_id for budget in budgets if budget.model_id}:
-        rows = LLMModel.objects.filter(pk__in=model_ids).values_list("pk", "provider__slug", "name")
-        names = {pk: (slug, name) for pk, slug, name in rows}
-    return budgets, names
+    return budgets, _model_names({budget.model_id for budget in budgets if budget.model_id})
+
+
+def _model_names(model_ids: set[int]) -> dict[int, tuple[str, str]]:
+    """Model id → ``(provider slug, name)``, as usage records name their model (no statement
+    for no ids)."""
+    if not model_ids:
+        return {}
+    rows = LLMModel.objects.filter(pk__in=model_ids).values_list("pk", "provider__slug", "name")
+    return {pk: (slug, name) for pk, slug, name in rows}
 
 
 def budget_spent(budget: Budget, start: datetime, end: datetime) -> Decimal:
@@ -134,10 +139,7 @@ def budgets_spent(plan: list[tuple[Budget, datetime, datetime]]) -> list[Decimal
     name of the models that budgets name, as records store them."""
     if not plan:
         return []
-    names = {}  # model id -> (provider slug, name): how records name their model
-    if model_ids := {budget.model_id for budget, _start, _end in plan if budget.model_id}:
-        rows = LLMModel.objects.filter(pk__in=model_ids).values_list("pk", "provider__slug", "name")
-        names = {pk: (slug, name) for pk, slug, name in rows}
+    names = _model_names({budget.model_id for budget, _start, _end in plan if budget.model_id})
     scopes, sums = [], {}
     for i, (budget, start, end) in enumerate(plan):
         scope = Q(created_at__gte=start, created_at__lt=end)
