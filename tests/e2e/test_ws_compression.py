@@ -9,6 +9,8 @@ Real processes and sockets; the client offers deflate like browsers do.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from websockets.sync.client import connect
 
@@ -48,6 +50,11 @@ def test_uvicorn_negotiates_a_small_window_and_streams_a_turn(uvicorn_platform):
         assert err["type"] == "error" and err["code"] == "invalid_json", err
         turn = flows.ws_turn(ws, QUESTION)
         flows.assert_conversation(uvicorn_platform, token, thread_id, turn)
+    # Over --ws-max-size as the README runs it: a closing handshake with 1009, as on daphne —
+    # the limit holds for the inflated message, though deflate sends it as a few kB.
+    with _deflate_socket(uvicorn_platform, thread_id, token) as ws:
+        ws.send(json.dumps({"type": "message.send", "content": "x" * 1024 * 1024}))
+        assert flows.close_code(ws) == 1009
 
 
 @pytest.mark.services
