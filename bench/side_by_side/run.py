@@ -249,10 +249,27 @@ def _fmt(v) -> str:
     return f"{int(v):,}" if isinstance(v, (int, float)) else str(v)
 
 
-def report(out: Path) -> None:
-    """One table per point: ours per mode, Open WebUI, ours/OWUI, and ours before issue 18."""
+def owui_medians(path: Path) -> dict[str, dict]:
+    """Open WebUI's median records in an ``owui_bench.py --out`` file (``owui_matrix.sh``
+    writes ``$WORK/results.jsonl``), by point ("50x1000x50"); a later record of a point
+    replaces an earlier one."""
+    medians = {}
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("kind") == "median" and rec.get("product") == "open-webui":
+            medians[f"{rec['c']}x{rec['n']}x{rec['r']:g}"] = rec["median"]
+    if not medians:
+        raise SystemExit(f"{path}: no Open WebUI median records (owui_bench.py --out)")
+    return medians
+
+
+def report(out: Path, owui_results: Path | None = None) -> None:
+    """One table per point: ours per mode, Open WebUI, ours/OWUI, and ours before issue 18.
+    Open WebUI's figures are the stored baseline's, or ``owui_results``'s (an Open WebUI run
+    on the same box: boxes of one kind differ by 2× in CPU per token between days)."""
     baseline = json.loads(BASELINE.read_text())["products"]
-    owui = baseline["open-webui"]
+    owui = owui_medians(owui_results) if owui_results else baseline["open-webui"]
+    print(f"\nOpen WebUI: {owui_results or f'the stored baseline ({BASELINE.name}, another box)'}")
     ours: dict[str, dict[str, dict]] = {}
     for line in out.read_text().splitlines():
         rec = json.loads(line)
@@ -297,9 +314,15 @@ def main() -> None:
     parser.add_argument("--idle-probe", type=float, default=2.0)
     parser.add_argument("--out", default="", help="JSONL of every run and median (default: a temp file)")
     parser.add_argument("--report-only", default="", help="print the tables of an existing --out file")
+    parser.add_argument("--owui", default="", metavar="FILE",
+                        help="compare with this Open WebUI run (owui_bench.py --out, e.g. owui_matrix.sh's "
+                             "results.jsonl) instead of the stored baseline")
     args = parser.parse_args()
+    owui = Path(args.owui) if args.owui else None
+    if owui:
+        owui_medians(owui)  # a wrong file fails now, not after the runs
     if args.report_only:
-        report(Path(args.report_only))
+        report(Path(args.report_only), owui)
         return
     tmp = Path(tempfile.mkdtemp(prefix="chatplatform-bench-"))
     out = Path(args.out) if args.out else tmp / "results.jsonl"
@@ -311,7 +334,7 @@ def main() -> None:
     finally:
         upstream.terminate()
         upstream.wait(10)
-    report(out)
+    report(out, owui)
     print(f"\nraw results: {out}")
 
 
