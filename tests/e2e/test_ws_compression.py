@@ -60,7 +60,8 @@ def test_uvicorn_negotiates_a_small_window_and_streams_a_turn(uvicorn_platform):
 @pytest.mark.services
 def test_production_layout_streams_compressed_over_uvicorn():
     """The README's production layout: uvicorn, a Celery worker, PostgreSQL and Redis; the turn's
-    events cross from the worker through Redis to a compressed socket, all of them in order."""
+    events cross from the worker through Redis to a compressed socket, all of them in order, and
+    access is refused with the contract's close codes."""
     require_services(services_unreachable_reason())
     with Platform("services", asgi_server="uvicorn") as platform:
         token = flows.login_token(platform, "alice")
@@ -69,6 +70,11 @@ def test_production_layout_streams_compressed_over_uvicorn():
             assert _negotiated(ws) is not None
             turn = flows.ws_turn(ws, QUESTION)
             flows.assert_conversation(platform, token, thread_id, turn)
+        # The contract's close codes come through this server as through daphne.
+        with _deflate_socket(platform, thread_id, flows.login_token(platform, "dave")) as ws:
+            assert flows.close_code(ws) == 4404  # another user's thread
+        with _deflate_socket(platform, thread_id, "not-a-real-token") as ws:
+            assert flows.close_code(ws) == 4403
 
 
 def test_daphne_does_not_negotiate_compression(embedded_platform):
