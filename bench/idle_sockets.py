@@ -5,8 +5,9 @@ streams — the last row of issue 18's table (chatplatform 21 KiB embedded, 22 K
 For each mode it starts the platform as the e2e tests do (``tests/e2e/harness.py``: embedded =
 one web process on SQLite with the in-process channel layer; production = a web process on
 PostgreSQL with the Redis Pub/Sub layer, and a Celery worker), creates ``--sockets`` threads
-over REST as the demo user, and opens one websocket per thread through the public contract
-(``ws/threads/<id>/``, ``Authorization: Token``, permessage-deflate offered as browsers do).
+over REST as the demo user (``tests/e2e/flows.py``), and opens one websocket per thread
+through the public contract (``ws/threads/<id>/``, ``Authorization: Token``,
+permessage-deflate offered as browsers do).
 A socket counts as open once the server accepted it: ``ThreadConsumer.connect`` accepts after
 its access check and its group subscriptions, so everything it keeps per socket is in place.
 
@@ -27,11 +28,10 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.e2e import flows  # noqa: E402
 from tests.e2e.harness import Platform  # noqa: E402
 
 
@@ -41,24 +41,6 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise RuntimeError(f"no VmRSS for pid {pid}")
-
-
-def make_threads(platform: Platform, n: int) -> tuple[str, list[str]]:
-    """Log in as the demo user and create ``n`` threads; returns (API token, thread ids)."""
-    with httpx.Client(base_url=platform.base_url, timeout=30, trust_env=False) as http:
-        token = http.post("/api/v1/auth/token/", json={"username": "alice", "password": platform.password})
-        token.raise_for_status()
-        headers = {"Authorization": f"Token {token.json()['token']}"}
-        workspaces = http.get("/api/v1/workspaces/", headers=headers).json()
-        items = workspaces.get("results", workspaces) if isinstance(workspaces, dict) else workspaces
-        ws = items[0].get("workspace", items[0])
-        workspace = ws["id"] if isinstance(ws, dict) else ws
-        ids = []
-        for i in range(n):
-            r = http.post("/api/v1/threads/", headers=headers, json={"workspace": workspace, "title": f"idle {i}"})
-            r.raise_for_status()
-            ids.append(r.json()["id"])
-        return token.json()["token"], ids
 
 
 async def open_sockets(platform: Platform, token: str, thread_ids: list[str]) -> list:
@@ -77,7 +59,8 @@ async def open_sockets(platform: Platform, token: str, thread_ids: list[str]) ->
 
 async def measure(platform: Platform, args) -> None:
     pid = platform.procs["daphne"].pid  # the web process, whichever server runs it
-    token, ids = await asyncio.to_thread(make_threads, platform, args.warmup + args.sockets)
+    token = flows.login_token(platform, "alice")
+    ids = [flows.create_thread(platform, token) for _ in range(args.warmup + args.sockets)]
     warm = await open_sockets(platform, token, ids[: args.warmup])
     await asyncio.gather(*(ws.close() for ws in warm))
     await asyncio.sleep(args.settle)
