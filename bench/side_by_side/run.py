@@ -254,22 +254,27 @@ def owui_medians(path: Path) -> dict[str, dict]:
     writes ``$WORK/results.jsonl``), by point ("50x1000x50"); a later record of a point
     replaces an earlier one."""
     medians = {}
-    for line in path.read_text().splitlines():
-        rec = json.loads(line)
-        if rec.get("kind") == "median" and rec.get("product") == "open-webui":
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SystemExit(f"{path}:{number}: not a JSONL results file ({exc})") from None
+        if isinstance(rec, dict) and rec.get("kind") == "median" and rec.get("product") == "open-webui":
             medians[f"{rec['c']}x{rec['n']}x{rec['r']:g}"] = rec["median"]
     if not medians:
         raise SystemExit(f"{path}: no Open WebUI median records (owui_bench.py --out)")
     return medians
 
 
-def report(out: Path, owui_results: Path | None = None) -> None:
+def report(out: Path, owui_results: tuple[Path, dict[str, dict]] | None = None) -> None:
     """One table per point: ours per mode, Open WebUI, ours/OWUI, and ours before issue 18.
-    Open WebUI's figures are the stored baseline's, or ``owui_results``'s (an Open WebUI run
-    on the same box: boxes of one kind differ by 2× in CPU per token between days)."""
+    Open WebUI's figures are the stored baseline's, or ``owui_results`` (its file and
+    :func:`owui_medians`: an Open WebUI run on the same box — boxes of one kind differ by 2× in
+    CPU per token between days)."""
     baseline = json.loads(BASELINE.read_text())["products"]
-    owui = owui_medians(owui_results) if owui_results else baseline["open-webui"]
-    print(f"\nOpen WebUI: {owui_results or f'the stored baseline ({BASELINE.name}, another box)'}")
+    owui = owui_results[1] if owui_results else baseline["open-webui"]
+    source = owui_results[0] if owui_results else f"the stored baseline ({BASELINE.name}, another box)"
+    print(f"\nOpen WebUI: {source}")
     ours: dict[str, dict[str, dict]] = {}
     for line in out.read_text().splitlines():
         rec = json.loads(line)
@@ -318,9 +323,8 @@ def main() -> None:
                         help="compare with this Open WebUI run (owui_bench.py --out, e.g. owui_matrix.sh's "
                              "results.jsonl) instead of the stored baseline")
     args = parser.parse_args()
-    owui = Path(args.owui) if args.owui else None
-    if owui:
-        owui_medians(owui)  # a wrong file fails now, not after the runs
+    # read first: a wrong file fails now, not after the runs
+    owui = (Path(args.owui), owui_medians(Path(args.owui))) if args.owui else None
     if args.report_only:
         report(Path(args.report_only), owui)
         return
