@@ -5,11 +5,11 @@ from __future__ import annotations
 from itertools import pairwise
 
 from django.db import transaction
-from django.db.models import Case, F, Max, Value, When
+from django.db.models import Max
 from django.utils import timezone
 
 from agents.ui_context import ui_context_accept
-from chatplatform.db import retry_transient
+from chatplatform.db import retry_transient, update_rows
 
 from .models import Message, Thread, UserPreferences, Workspace
 
@@ -46,21 +46,19 @@ def message_create(*, thread_id, role: str, content: str = "", run=None, parent_
 
 
 def messages_save_streamed(*, texts: dict, using: str = "default") -> int:
-    """Save the text streamed so far into streaming messages, all in one UPDATE.
+    """Save the text streamed so far into streaming messages: one ``UPDATE`` run for every
+    message in one ``executemany`` (``chatplatform.db.update_rows``).
 
     ``texts`` is ``{message_id: {"content": str, "reasoning": str?}}`` (each message's fields;
-    messages may name different ones). Only messages still ``streaming`` are written: a
-    message's own closing save, committed first, is never overwritten with an older partial
-    text. Returns the number of rows written. Raises what the database raises (the caller,
-    the lease heartbeat, retries at its next beat)."""
-    if not texts:
-        return 0
-    fields = sorted({name for values in texts.values() for name in values})
-    updates = {name: Case(*[When(pk=pk, then=Value(values[name])) for pk, values in texts.items() if name in values],
-                          default=F(name), output_field=Message._meta.get_field(name))
-               for name in fields}
-    return Message.objects.using(using).filter(pk__in=list(texts), status=Message.Status.STREAMING).update(
-        **updates, updated_at=timezone.now())
+    messages may name different ones: a field a message does not name keeps its value). Only
+    messages still ``streaming`` are written: a message's own closing save, committed first,
+    is never overwritten with an older partial text. Returns the number of rows written.
+    Raises what the database raises (the caller, the lease heartbeat, retries at its next beat)."""
+    names = sorted({name for values in texts.values() for name in values})
+    now = timezone.now()
+    rows = [(*(values.get(name) for name in names), now, pk, Message.Status.STREAMING) for pk, values in texts.items()]
+    return update_rows(Message, set_fields=[*names, "updated_at"], where_fields=["id", "status"], rows=rows,
+                       set_sql={name: "COALESCE(%s, {col})" for name in names}, using=using)
 
 
 def thread_create(

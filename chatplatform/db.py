@@ -85,3 +85,43 @@ def savepoint_if_nested(using: str = DEFAULT_DB_ALIAS):
     if connections[using].in_atomic_block:
         return transaction.atomic(using=using)
     return contextlib.nullcontext()
+
+
+def update_rows(model, *, set_fields: list[str], where_fields: list[str], rows: list[tuple],
+                set_sql: dict[str, str] | None = None, using: str = DEFAULT_DB_ALIAS) -> int:
+    """``UPDATE <model's table> SET f = %s, … WHERE w = %s AND …`` once per row of ``rows``, in one
+    ``executemany`` (psycopg 3 sends the rows in one pipeline; SQLite runs them in C). Each row
+    is the values of ``set_fields`` then of ``where_fields``, in that order, as Python values;
+    each is converted by its model field (``get_db_prep_value``: UUIDs, aware datetimes).
+    ``set_sql`` may give a field's SET expression instead of ``%s``, written with ``{col}``
+    for the column and ``%s`` placeholders taking the row's value for that field (repeated
+    as many times as the expression has placeholders). Returns the rows updated, summed.
+
+    For the lease heartbeat's per-beat writes to many rows (measured at 50 runs: the ORM's
+    ``Case(When(…))`` form of the same two updates took 9.5 ms of Python per beat, holding
+    the GIL while the process's streams wait; these statements take a fraction of that).
+    Raises what the database raises."""
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    fields = {name: model._meta.get_field(name) for name in (*set_fields, *where_fields)}
+    set_sql = set_sql or {}
+    assignments, repeats = [], []
+    for name in set_fields:
+        column = quote(fields[name].column)
+        expression = set_sql.get(name, "%s").format(col=column)
+        assignments.append(f"{column} = {expression}")
+        repeats.append(expression.count("%s"))
+    conditions = " AND ".join(f"{quote(fields[name].column)} = %s" for name in where_fields)
+    sql = f"UPDATE {quote(model._meta.db_table)} SET {', '.join(assignments)} WHERE {conditions}"
+    names = (*set_fields, *where_fields)
+    counts = (*repeats, *(1 for _ in where_fields))
+    params = [
+        [prepared for name, value, count in zip(names, row, counts, strict=True)
+         for prepared in [fields[name].get_db_prep_value(value, connection, prepared=False)] * count]
+        for row in rows
+    ]
+    if not params:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
+        return cursor.rowcount

@@ -55,12 +55,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Case, F, Q, When
+from django.db.models import F, Q
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from agents.models import Run, ToolCall
-from chatplatform.db import retry_transient
+from chatplatform.db import retry_transient, update_rows
 
 S = Run.Status
 T = ToolCall.Status
@@ -104,24 +104,20 @@ def run_lease_renew(*, run_id, owner: str, seq: int | None = None, using: str = 
 
 
 def run_leases_renew(*, leases: list[tuple], using: str = "default") -> set[str]:
-    """:func:`run_lease_renew` for many runs in one UPDATE: ``leases`` is ``[(run_id, owner,
-    seq or None), …]``. Returns the ids (str) renewed; the others are no longer running under
-    that owner. One statement per heartbeat instead of one per run: with 50 runs under load a
-    serial pass outlasted the fence and healthy runs were stopped."""
+    """:func:`run_lease_renew` for many runs in one ``executemany`` (``chatplatform.db.update_rows``):
+    ``leases`` is ``[(run_id, owner, seq or None), …]``. Returns the ids (str) renewed; the
+    others are no longer running under that owner. One round trip per heartbeat instead of one
+    per run: with 50 runs under load a serial pass outlasted the fence and healthy runs were
+    stopped. ``last_event_seq`` only grows (a seq of None leaves it as it is)."""
     if not leases:
         return set()
     deadline = _lease_deadline()
-    match = Q()
-    for run_id, owner, _seq in leases:
-        match |= Q(pk=run_id, lease_owner=owner)
-    fields = {"lease_expires_at": deadline}
-    seqs = [When(pk=run_id, then=Greatest(F("last_event_seq"), seq)) for run_id, _owner, seq in leases
-            if seq is not None]
-    if seqs:
-        fields["last_event_seq"] = Case(*seqs, default=F("last_event_seq"))
     owners = {str(run_id): owner for run_id, owner, _seq in leases}
     with transaction.atomic(using=using, savepoint=False):  # the heartbeat's transaction, when in one
-        updated = Run.objects.using(using).filter(match, status=S.RUNNING).update(**fields)
+        updated = update_rows(
+            Run, set_fields=["lease_expires_at", "last_event_seq"], where_fields=["id", "lease_owner", "status"],
+            set_sql={"last_event_seq": "CASE WHEN %s > {col} THEN %s ELSE {col} END"},
+            rows=[(deadline, seq, run_id, owner, S.RUNNING) for run_id, owner, seq in leases], using=using)
         if updated == len(leases):
             return set(owners)
         rows = Run.objects.using(using).filter(pk__in=list(owners), status=S.RUNNING,
