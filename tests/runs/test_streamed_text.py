@@ -2,7 +2,8 @@
 ``RunLease.persist_stream``; chat.services.messages_save_streamed): one UPDATE for all the
 process's streaming messages per beat, only text that changed, never over a message already
 closed, never for a run another worker owns, and a text the database refuses costs no run its
-renewal. Marked ``db_backends``: SQLite here, PostgreSQL in the services pass."""
+renewal; the renewal (agents.runs.lifecycle.run_leases_renew) saves each run's seq without ever
+lowering it. Both are ``executemany`` batches (chatplatform.db.update_rows). Marked ``db_backends``: SQLite here, PostgreSQL in the services pass."""
 
 from __future__ import annotations
 
@@ -127,3 +128,33 @@ def test_messages_save_streamed_writes_only_streaming_messages(claimed):
     assert Message.objects.get(pk=streaming.pk).content == "new"
     assert Message.objects.get(pk=closed.pk).content == "kept"
     assert messages_save_streamed(texts={}) == 0
+
+
+def test_renewals_save_each_runs_seq_and_never_lower_it(claimed):
+    (lease_a, _), (lease_b, _) = claimed
+    Run.objects.filter(pk=lease_b.run_id).update(last_event_seq=9)
+    seqs = {"a": 7, "b": 4}
+    lease_a.seq_source = lambda: seqs["a"]
+    lease_b.seq_source = lambda: seqs["b"]
+    before = Run.objects.get(pk=lease_a.run_id).lease_expires_at
+    renewed = lifecycle.run_leases_renew(
+        leases=[(lease.run_id, lease.owner, lease.seq_source()) for lease in (lease_a, lease_b)], using=_alias())
+    assert renewed == {str(lease_a.run_id), str(lease_b.run_id)}
+    assert Run.objects.get(pk=lease_a.run_id).lease_expires_at > before
+    assert Run.objects.get(pk=lease_a.run_id).last_event_seq == 7
+    assert Run.objects.get(pk=lease_b.run_id).last_event_seq == 9  # 4 is behind what the row holds
+
+    seqs["a"] = 3  # a seq behind the saved one, and a renewal without a seq: both keep 7
+    assert lifecycle.run_leases_renew(leases=[(lease_a.run_id, lease_a.owner, 3)], using=_alias())
+    assert lifecycle.run_leases_renew(leases=[(lease_a.run_id, lease_a.owner, None)], using=_alias())
+    assert Run.objects.get(pk=lease_a.run_id).last_event_seq == 7
+
+
+def test_a_renewal_skips_a_run_under_another_owner_and_renews_the_rest(claimed):
+    (lease_a, _), (lease_b, _) = claimed
+    Run.objects.filter(pk=lease_a.run_id).update(lease_owner="usurper:1:1", last_event_seq=2)
+    renewed = lifecycle.run_leases_renew(
+        leases=[(lease_a.run_id, lease_a.owner, 5), (lease_b.run_id, lease_b.owner, 5)], using=_alias())
+    assert renewed == {str(lease_b.run_id)}
+    assert Run.objects.get(pk=lease_a.run_id).last_event_seq == 2  # the usurper's run is not touched
+    assert Run.objects.get(pk=lease_b.run_id).last_event_seq == 5
