@@ -3,7 +3,8 @@
 process's streaming messages per beat, only text that changed, never over a message already
 closed, never for a run another worker owns, and a text the database refuses costs no run its
 renewal; the renewal (agents.runs.lifecycle.run_leases_renew) saves each run's seq without ever
-lowering it. Both are ``executemany`` batches (chatplatform.db.update_rows). Marked ``db_backends``: SQLite here, PostgreSQL in the services pass."""
+lowering it. Both are ``executemany`` batches (chatplatform.db.update_rows). Marked
+``db_backends``: SQLite here, PostgreSQL in the services pass."""
 
 from __future__ import annotations
 
@@ -133,18 +134,15 @@ def test_messages_save_streamed_writes_only_streaming_messages(claimed):
 def test_renewals_save_each_runs_seq_and_never_lower_it(claimed):
     (lease_a, _), (lease_b, _) = claimed
     Run.objects.filter(pk=lease_b.run_id).update(last_event_seq=9)
-    seqs = {"a": 7, "b": 4}
-    lease_a.seq_source = lambda: seqs["a"]
-    lease_b.seq_source = lambda: seqs["b"]
     before = Run.objects.get(pk=lease_a.run_id).lease_expires_at
     renewed = lifecycle.run_leases_renew(
-        leases=[(lease.run_id, lease.owner, lease.seq_source()) for lease in (lease_a, lease_b)], using=_alias())
+        leases=[(lease_a.run_id, lease_a.owner, 7), (lease_b.run_id, lease_b.owner, 4)], using=_alias())
     assert renewed == {str(lease_a.run_id), str(lease_b.run_id)}
     assert Run.objects.get(pk=lease_a.run_id).lease_expires_at > before
     assert Run.objects.get(pk=lease_a.run_id).last_event_seq == 7
     assert Run.objects.get(pk=lease_b.run_id).last_event_seq == 9  # 4 is behind what the row holds
 
-    seqs["a"] = 3  # a seq behind the saved one, and a renewal without a seq: both keep 7
+    # A seq behind the saved one, and a renewal without a seq: both keep 7.
     assert lifecycle.run_leases_renew(leases=[(lease_a.run_id, lease_a.owner, 3)], using=_alias())
     assert lifecycle.run_leases_renew(leases=[(lease_a.run_id, lease_a.owner, None)], using=_alias())
     assert Run.objects.get(pk=lease_a.run_id).last_event_seq == 7
