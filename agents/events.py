@@ -92,22 +92,41 @@ def coalesce_window_s() -> float:
     bench/side_by_side: at 50 chats × 50 tok/s one process cannot publish one event per
     token, and fewer, larger deltas keep every stream moving instead of all falling behind;
     at 10 chats two tokens per event instead of one cut production's CPU per token by a third."""
-    global _window_settings
-    if _window_settings is None:  # read once: this runs for every delta (settings are a lazy object)
-        _window_settings = (settings.EVENTS_COALESCE_WINDOW_S, max(1, settings.EVENTS_COALESCE_STREAMS_PER_STEP),
-                            settings.EVENTS_COALESCE_MAX_WINDOW_S)
-    base, per_step, most = _window_settings
+    base, per_step, most, _gather = _event_settings()
     return min(max(base, base * len(_streaming) / per_step), max(base, most))
 
 
-_window_settings: tuple[float, int, float] | None = None
+def publish_gather_s() -> float:
+    """How long (seconds) the production publisher (:class:`ThreadPublisher`) lets a ready
+    event wait for other runs' events, so that one Redis round trip carries several: none
+    while at most ``EVENTS_COALESCE_STREAMS_PER_STEP`` (16) runs stream in this process —
+    where the coalescing window is still at its base — and ``EVENTS_PUBLISH_GATHER_S``
+    (10 ms) beyond, where the process is loaded and CPU is what runs short. Measured at
+    10 chats × 50 tokens/s on one web process and one worker (bench/side_by_side, 2 cores):
+    gathering there cost 10 ms of p99 (33 against 23 ms; embedded mode 22 ms) for about a
+    fifth less CPU per token (0.43–0.46 against 0.55–0.56 CPU s per 1000 tokens)."""
+    _base, per_step, _most, gather = _event_settings()
+    return gather if len(_streaming) > per_step else 0.0
+
+
+def _event_settings() -> tuple[float, int, float, float]:
+    """(window, streams per step, largest window, gather), read once: this runs for every
+    delta (settings are a lazy object); a test's settings change resets it."""
+    global _cached_settings
+    if _cached_settings is None:
+        _cached_settings = (settings.EVENTS_COALESCE_WINDOW_S, max(1, settings.EVENTS_COALESCE_STREAMS_PER_STEP),
+                            settings.EVENTS_COALESCE_MAX_WINDOW_S, settings.EVENTS_PUBLISH_GATHER_S)
+    return _cached_settings
+
+
+_cached_settings: tuple[float, int, float, float] | None = None
 
 
 @receiver(setting_changed)
-def _window_settings_changed(*, setting: str, **kwargs: Any) -> None:
-    global _window_settings
-    if setting.startswith("EVENTS_COALESCE_"):
-        _window_settings = None
+def _event_settings_changed(*, setting: str, **kwargs: Any) -> None:
+    global _cached_settings
+    if setting.startswith(("EVENTS_COALESCE_", "EVENTS_PUBLISH_")):
+        _cached_settings = None
 
 
 class _Outage:
@@ -288,10 +307,6 @@ class ThreadPublisher:
     counts as logged: that try reached the log before the connection broke."""
 
     BATCH = 256
-    # Woken for every event, the thread made a round trip per event: 10 streams × 50 deltas/s
-    # for 8 s gave 2,010 events in 1,956 batches at 123 ms/s of CPU; gathering for up to 10 ms,
-    # 401 batches at 82 ms/s (bench/side_by_side/results-2026-12-02-sweep.md).
-    GATHER_S = 0.01
 
     def __init__(self, log) -> None:
         self.log = log
@@ -322,15 +337,14 @@ class ThreadPublisher:
                 self._cond.notify()
 
     def wake(self, emitter: RunEmitter) -> None:
-        """``emitter`` has queued events (a blocked emitter waits for its retry timer). While
-        other runs stream in this process they wait up to ``GATHER_S`` for company, so one
-        round trip carries several runs' events; the thread is woken only if it would not
-        wake by then anyway."""
+        """``emitter`` has queued events (a blocked emitter waits for its retry timer). Under
+        load they wait up to :func:`publish_gather_s` for company, so one round trip carries
+        several runs' events; the thread is woken only if it would not wake by then anyway."""
         with self._cond:
             now = time.monotonic()
             if emitter._blocked_until <= now:
                 if not self._ready:
-                    self._ready_at = now + (self.GATHER_S if len(_streaming) > 1 else 0.0)
+                    self._ready_at = now + publish_gather_s()
                 self._ready[emitter] = None
                 if self._sweep.wakes_after(self._ready_at):
                     self._ensure_thread()

@@ -309,6 +309,9 @@ EVENTS_LOG_RETRY_S = env.float("EVENTS_LOG_RETRY_S", default=30.0)
 # the process, up to EVENTS_COALESCE_MAX_WINDOW_S (agents.events.coalesce_window_s).
 EVENTS_COALESCE_STREAMS_PER_STEP = env.int("EVENTS_COALESCE_STREAMS_PER_STEP", default=16)
 EVENTS_COALESCE_MAX_WINDOW_S = env.float("EVENTS_COALESCE_MAX_WINDOW_S", default=0.1)
+# Production: above EVENTS_COALESCE_STREAMS_PER_STEP streams in a worker, an event waits up to
+# this long for other runs' events to share its Redis round trip (agents.events.publish_gather_s).
+EVENTS_PUBLISH_GATHER_S = env.float("EVENTS_PUBLISH_GATHER_S", default=0.01)
 # How often a streaming assistant message's partial text is written to the database.
 STREAM_PERSIST_INTERVAL_S = env.float("STREAM_PERSIST_INTERVAL_S", default=1.0)
 PROVIDER_MAX_RETRIES = env.int("PROVIDER_MAX_RETRIES", default=2)

@@ -14,7 +14,13 @@ import redis
 from channels.layers import get_channel_layer
 
 from agents.event_log import Appended, event_log
-from agents.events import RunEmitter, ThreadPublisher, run_coroutine, thread_publisher
+from agents.events import (
+    RunEmitter,
+    ThreadPublisher,
+    publish_gather_s,
+    run_coroutine,
+    thread_publisher,
+)
 from tests.conftest import EventSink
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]
@@ -180,9 +186,11 @@ def test_an_event_that_cannot_be_serialised_is_dropped_alone(settings):
     assert emitter.settled_seq == 3
 
 
-def test_events_of_runs_streaming_together_share_round_trips(monkeypatch):
-    # While several runs stream in the process, an event waits up to GATHER_S for the others'
-    # (one pipelined round trip for several runs); a run streaming alone is sent at once.
+def test_under_load_events_of_runs_streaming_together_share_round_trips(monkeypatch, settings):
+    # Beyond EVENTS_COALESCE_STREAMS_PER_STEP streams in the process, an event waits up to
+    # publish_gather_s() for the others' (one pipelined round trip for several runs); a run
+    # streaming alone is sent at once.
+    settings.EVENTS_COALESCE_STREAMS_PER_STEP = 4  # five streams: under load
     log = thread_publisher(get_channel_layer()).log
     batches: list[int] = []
     real = log.append_and_publish_many
@@ -193,6 +201,7 @@ def test_events_of_runs_streaming_together_share_round_trips(monkeypatch):
 
     monkeypatch.setattr(log, "append_and_publish_many", counting)
     emitters = [RunEmitter(run_id=uuid.uuid4(), thread_id="t-gather", window_s=0) for _ in range(5)]
+    assert publish_gather_s() == settings.EVENTS_PUBLISH_GATHER_S > 0
     barrier = threading.Barrier(len(emitters))
 
     def stream(n, emitter):
@@ -217,3 +226,27 @@ def test_events_of_runs_streaming_together_share_round_trips(monkeypatch):
     alone.text("solo ")
     alone.close(timeout=10)
     assert batches == [1]
+
+
+def test_under_light_load_a_ready_event_does_not_wait_for_company(settings):
+    # At most EVENTS_COALESCE_STREAMS_PER_STEP streams: the publisher is due at once for a
+    # queued event (no gathering), so production streams as soon as embedded mode does.
+    settings.EVENTS_COALESCE_STREAMS_PER_STEP = 4
+    settings.EVENTS_PUBLISH_GATHER_S = 0.5
+    publisher = ThreadPublisher(event_log())
+    publisher._ensure_thread = lambda: None  # never started: its schedule is what is looked at
+    emitters = [RunEmitter(run_id=uuid.uuid4(), thread_id="t-light", window_s=60) for _ in range(4)]
+    assert publish_gather_s() == 0.0
+    emitters[0]._outbox.append({"type": "text.delta", "seq": 1})
+    before = time.monotonic()
+    publisher.wake(emitters[0])
+    assert publisher._ready_at <= time.monotonic()  # due now, not gathering
+
+    emitters.append(RunEmitter(run_id=uuid.uuid4(), thread_id="t-light", window_s=60))  # five: under load
+    assert publish_gather_s() == 0.5
+    publisher._ready.clear()
+    publisher.wake(emitters[1])
+    assert publisher._ready_at >= before + 0.5  # gathers for company
+    for emitter in emitters:
+        emitter._outbox.clear()
+        emitter.close(timeout=1)
