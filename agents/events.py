@@ -104,7 +104,9 @@ def publish_gather_s() -> float:
     (10 ms) beyond, where the process is loaded and CPU is what runs short. Measured at
     10 chats × 50 tokens/s on one web process and one worker (bench/side_by_side, 2 cores):
     gathering there cost 10 ms of p99 (33 against 23 ms; embedded mode 22 ms) for about a
-    fifth less CPU per token (0.43–0.46 against 0.55–0.56 CPU s per 1000 tokens)."""
+    fifth less CPU per token (0.43–0.46 against 0.55–0.56 CPU s per 1000 tokens), most of it
+    in the web process, which wakes for every message instead of every batch
+    (bench/side_by_side/results-2026-12-04-gather-under-load.md)."""
     _base, per_step, _most, gather = _event_settings()
     return gather if len(_streaming) > per_step else 0.0
 
