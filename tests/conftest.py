@@ -52,6 +52,28 @@ def loopback_only():
     socket.socket.connect = _real_connect
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test databases, and before they are dropped, PostgreSQL sessions that
+    other threads of this process still hold on them ended (``pg_terminate_backend``).
+    Django closes its connection pool first, but a pool cannot close a connection a thread has
+    not handed back — a background thread (a tool call's, the lease heartbeat's) still
+    connected when the session ends — and PostgreSQL refuses ``DROP DATABASE`` while any is
+    open ("being accessed by other users"), leaving the database behind."""
+    yield
+    from django.db import connections
+
+    with django_db_blocker.unblock():
+        for alias in connections:
+            connection = connections[alias]
+            if connection.vendor != "postgresql":
+                continue
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                               "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            connection.close()
+
+
 _undrained: list[tuple[str, int]] = []
 
 
