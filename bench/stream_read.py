@@ -24,11 +24,18 @@ Readers, from the floor up:
   ``json.loads`` per chunk: the path Open WebUI reads its upstream with.
 
 Prints, per reader, CPU µs per token of this process (median of ``--repeat`` rounds after a
-warm-up round). Usage: ``.venv/bin/python bench/stream_read.py [--streams 50] [--tokens 300]
-[--rate 50] [--repeat 3] [--readers socket,httpx,...]`` (about 3 minutes with the defaults; no
-database or Redis). Measured 2026-12-04 on a 2-core box, 50 streams × 50 tokens/s, µs per token:
-socket 23, httpx 82, sdk 117, adapter 118, async-sdk 100, async-sdk-aiohttp 54, aiohttp 38. One
-stream alone costs two to four times as much per token (its every token wakes the process).
+warm-up round; each reader's clients are made before the rounds, as a process keeps them) and
+``items``, what the reader counted in the last round over all streams — socket reads, byte
+chunks, SSE chunks or adapter events, so about streams × tokens, a few more per stream for
+the role and finish chunks; far fewer means streams broke off.
+
+Usage: ``.venv/bin/python bench/stream_read.py [--streams 50] [--tokens 300] [--rate 50]
+[--repeat 3] [--readers socket,httpx,...]`` after ``make install-dev`` (the fake upstream and the
+aiohttp readers need the dev extra); about 3 minutes with the defaults, no database or Redis.
+Measured 2026-12-04 on a 2-core box, 50 streams × 50 tokens/s, µs per token: socket 23, httpx
+82, sdk 117, adapter 118, async-sdk 100, async-sdk-aiohttp 54, aiohttp 38 (another run of the
+same box: 0–20 % less, same order). A stream alone costs more per token, since each of its
+tokens wakes the process: the threads' readers 2–3 times as much, the loop's 4–7 times.
 """
 
 from __future__ import annotations
@@ -59,9 +66,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_listening(port: int, timeout: float = 20.0) -> None:
+def wait_listening(port: int, upstream: subprocess.Popen, errors: Path, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if upstream.poll() is not None:
+            raise SystemExit(f"the fake upstream exited ({upstream.returncode}):\n{errors.read_text()[-2000:]}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
             return
@@ -74,7 +83,7 @@ class Readers:
     """``streams`` concurrent streams of ``tokens`` tokens at ``rate`` tokens/s per call: the
     synchronous readers on one thread each (as turn threads read), the asynchronous ones as
     tasks of one event loop (as the web server's loop would). Each returns the number of
-    items read (a check that every stream arrived whole)."""
+    items it read over all streams."""
 
     def __init__(self, base_url: str, tokens: int, rate: float, streams: int) -> None:
         import logging
@@ -98,6 +107,18 @@ class Readers:
             self.loop = uvloop.new_event_loop()
         except ImportError:
             self.loop = asyncio.new_event_loop()
+        self._clients: dict[str, object] = {}  # the async readers' clients, made once
+
+    def _client(self, name: str, make):
+        """The async client ``name``, made on the loop on first use (``make()`` is a coroutine)."""
+        if name not in self._clients:
+            self._clients[name] = self.loop.run_until_complete(make())
+        return self._clients[name]
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            self.loop.run_until_complete(client.close())
+        self.loop.close()
 
     def _threads(self, read_one) -> int:
         with concurrent.futures.ThreadPoolExecutor(self.streams) as pool:
@@ -146,10 +167,14 @@ class Readers:
     def adapter(self) -> int:
         return self._threads(lambda: sum(1 for _event in self.wire.stream(self.request)))
 
-    def async_sdk(self, http_client=None) -> int:
+    def async_sdk(self, transport: str = "httpx") -> int:
         import openai
 
-        client = openai.AsyncOpenAI(base_url=self.base_url, api_key="sk-bench", http_client=http_client)
+        async def make():
+            http_client = openai.DefaultAioHttpClient() if transport == "aiohttp" else None
+            return openai.AsyncOpenAI(base_url=self.base_url, api_key="sk-bench", http_client=http_client)
+
+        client = self._client(f"async-sdk-{transport}", make)
 
         async def read_one() -> int:
             stream = await client.post("/chat/completions", body=self.body, cast_to=object, stream=True,
@@ -159,18 +184,10 @@ class Readers:
                 items += 1
             return items
 
-        try:
-            return self._tasks(read_one)
-        finally:
-            self.loop.run_until_complete(client.close())
+        return self._tasks(read_one)
 
     def async_sdk_aiohttp(self) -> int:
-        import openai
-
-        async def make():
-            return openai.DefaultAioHttpClient()
-
-        return self.async_sdk(self.loop.run_until_complete(make()))
+        return self.async_sdk("aiohttp")
 
     def aiohttp(self) -> int:
         import aiohttp
@@ -185,14 +202,11 @@ class Readers:
                         items += 1
             return items
 
-        async def new_session():
+        async def make():
             return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
 
-        session = self.loop.run_until_complete(new_session())
-        try:
-            return self._tasks(read_one)
-        finally:
-            self.loop.run_until_complete(session.close())
+        session = self._client("aiohttp", make)
+        return self._tasks(read_one)
 
 
 def main() -> None:
@@ -203,13 +217,24 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--readers", default=",".join(READERS))
     args = parser.parse_args()
+    unknown = sorted(set(args.readers.split(",")) - set(READERS))
+    if unknown:
+        parser.error(f"unknown reader(s) {', '.join(map(repr, unknown))}; known: {', '.join(READERS)}")
+    try:
+        import aiohttp  # noqa: F401 - the fake upstream and the aiohttp readers
+        import httpx_aiohttp  # noqa: F401 - openai.DefaultAioHttpClient
+    except ImportError as exc:
+        parser.error(f"{exc}: install the dev extra first (make install-dev)")
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
-        upstream = subprocess.Popen(
-            [sys.executable, str(REPO / "bench/side_by_side/upstream.py"), "--port", str(port),
-             "--log", str(Path(tmp) / "upstream.jsonl")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        errors = Path(tmp) / "upstream.err"
+        with errors.open("w") as err:
+            upstream = subprocess.Popen(
+                [sys.executable, str(REPO / "bench/side_by_side/upstream.py"), "--port", str(port),
+                 "--log", str(Path(tmp) / "upstream.jsonl")], stdout=subprocess.DEVNULL, stderr=err)
+        readers = None
         try:
-            wait_listening(port)
+            wait_listening(port, upstream, errors)
             readers = Readers(f"http://127.0.0.1:{port}/v1", args.tokens, args.rate, args.streams)
             print(f"{args.streams} × {args.tokens} tokens at {args.rate:g} tokens/s per stream, median of {args.repeat}; "
                   f"load average {os.getloadavg()[0]:.2f}")
@@ -224,6 +249,8 @@ def main() -> None:
                     samples.append((time.process_time() - started) / (args.tokens * args.streams) * 1e6)
                 print(f"{name:<18} {statistics.median(samples):>13.1f} {items:>6}")
         finally:
+            if readers is not None:
+                readers.close()
             upstream.terminate()
             upstream.wait(10)
 
