@@ -47,36 +47,18 @@ import json
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench" / "side_by_side"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatplatform.settings.test")
 
 READERS = ("socket", "httpx", "sdk", "adapter", "async-sdk", "async-sdk-aiohttp", "aiohttp")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_listening(port: int, upstream: subprocess.Popen, errors: Path, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if upstream.poll() is not None:
-            raise SystemExit(f"the fake upstream exited ({upstream.returncode}):\n{errors.read_text()[-2000:]}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit(f"the fake upstream did not listen on {port}")
 
 
 class Readers:
@@ -132,10 +114,10 @@ class Readers:
 
     def socket(self) -> int:
         body = json.dumps(self.body).encode()
-        host, port = self.base_url.split("//")[1].split("/")[0].split(":")
+        address = urlsplit(self.base_url)
 
         def read_one() -> int:
-            conn = socket.create_connection((host, int(port)))
+            conn = socket.create_connection((address.hostname, address.port))
             conn.settimeout(120)  # as every HTTP client does: a poll before each recv
             conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
                          b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
@@ -225,17 +207,14 @@ def main() -> None:
         import httpx_aiohttp  # noqa: F401 - openai.DefaultAioHttpClient
     except ImportError as exc:
         parser.error(f"{exc}: install the dev extra first (make install-dev)")
-    port = free_port()
+    # make bench's own start-up of the fake upstream (bench/side_by_side/run.py): awaited on /health
+    from run import start_upstream
+
     with tempfile.TemporaryDirectory() as tmp:
-        errors = Path(tmp) / "upstream.err"
-        with errors.open("w") as err:
-            upstream = subprocess.Popen(
-                [sys.executable, str(REPO / "bench/side_by_side/upstream.py"), "--port", str(port),
-                 "--log", str(Path(tmp) / "upstream.jsonl")], stdout=subprocess.DEVNULL, stderr=err)
+        upstream, base_url = start_upstream(Path(tmp) / "upstream.jsonl")
         readers = None
         try:
-            wait_listening(port, upstream, errors)
-            readers = Readers(f"http://127.0.0.1:{port}/v1", args.tokens, args.rate, args.streams)
+            readers = Readers(base_url, args.tokens, args.rate, args.streams)
             print(f"{args.streams} × {args.tokens} tokens at {args.rate:g} tokens/s per stream, median of {args.repeat}; "
                   f"load average {os.getloadavg()[0]:.2f}")
             print(f"{'reader':<18} {'CPU µs/token':>13} {'items':>6}")

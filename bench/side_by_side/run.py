@@ -109,19 +109,24 @@ backend web
 
 
 def start_upstream(log: Path) -> tuple[subprocess.Popen, str]:
+    """Start ``upstream.py`` on a free port, logging to ``log`` (its stderr beside it, ``.err``);
+    returns the process and its ``/v1`` base URL once ``/health`` answers. Exits with the
+    upstream's own error if it dies or does not answer within 30 s."""
     port = free_port()
-    proc = subprocess.Popen([str(PYTHON), str(HERE / "upstream.py"), "--port", str(port), "--log", str(log)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    errors = log.with_suffix(".err")
+    with errors.open("w") as err:
+        proc = subprocess.Popen([str(PYTHON), str(HERE / "upstream.py"), "--port", str(port), "--log", str(log)],
+                                stdout=subprocess.DEVNULL, stderr=err)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
             if httpx.get(f"{url}/health", timeout=1, trust_env=False).status_code == 200:
                 return proc, f"{url}/v1"
         except httpx.HTTPError:
             time.sleep(0.2)
     proc.kill()
-    raise SystemExit("the fake upstream did not start")
+    raise SystemExit(f"the fake upstream did not start:\n{errors.read_text()[-2000:]}")
 
 
 # bench01…benchNN: members of alice's first workspace (the demo's member role).
