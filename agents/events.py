@@ -78,6 +78,58 @@ def run_coroutine(coro: Any, timeout: float | None = None) -> Any:
     return asyncio.run_coroutine_threadsafe(coro, publisher_loop()).result(timeout)
 
 
+class LoopStopped(RuntimeError):
+    """The publisher loop stopped while :func:`run_on_loop` waited for a task on it."""
+
+
+def run_on_loop(make_coro: Callable[[], Any], *, poll_s: float, stop: Callable[[], BaseException | None]) -> Any:
+    """Run ``make_coro()`` as a task on the publisher loop and wait for it from a sync thread;
+    return its result or raise its exception.
+
+    Every ``poll_s`` seconds while it runs, ``stop()`` is asked (on this thread): an
+    exception it returns (or raises) cancels the task — also one waiting on a silent
+    upstream — and is raised here once the task has ended (its ``finally`` blocks done), so
+    nothing the task does comes after. A loop that stops meanwhile (a server shutting down)
+    raises :class:`LoopStopped`."""
+    loop = publisher_loop()
+    done: concurrent.futures.Future = concurrent.futures.Future()
+    tasks: list[asyncio.Task] = []
+
+    def settle(task: asyncio.Task) -> None:
+        if task.cancelled():
+            done.cancel()
+        elif task.exception() is not None:
+            done.set_exception(task.exception())
+        else:
+            done.set_result(task.result())
+
+    def start() -> None:
+        task = loop.create_task(make_coro())
+        tasks.append(task)
+        task.add_done_callback(settle)
+
+    loop.call_soon_threadsafe(start)
+    reason: BaseException | None = None
+    while True:
+        try:
+            return done.result(timeout=poll_s)
+        except concurrent.futures.TimeoutError:
+            pass
+        except concurrent.futures.CancelledError:
+            if reason is not None:
+                raise reason from None
+            raise
+        if loop.is_closed() or not loop.is_running():
+            raise LoopStopped("the event loop stopped while a task ran on it")
+        if reason is None:
+            try:
+                reason = stop()
+            except BaseException as exc:  # raised here once the task has ended
+                reason = exc
+            if reason is not None:
+                loop.call_soon_threadsafe(lambda: tasks[0].cancel())  # start() ran first: one FIFO
+
+
 def thread_group(thread_id: Any) -> str:
     return f"thread.{thread_id}"
 
@@ -85,14 +137,20 @@ def thread_group(thread_id: Any) -> str:
 _streaming: weakref.WeakSet = weakref.WeakSet()  # emitters not yet closed in this process
 
 
-def coalesce_window_s() -> float:
+def coalesce_window_s(*, on_loop: bool = False) -> float:
     """The adaptive coalescing window (seconds): ``EVENTS_COALESCE_WINDOW_S`` (30 ms) while
     few runs stream in this process, growing with every ``EVENTS_COALESCE_STREAMS_PER_STEP``
     (16) concurrent streams up to ``EVENTS_COALESCE_MAX_WINDOW_S`` (100 ms). Measured with
     bench/side_by_side: at 50 chats × 50 tok/s one process cannot publish one event per
-    token, and fewer, larger deltas keep every stream moving instead of all falling behind;
-    at 10 chats two tokens per event instead of one cut production's CPU per token by a third."""
-    base, per_step, most, _gather = _event_settings()
+    token from turn threads, and fewer, larger deltas keep every stream moving instead of all
+    falling behind; at 10 chats two tokens per event instead of one cut production's CPU per
+    token by a third. ``on_loop``: the text is given on the delivery's own event loop (the
+    model read there, embedded mode), where an event wakes no thread: the base is then
+    ``EVENTS_COALESCE_LOOP_WINDOW_S`` (5 ms), so at 50 tokens/s every token goes out alone
+    up to 64 streams (the window stays under the 20 ms between tokens)."""
+    base, per_step, most, _gather, loop_base = _event_settings()
+    if on_loop:
+        base = loop_base
     return min(max(base, base * len(_streaming) / per_step), max(base, most))
 
 
@@ -107,21 +165,22 @@ def publish_gather_s() -> float:
     fifth less CPU per token (0.43–0.46 against 0.55–0.56 CPU s per 1000 tokens), most of it
     in the web process, which wakes for every message instead of every batch
     (bench/side_by_side/results-2026-12-04-gather-under-load.md)."""
-    _base, per_step, _most, gather = _event_settings()
+    _base, per_step, _most, gather, _loop_base = _event_settings()
     return gather if len(_streaming) > per_step else 0.0
 
 
-def _event_settings() -> tuple[float, int, float, float]:
-    """(window, streams per step, largest window, gather), read once: this runs for every
-    delta (settings are a lazy object); a test's settings change resets it."""
+def _event_settings() -> tuple[float, int, float, float, float]:
+    """(window, streams per step, largest window, gather, loop window), read once: this runs
+    for every delta (settings are a lazy object); a test's settings change resets it."""
     global _cached_settings
     if _cached_settings is None:
         _cached_settings = (settings.EVENTS_COALESCE_WINDOW_S, max(1, settings.EVENTS_COALESCE_STREAMS_PER_STEP),
-                            settings.EVENTS_COALESCE_MAX_WINDOW_S, settings.EVENTS_PUBLISH_GATHER_S)
+                            settings.EVENTS_COALESCE_MAX_WINDOW_S, settings.EVENTS_PUBLISH_GATHER_S,
+                            settings.EVENTS_COALESCE_LOOP_WINDOW_S)
     return _cached_settings
 
 
-_cached_settings: tuple[float, int, float, float] | None = None
+_cached_settings: tuple[float, int, float, float, float] | None = None
 
 
 @receiver(setting_changed)
@@ -238,11 +297,12 @@ class _LoopSweep:
         self._handle: asyncio.TimerHandle | None = None
         self._handle_at = math.inf
 
-    def waiting(self, emitter: RunEmitter, due: float, window: float) -> None:  # any thread
+    def waiting(self, emitter: RunEmitter, due: float, window: float, *, on_loop: bool = False) -> None:
+        """Any thread; ``on_loop``: called on ``loop`` itself (no cross-thread wake-up)."""
         with self._lock:
             late = self._sweep.waiting(emitter, due, window)
         if late:
-            self.loop.call_soon_threadsafe(self._schedule)
+            (self.loop.call_soon if on_loop else self.loop.call_soon_threadsafe)(self._schedule)
 
     def linger(self) -> None:  # on the loop, after an event was handed over
         # Per event, so no lock and no rescheduling: the loop thread alone writes the linger's
@@ -600,23 +660,29 @@ class RunEmitter:
     def text(self, delta: str) -> None:
         """Queue ``delta``: sent at once (with any text waiting) when the run's last event is
         ``window`` or more old, or the buffer holds ``max_chars``; otherwise it waits for the
-        next delta past the window, or ``window`` at most (the delivery's sweep, ``_Sweep``)."""
+        next delta past the window, or ``window`` at most (the delivery's sweep, ``_Sweep``).
+        Called on the delivery's own loop (a model read there), the loop's shorter window
+        applies (``coalesce_window_s(on_loop=True)``)."""
         if not delta:
             return
+        on_loop = self._loop is not None and asyncio._get_running_loop() is self._loop
         with self._lock:
             self._buffer.append(delta)
             self._buffered += len(delta)
             now = time.monotonic()
-            window = self.window_s if self.window_s is not None else coalesce_window_s()
+            window = self.window_s if self.window_s is not None else coalesce_window_s(on_loop=on_loop)
             if self._buffered >= self.max_chars or now - self._last_sent >= window:
-                self._flush_locked()
+                self._flush_locked(on_loop=on_loop)
                 return
             if not self._publisher:
                 self._live_loop()  # a closed loop: its waiting text moves to the new loop's sweep
             if self._due:  # already waiting, and due
                 return
             self._due = now + window
-            (self._publisher or self._loop_sweep).waiting(self, self._due, window)
+            if self._publisher:
+                self._publisher.waiting(self, self._due, window)
+            else:
+                self._loop_sweep.waiting(self, self._due, window, on_loop=on_loop)
 
     def emit(self, type_: str, **fields: Any) -> dict:
         """Flush buffered text, then send one event; returns the event as sent. Raises

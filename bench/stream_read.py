@@ -15,7 +15,9 @@ Readers, from the floor up:
 * ``sdk`` — the SDK's raw stream as the adapter opens it (``cast_to=object``: SSE decoded,
   each chunk a dict).
 * ``adapter`` — ``OpenAICompatAdapter.stream`` (``agents.providers.wire.relay``): what a turn
-  runs.
+  ran on its own thread until ``PROVIDER_STREAM_ON_LOOP`` (still the way with it off).
+* ``adapter-loop`` — ``agents.providers.wire.arelay`` over the adapter's async client on an
+  event loop: what a turn runs now (the web server's loop, or a worker's publisher loop).
 * ``async-sdk`` — the same raw stream through ``openai.AsyncOpenAI`` on an event loop (uvloop
   when installed, as uvicorn runs).
 * ``async-sdk-aiohttp`` — the same with the SDK's aiohttp transport
@@ -30,8 +32,8 @@ chunks, SSE chunks or adapter events, so about streams × tokens, a few more per
 the role and finish chunks; far fewer means streams broke off.
 
 Usage: ``.venv/bin/python bench/stream_read.py [--streams 50] [--tokens 300] [--rate 50]
-[--repeat 3] [--readers socket,httpx,...]`` after ``make install-dev`` (the fake upstream and the
-aiohttp readers need the dev extra); about 3 minutes with the defaults, no database or Redis.
+[--repeat 3] [--readers socket,httpx,...]`` after ``make install-dev``; about 3 minutes with
+the defaults, no database or Redis.
 Measured 2026-12-04 on a 2-core box, 50 streams × 50 tokens/s, µs per token: socket 23, httpx
 82, sdk 117, adapter 118, async-sdk 100, async-sdk-aiohttp 54, aiohttp 38 (another run of the
 same box: 0–20 % less, same order). A stream alone costs more per token, since each of its
@@ -58,7 +60,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench" / "side_by_side"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatplatform.settings.test")
 
-READERS = ("socket", "httpx", "sdk", "adapter", "async-sdk", "async-sdk-aiohttp", "aiohttp")
+READERS = ("socket", "httpx", "sdk", "adapter", "adapter-loop", "async-sdk", "async-sdk-aiohttp", "aiohttp")
 
 
 class Readers:
@@ -149,6 +151,16 @@ class Readers:
     def adapter(self) -> int:
         return self._threads(lambda: sum(1 for _event in self.wire.stream(self.request)))
 
+    def adapter_loop(self) -> int:
+        from agents.providers.wire import arelay
+
+        async def read_one() -> int:
+            events = []
+            await arelay(self.wire, self.request, events.append)
+            return len(events)
+
+        return self._tasks(read_one)
+
     def async_sdk(self, transport: str = "httpx") -> int:
         import openai
 
@@ -206,7 +218,7 @@ def main() -> None:
         import aiohttp  # noqa: F401 - the fake upstream and the aiohttp readers
         import httpx_aiohttp  # noqa: F401 - openai.DefaultAioHttpClient
     except ImportError as exc:
-        parser.error(f"{exc}: install the dev extra first (make install-dev)")
+        parser.error(f"{exc}: install the project first (make install-dev)")
     # make bench's own start-up of the fake upstream (bench/side_by_side/run.py): awaited on /health
     from run import start_upstream
 

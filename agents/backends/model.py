@@ -21,6 +21,7 @@ from django.conf import settings
 
 from agents import metrics
 from agents.client_tools import client_tools_for
+from agents.events import LoopStopped, run_on_loop
 from agents.grounding import grounding_for
 from agents.loop.cutoff import OUTPUT_LIMIT_REASON, arguments_cut_off
 from agents.loop.execute import execute_tool_call
@@ -35,10 +36,12 @@ from agents.providers import (
     ProviderError,
     ReasoningDelta,
     StreamedToolCall,
+    StreamEvent,
     TextDelta,
     ToolDefinition,
     provider_for,
 )
+from agents.providers.wire import arelay
 from agents.runs.calls import all_answered, answered_ids, close_open_calls
 from agents.runs.dbconn import release_db_connection
 from chat.models import Message
@@ -229,30 +232,40 @@ class _Loop:
         provider = self.run.provider.slug if self.run.provider else ""
         span = meter().span("model.request", provider=provider, model=self.run.model)
         span.__enter__()
-        stream = adapter.stream(request)
+
+        def take(event: StreamEvent) -> None:
+            """One event of the response (on this thread, or on the event loop)."""
+            nonlocal first_text
+            # First: a worker that lost its lease writes nothing more (LeaseLost), and a
+            # cancelled run keeps only what arrived before the cancel.
+            if self.turn.cancelled():
+                self._partial = streamed
+                raise RunCancelled
+            if isinstance(event, TextDelta):
+                if first_text is None:
+                    first_text = time.monotonic() - started
+                streamed.text.append(event.text)
+                self.emitter.text(event.text)
+            elif isinstance(event, ReasoningDelta):
+                streamed.reasoning.append(event.text)
+            elif isinstance(event, StreamedToolCall):
+                streamed.tool_calls.append(event)
+            elif isinstance(event, Finish):
+                streamed.finish = event
+
+        on_loop = settings.PROVIDER_STREAM_ON_LOOP and hasattr(adapter, "aopen")
+        stream = None if on_loop else adapter.stream(request)
         self.turn.dispatched()  # the next turn's set-up may start (agents.runs.gate)
         release_db_connection()  # the pool gets it back while the model streams
         # The heartbeat saves the text so far with each renewal: a crash loses at most one
         # interval (STREAM_PERSIST_INTERVAL_S) of it; this thread makes no query while it streams.
         self.turn.lease.persist_stream(assistant.pk, lambda: {"content": streamed.content})
         try:
-            for event in stream:
-                # First: a worker that lost its lease writes nothing more (LeaseLost), and a
-                # cancelled run keeps only what arrived before the cancel.
-                if self.turn.cancelled():
-                    self._partial = streamed
-                    raise RunCancelled
-                if isinstance(event, TextDelta):
-                    if first_text is None:
-                        first_text = time.monotonic() - started
-                    streamed.text.append(event.text)
-                    self.emitter.text(event.text)
-                elif isinstance(event, ReasoningDelta):
-                    streamed.reasoning.append(event.text)
-                elif isinstance(event, StreamedToolCall):
-                    streamed.tool_calls.append(event)
-                elif isinstance(event, Finish):
-                    streamed.finish = event
+            if stream is None:
+                self._read_on_loop(adapter, request, take, streamed)
+            else:
+                for event in stream:
+                    take(event)
         except BaseException as exc:
             if isinstance(exc, ProviderError):
                 exc.partial = streamed  # type: ignore[attr-defined]
@@ -271,6 +284,26 @@ class _Loop:
         streamed.usage = meter().after_round(run=self.run, message=assistant, usage=usage, hold=hold,
                                              emitter=self.emitter)
         return streamed
+
+    def _read_on_loop(self, adapter, request: ChatRequest, take, streamed: Streamed) -> None:
+        """Read the response on the process's event loop (``wire.arelay``): ``take`` runs
+        there for every event, so a token goes to the emitter without waking this thread —
+        the web server's loop in embedded mode, where the emitter delivers, and the
+        publisher loop thread in a worker. This thread waits, and checks the cancel flag and
+        the lease every ``PROVIDER_STREAM_POLL_S`` seconds, so a cancel (or a lost lease)
+        also stops a model that sends nothing."""
+
+        def stop() -> BaseException | None:
+            if self.turn.cancelled():  # raises LeaseLost: the same, raised once the read ended
+                self._partial = streamed
+                return RunCancelled()
+            return None
+
+        try:
+            run_on_loop(lambda: arelay(adapter, request, take), poll_s=settings.PROVIDER_STREAM_POLL_S, stop=stop)
+        except LoopStopped as exc:  # the server is shutting down: the text so far is kept
+            raise ProviderError("stream_interrupted", "the server stopped while the model was answering",
+                                retryable=True) from exc
 
     def _execute_calls(self, assistant: Message) -> str:
         if not hasattr(self, "offered"):

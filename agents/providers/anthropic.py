@@ -47,7 +47,7 @@ from .base import (
 )
 from .errors import scrub, sdk_error_detail
 from .tls import ssl_context
-from .wire import Ending, Failure, catalogue_call, relay
+from .wire import Ending, Failure, LoopClients, catalogue_call, relay
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 # Anthropic requires max_tokens; used when the tier sets no limit (the small tier sets 4096).
@@ -172,13 +172,16 @@ class AnthropicAdapter:
         self.base_url = base
         self._api_key = api_key
         self.default_max_tokens = default_max_tokens
+        self._max_retries = max_retries
+        self._timeout = anthropic.Timeout(read_timeout_s, connect=connect_timeout_s)
         self.client = anthropic.Anthropic(
             api_key=api_key,
             base_url=base,
             max_retries=max_retries,
-            timeout=anthropic.Timeout(read_timeout_s, connect=connect_timeout_s),
+            timeout=self._timeout,
             http_client=anthropic.DefaultHttpxClient(verify=ssl_context()),
         )
+        self._async_clients = LoopClients(self._async_client)
 
     @classmethod
     def from_provider(cls, provider, *, api_key: str, **limits) -> AnthropicAdapter:
@@ -214,43 +217,29 @@ class AnthropicAdapter:
     def prefilled_thinking(self, request: ChatRequest) -> bool:
         return False
 
-    def read(self, upstream: Any, request: ChatRequest) -> Iterator[StreamEvent | Ending]:
-        blocks: dict[int, dict[str, Any]] = {}
-        usage = Usage()
-        stop_reason: str | None = None
-        for event in upstream:
-            data = event.to_dict() if hasattr(event, "to_dict") else dict(event)
-            kind = data.get("type")
-            if kind == "message_start":
-                _read_usage(usage, (data.get("message") or {}).get("usage") or {})
-            elif kind == "content_block_start":
-                block = dict(data.get("content_block") or {})
-                blocks[data.get("index", len(blocks))] = block
-                if block.get("type") == "text" and block.get("text"):
-                    yield TextDelta(block["text"])
-                elif block.get("type") == "thinking" and block.get("thinking"):
-                    yield ReasoningDelta(block["thinking"])
-                elif block.get("type") == "tool_use":
-                    block["partial"] = []
-            elif kind == "content_block_delta":
-                delta = data.get("delta") or {}
-                dtype = delta.get("type")
-                if dtype == "text_delta" and delta.get("text"):
-                    yield TextDelta(delta["text"])
-                elif dtype == "thinking_delta" and delta.get("thinking"):
-                    yield ReasoningDelta(delta["thinking"])
-                elif dtype == "input_json_delta":
-                    block = blocks.get(data.get("index"))
-                    if block is not None and block.get("type") == "tool_use":
-                        block["partial"].append(delta.get("partial_json") or "")
-            elif kind == "message_delta":
-                delta = data.get("delta") or {}
-                if delta.get("stop_reason"):
-                    stop_reason = delta["stop_reason"]
-                _read_usage(usage, data.get("usage") or {})
-        if stop_reason is not None:
-            # A tool_use cut off by the token limit (max_tokens) has partial input: dropped.
-            yield Ending(truncated=stop_reason == "max_tokens", calls=_tool_calls(blocks), usage=usage)
+    def items(self, upstream: Any) -> Any:
+        return upstream
+
+    def reader(self, request: ChatRequest) -> EventReader:
+        return EventReader()
+
+    # -- the AsyncWire part: the same request on the process's event loop -------------------
+    async def aopen(self, body: dict[str, Any], request: ChatRequest) -> Any:
+        """:meth:`open` through ``anthropic.AsyncAnthropic`` on the SDK's aiohttp transport
+        (``anthropic[aiohttp]``)."""
+        return await self._async_clients.get().messages.create(stream=True, **body)
+
+    def aitems(self, upstream: Any) -> Any:
+        return upstream
+
+    async def aclose(self, upstream: Any) -> None:
+        await upstream.close()
+
+    def _async_client(self) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self.base_url, max_retries=self._max_retries,
+                                        timeout=self._timeout,
+                                        http_client=anthropic.DefaultAioHttpClient(verify=ssl_context(),
+                                                                                   timeout=self._timeout))
 
     def failure(self, exc: BaseException) -> Failure | ProviderError | None:
         if isinstance(exc, anthropic.APITimeoutError):
@@ -272,6 +261,56 @@ class AnthropicAdapter:
         """``GET /v1/models`` (all pages)."""
         listed = catalogue_call(self, lambda: list(self.client.models.list(limit=100)))
         return [ModelInfo(name=m.id, label=getattr(m, "display_name", "") or "", supports_tools=True) for m in listed]
+
+
+class EventReader:
+    """One response's Messages API events → events (:class:`agents.providers.wire.Reader`):
+    text and thinking as they come; ``tool_use`` blocks assembled from their JSON fragments;
+    usage from ``message_start`` and ``message_delta``; the stop reason ends the response."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.usage = Usage()
+        self.stop_reason: str | None = None
+
+    def feed(self, event: Any) -> list[StreamEvent]:
+        data = event.to_dict() if hasattr(event, "to_dict") else dict(event)
+        kind = data.get("type")
+        out: list[StreamEvent] = []
+        if kind == "message_start":
+            _read_usage(self.usage, (data.get("message") or {}).get("usage") or {})
+        elif kind == "content_block_start":
+            block = dict(data.get("content_block") or {})
+            self.blocks[data.get("index", len(self.blocks))] = block
+            if block.get("type") == "text" and block.get("text"):
+                out.append(TextDelta(block["text"]))
+            elif block.get("type") == "thinking" and block.get("thinking"):
+                out.append(ReasoningDelta(block["thinking"]))
+            elif block.get("type") == "tool_use":
+                block["partial"] = []
+        elif kind == "content_block_delta":
+            delta = data.get("delta") or {}
+            dtype = delta.get("type")
+            if dtype == "text_delta" and delta.get("text"):
+                out.append(TextDelta(delta["text"]))
+            elif dtype == "thinking_delta" and delta.get("thinking"):
+                out.append(ReasoningDelta(delta["thinking"]))
+            elif dtype == "input_json_delta":
+                block = self.blocks.get(data.get("index"))
+                if block is not None and block.get("type") == "tool_use":
+                    block["partial"].append(delta.get("partial_json") or "")
+        elif kind == "message_delta":
+            delta = data.get("delta") or {}
+            if delta.get("stop_reason"):
+                self.stop_reason = delta["stop_reason"]
+            _read_usage(self.usage, data.get("usage") or {})
+        return out
+
+    def end(self) -> list[Ending]:
+        if self.stop_reason is None:
+            return []
+        # A tool_use cut off by the token limit (max_tokens) has partial input: dropped.
+        return [Ending(truncated=self.stop_reason == "max_tokens", calls=_tool_calls(self.blocks), usage=self.usage)]
 
 
 def _read_usage(usage: Usage, raw: dict[str, Any]) -> None:

@@ -33,7 +33,11 @@ def network_root_cause(exc: BaseException) -> str:
         if isinstance(err, socket.gaierror):
             return "DNS lookup failed"
         if isinstance(err, ssl.SSLCertVerificationError):
-            return f"TLS certificate verification failed ({err.verify_message})"
+            # aiohttp's ClientConnectorCertificateError is one too; the ssl module's error
+            # (with the reason) is its certificate_error.
+            cert_error = getattr(err, "certificate_error", err)
+            reason = getattr(cert_error, "verify_message", None) or str(cert_error)
+            return f"TLS certificate verification failed ({reason})"
         if isinstance(err, ssl.SSLError):
             return f"TLS error ({err.reason or err})"
         if isinstance(err, ConnectionResetError):

@@ -25,6 +25,7 @@ from collections.abc import Collection, Iterator
 from typing import Any
 
 import httpx
+import httpx_aiohttp
 import ollama
 
 from .anthropic import arguments_object
@@ -41,7 +42,7 @@ from .base import (
 )
 from .errors import scrub, status_error
 from .tls import ssl_context
-from .wire import Ending, Failure, catalogue_call, relay
+from .wire import Ending, Failure, LoopClients, catalogue_call, relay
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434"
 #: Keys of ``ChatRequest.options`` that go into Ollama's ``options`` object.
@@ -85,6 +86,51 @@ def _to_wire(msg: ChatMessage, names: dict[str, str], *, echo_reasoning: bool) -
     return {"role": msg.role, "content": msg.content}
 
 
+class LineReader:
+    """One response's ``/api/chat`` NDJSON lines → events (:class:`agents.providers.wire.Reader`):
+    thinking, content and whole tool calls per line; the ``done`` line ends the response
+    (with Ollama's prompt and output counts). A malformed line or an ``error`` line fails it."""
+
+    def __init__(self, api_key: str | None) -> None:
+        self._api_key = api_key
+        self.calls: list[StreamedToolCall] = []
+
+    def feed(self, line: str) -> list[StreamEvent | Ending]:
+        if not line.strip():
+            return []
+        try:
+            part = json.loads(line)
+        except ValueError as exc:
+            raise ProviderError("stream_interrupted", "the provider sent a malformed stream line",
+                                retryable=True) from exc
+        if part.get("error"):
+            detail = scrub(str(part["error"]), self._api_key)[:300]
+            raise ProviderError("upstream_error", f"provider error mid-stream: {detail}", retryable=True)
+        out: list[StreamEvent | Ending] = []
+        message = part.get("message") or {}
+        if message.get("thinking"):
+            out.append(ReasoningDelta(message["thinking"]))
+        if message.get("content"):
+            out.append(TextDelta(message["content"]))
+        for call in message.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            args = fn.get("arguments")
+            if isinstance(args, str):
+                raw = args if args.strip() else "{}"
+            else:
+                raw = json.dumps(args if args is not None else {}, ensure_ascii=False)
+            call_id = call.get("id") or f"call_{uuid.uuid4().hex[:24]}"
+            self.calls.append(StreamedToolCall(id=call_id, name=fn.get("name") or "", arguments=raw))
+        if part.get("done"):
+            # Ollama counts prompt and output tokens only; no cache or reasoning count.
+            usage = Usage(input_tokens=part.get("prompt_eval_count"), output_tokens=part.get("eval_count"))
+            out.append(Ending(truncated=part.get("done_reason") == "length", calls=self.calls, usage=usage))
+        return out
+
+    def end(self) -> list[Ending]:
+        return []
+
+
 class OllamaAdapter:
     """One provider row's client. ``api_key`` (optional: a remote Ollama behind a proxy or
     ollama.com) is sent as a bearer token. The stream, error and finish plumbing is
@@ -107,8 +153,10 @@ class OllamaAdapter:
         self.echo_reasoning = echo_reasoning
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         timeout = httpx.Timeout(read_timeout_s, connect=connect_timeout_s)
+        self._headers, self._timeout = headers, timeout
         self.http = httpx.Client(base_url=self.base_url, timeout=timeout, verify=ssl_context(), headers=headers)
         self.client = ollama.Client(host=self.base_url, timeout=timeout, verify=ssl_context(), headers=headers)
+        self._async_clients = LoopClients(self._async_client)
 
     @classmethod
     def from_provider(cls, provider, *, api_key: str, max_retries: int = 0, **limits) -> OllamaAdapter:
@@ -162,38 +210,36 @@ class OllamaAdapter:
     def prefilled_thinking(self, request: ChatRequest) -> bool:
         return False
 
-    def read(self, upstream: httpx.Response, request: ChatRequest) -> Iterator[StreamEvent | Ending]:
-        calls: list[StreamedToolCall] = []
-        for line in upstream.iter_lines():
-            if not line.strip():
-                continue
+    def items(self, upstream: httpx.Response) -> Iterator[str]:
+        return upstream.iter_lines()
+
+    def reader(self, request: ChatRequest) -> LineReader:
+        return LineReader(self._api_key)
+
+    # -- the AsyncWire part: the same request on the process's event loop -------------------
+    async def aopen(self, body: dict[str, Any], request: ChatRequest) -> httpx.Response:
+        """:meth:`open` through an ``httpx.AsyncClient`` on aiohttp (``httpx_aiohttp``: the
+        transport the openai SDK uses for ``DefaultAioHttpClient``)."""
+        http = self._async_clients.get()
+        response = await http.send(http.build_request("POST", "/api/chat", json=body), stream=True)
+        if response.status_code >= 400:
             try:
-                part = json.loads(line)
-            except ValueError as exc:
-                raise ProviderError("stream_interrupted", "the provider sent a malformed stream line",
-                                    retryable=True) from exc
-            if part.get("error"):
-                detail = scrub(str(part["error"]), self._api_key)[:300]
-                raise ProviderError("upstream_error", f"provider error mid-stream: {detail}", retryable=True)
-            message = part.get("message") or {}
-            if message.get("thinking"):
-                yield ReasoningDelta(message["thinking"])
-            if message.get("content"):
-                yield TextDelta(message["content"])
-            for call in message.get("tool_calls") or []:
-                fn = call.get("function") or {}
-                args = fn.get("arguments")
-                if isinstance(args, str):
-                    raw = args if args.strip() else "{}"
-                else:
-                    raw = json.dumps(args if args is not None else {}, ensure_ascii=False)
-                call_id = call.get("id") or f"call_{uuid.uuid4().hex[:24]}"
-                calls.append(StreamedToolCall(id=call_id, name=fn.get("name") or "", arguments=raw))
-            if part.get("done"):
-                # Ollama counts prompt and output tokens only; no cache or reasoning count.
-                usage = Usage(input_tokens=part.get("prompt_eval_count"), output_tokens=part.get("eval_count"))
-                yield Ending(truncated=part.get("done_reason") == "length", calls=calls, usage=usage)
-                return
+                await response.aread()
+                raise status_error(response.status_code, self._detail(response), model=request.model,
+                                   retry_after=response.headers.get("retry-after"))
+            finally:
+                await response.aclose()
+        return response
+
+    def aitems(self, upstream: httpx.Response) -> Any:
+        return upstream.aiter_lines()
+
+    async def aclose(self, upstream: httpx.Response) -> None:
+        await upstream.aclose()
+
+    def _async_client(self) -> httpx.AsyncClient:
+        return httpx_aiohttp.HttpxAiohttpClient(base_url=self.base_url, timeout=self._timeout, verify=ssl_context(),
+                                                headers=self._headers)
 
     def failure(self, exc: BaseException) -> Failure | None:
         if isinstance(exc, ollama.ResponseError):

@@ -2,8 +2,10 @@
 wire format.
 
 An adapter implements the :class:`Wire` protocol and its ``stream(request)`` is
-``return relay(self, request)``; catalogue calls go through :func:`catalogue_call`. The rules that
-live here, once:
+``return relay(self, request)``; catalogue calls go through :func:`catalogue_call`. An adapter
+that also implements the :class:`AsyncWire` part (``aopen``/``aitems``/``aclose``) can be read
+on an event loop with :func:`arelay` — the same :class:`Reader` maps the same items, so both
+ways give the same events and errors. The rules that live here, once:
 
 * **Errors name their root cause** (DESIGN §1). An adapter says what an SDK or transport
   exception *is* (:meth:`Wire.failure` → :class:`Failure`); :func:`provider_error` turns
@@ -12,7 +14,8 @@ live here, once:
   ===============  ===============================================  ===========================
   failure          before the response started                      while streaming
   ===============  ===============================================  ===========================
-  ``timeout``      ``timeout`` "provider timed out (<url>)"         same
+  ``timeout``      ``timeout`` "provider timed out (<url>)"         same (also a read timeout
+                                                                    the SDK leaves unwrapped)
   ``connect``      ``unreachable`` "provider unreachable: <root      ``stream_interrupted`` "the
                    cause> to <host:port>"                           provider's stream broke off"
   ``transport``    ``unreachable`` (as above)                       ``stream_interrupted`` "…
@@ -29,7 +32,7 @@ live here, once:
 * **No NUL reaches the platform**: text, reasoning and tool calls pass
   :func:`chatplatform.safe_input.storable` (NUL → U+FFFD; PostgreSQL stores no NUL), so what
   streams is what is stored.
-* **A response ends once**: the adapter's reader yields one :class:`Ending` when the wire
+* **A response ends once**: the adapter's :class:`Reader` gives one :class:`Ending` when the wire
   says the response is complete; a stream without one is ``stream_interrupted``
   (retryable). A response cut by the output limit is ``Finish("length")`` and its tool
   calls are dropped (a call cut off mid-arguments is never executed); otherwise the calls
@@ -38,14 +41,19 @@ live here, once:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import asyncio
+import threading
+import weakref
+from collections.abc import AsyncIterable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
+
+import aiohttp
 
 from chatplatform.safe_input import NUL, storable
 
 from .base import Finish, ProviderError, ReasoningDelta, TextDelta
-from .errors import scrub, status_error, unreachable
+from .errors import exception_chain, network_root_cause, scrub, status_error, unreachable
 from .thinking import ThinkFilter
 
 if TYPE_CHECKING:  # annotations only
@@ -75,6 +83,20 @@ class Ending:
     usage: Usage | None = None
 
 
+class Reader(Protocol):
+    """Maps one response's wire items (SSE chunks, SDK events, NDJSON lines) to events; one
+    per response, so it may keep state (tool-call fragments, usage)."""
+
+    def feed(self, item: Any) -> Iterable[StreamEvent | Ending]:
+        """The events of one item: text, reasoning, or the response's :class:`Ending`."""
+        ...
+
+    def end(self) -> Iterable[StreamEvent | Ending]:
+        """The events once the items ran out (the :class:`Ending`, if the wire said it so far
+        only implicitly); nothing when the response is incomplete."""
+        ...
+
+
 class Wire(Protocol):
     """What an HTTP adapter implements for :func:`relay` and :func:`catalogue_call`."""
 
@@ -92,9 +114,11 @@ class Wire(Protocol):
         """Send the request; return the open upstream once the response started."""
         ...
 
-    def read(self, upstream: Any, request: ChatRequest) -> Iterable[StreamEvent | Ending]:
-        """Map the wire's events: text, reasoning, then one :class:`Ending`."""
+    def items(self, upstream: Any) -> Iterable[Any]:
+        """The upstream's wire items, for :meth:`reader`."""
         ...
+
+    def reader(self, request: ChatRequest) -> Reader: ...
 
     def close(self, upstream: Any) -> None: ...
 
@@ -107,6 +131,18 @@ class Wire(Protocol):
         ...
 
 
+class AsyncWire(Wire, Protocol):
+    """A :class:`Wire` that can also be read on an event loop (:func:`arelay`): the same
+    request, items and errors through the SDK's async client. Its async clients belong to
+    the loop that made them (:class:`LoopClients`)."""
+
+    async def aopen(self, body: dict[str, Any], request: ChatRequest) -> Any: ...
+
+    def aitems(self, upstream: Any) -> AsyncIterable[Any]: ...
+
+    async def aclose(self, upstream: Any) -> None: ...
+
+
 def provider_error(wire: Wire, exc: BaseException, *, model: str, midstream: bool) -> ProviderError | None:
     """The :class:`ProviderError` for ``exc`` (see the module table), None when ``wire``
     does not recognise it."""
@@ -115,6 +151,12 @@ def provider_error(wire: Wire, exc: BaseException, *, model: str, midstream: boo
     failure = wire.failure(exc)
     if failure is None or isinstance(failure, ProviderError):
         return failure
+    if failure.kind in ("timeout", "connect", "transport"):
+        aiohttp_kind = aiohttp_failure_kind(exc)
+        if aiohttp_kind is not None:
+            failure.kind = aiohttp_kind
+        elif failure.kind == "transport" and network_root_cause(exc) == "timed out":
+            failure.kind = "timeout"  # a read timeout mid-stream (httpx's ReadTimeout, unwrapped)
     if failure.kind == "timeout":
         return ProviderError("timeout", f"provider timed out ({wire.base_url})", retryable=True)
     if failure.kind == "connect":
@@ -140,11 +182,63 @@ def relay(wire: Wire, request: ChatRequest) -> Iterator[StreamEvent]:
     except Exception as exc:
         _raise_translated(wire, exc, model=request.model, midstream=False)
     try:
-        yield from _finished(wire, wire.read(upstream, request), request)
+        finisher = _Finisher(wire, request)
+        for item in wire.items(upstream):
+            yield from finisher.feed(item)
+            if finisher.ended:
+                break
+        yield from finisher.finish()
     except Exception as exc:
         _raise_translated(wire, exc, model=request.model, midstream=True)
     finally:
         wire.close(upstream)
+
+
+async def arelay(wire: AsyncWire, request: ChatRequest, deliver: Callable[[StreamEvent], None]) -> None:
+    """:func:`relay` on an event loop: ``deliver(event)`` (on the loop; it must not block)
+    gets the same events in the same order, and the same :class:`ProviderError` is raised.
+    An exception ``deliver`` raises (a cancel) ends the stream and passes through unchanged;
+    so does cancelling the task. The upstream is closed either way."""
+    body = wire.build_body(request)
+    try:
+        upstream = await wire.aopen(body, request)
+    except Exception as exc:
+        _raise_translated(wire, exc, model=request.model, midstream=False)
+    try:
+        finisher = _Finisher(wire, request)
+        items = aiter(wire.aitems(upstream))
+        while not finisher.ended:
+            try:
+                events = finisher.feed(await anext(items))
+            except StopAsyncIteration:
+                break
+            except Exception as exc:
+                _raise_translated(wire, exc, model=request.model, midstream=True)
+            for event in events:
+                deliver(event)
+        try:
+            events = finisher.finish()
+        except Exception as exc:
+            _raise_translated(wire, exc, model=request.model, midstream=True)
+        for event in events:
+            deliver(event)
+    finally:
+        await wire.aclose(upstream)
+
+
+def aiohttp_failure_kind(exc: BaseException) -> str | None:
+    """What an aiohttp error behind ``exc`` (an async client's, ``AsyncWire``) means:
+    ``timeout`` | ``connect`` | ``transport``, None without one. The aiohttp transport of
+    ``httpx_aiohttp`` raises every ``ClientConnectionError`` — refused, reset, disconnected —
+    as ``httpx.ConnectTimeout``; its cause says which it was."""
+    for err in exception_chain(exc):
+        if isinstance(err, aiohttp.ServerTimeoutError):
+            return "timeout"
+        if isinstance(err, aiohttp.ClientConnectorError):
+            return "connect"
+        if isinstance(err, aiohttp.ClientError):
+            return "transport"
+    return None
 
 
 def _raise_translated(wire: Wire, exc: Exception, *, model: str, midstream: bool) -> NoReturn:
@@ -154,36 +248,66 @@ def _raise_translated(wire: Wire, exc: Exception, *, model: str, midstream: bool
     raise error from exc
 
 
-def _finished(wire: Wire, events: Iterable[StreamEvent | Ending], request: ChatRequest) -> Iterator[StreamEvent]:
-    think = ThinkFilter(prefilled=wire.prefilled_thinking(request)) if wire.think_tags else None
-    ending: Ending | None = None
-    for event in events:
-        if isinstance(event, Ending):
-            ending = event
-            break
-        if isinstance(event, TextDelta | ReasoningDelta) and NUL in event.text:
-            event = type(event)(storable(event.text))
-        if think is not None and isinstance(event, TextDelta):
-            yield from _split(*think.feed(event.text))
-        else:
-            yield event
-    if think is not None:
-        yield from _split(*think.finish())
-    if ending is None:
-        raise ProviderError("stream_interrupted", wire.unfinished, retryable=True)
-    if ending.truncated:
-        yield Finish("length", ending.usage)
-        return
-    for call in ending.calls:
-        yield replace(call, id=storable(call.id), name=storable(call.name), arguments=storable(call.arguments))
-    yield Finish("tool_calls" if ending.calls else "stop", ending.usage)
+class _Finisher:
+    """The module's rules over one response: its reader's events, NUL-free, with ``<think>``
+    blocks split off, then the finish (or ``stream_interrupted``)."""
+
+    def __init__(self, wire: Wire, request: ChatRequest) -> None:
+        self.wire = wire
+        self.reader = wire.reader(request)
+        self.think = ThinkFilter(prefilled=wire.prefilled_thinking(request)) if wire.think_tags else None
+        self.ending: Ending | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.ending is not None
+
+    def feed(self, item: Any) -> list[StreamEvent]:
+        """The events of one wire item (none once the response ended)."""
+        return self._take(self.reader.feed(item))
+
+    def finish(self) -> list[StreamEvent]:
+        """The last events: held think text, then the tool calls and :class:`Finish`. Raises
+        ``stream_interrupted`` when the response never ended."""
+        out = [] if self.ended else self._take(self.reader.end())
+        if self.think is not None:
+            out.extend(_split(*self.think.finish()))
+        ending = self.ending
+        if ending is None:
+            raise ProviderError("stream_interrupted", self.wire.unfinished, retryable=True)
+        if ending.truncated:
+            out.append(Finish("length", ending.usage))
+            return out
+        for call in ending.calls:
+            out.append(replace(call, id=storable(call.id), name=storable(call.name),
+                               arguments=storable(call.arguments)))
+        out.append(Finish("tool_calls" if ending.calls else "stop", ending.usage))
+        return out
+
+    def _take(self, events: Iterable[StreamEvent | Ending]) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        if self.ended:
+            return out
+        for event in events:
+            if isinstance(event, Ending):
+                self.ending = event
+                break
+            if isinstance(event, TextDelta | ReasoningDelta) and NUL in event.text:
+                event = type(event)(storable(event.text))
+            if self.think is not None and isinstance(event, TextDelta):
+                out.extend(_split(*self.think.feed(event.text)))
+            else:
+                out.append(event)
+        return out
 
 
-def _split(answer: str, hidden: str) -> Iterator[StreamEvent]:
+def _split(answer: str, hidden: str) -> list[StreamEvent]:
+    out: list[StreamEvent] = []
     if hidden:
-        yield ReasoningDelta(hidden)
+        out.append(ReasoningDelta(hidden))
     if answer:
-        yield TextDelta(answer)
+        out.append(TextDelta(answer))
+    return out
 
 
 def catalogue_call(wire: Wire, func: Callable[..., T], *args: Any, model: str = "") -> T:
@@ -193,3 +317,40 @@ def catalogue_call(wire: Wire, func: Callable[..., T], *args: Any, model: str = 
         return func(*args)
     except Exception as exc:
         _raise_translated(wire, exc, model=model, midstream=False)
+
+
+def _close_clients(clients: dict[int, tuple[asyncio.AbstractEventLoop, Any]]) -> None:
+    for loop, client in clients.values():
+        if not loop.is_closed():
+            try:
+                close = getattr(client, "aclose", None) or client.close  # httpx | SDK client
+                asyncio.run_coroutine_threadsafe(close(), loop)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+
+
+class LoopClients:
+    """One async SDK client per event loop, made on first use by ``factory()`` on that loop:
+    an aiohttp session (``DefaultAioHttpClient``) belongs to the loop that made it. Clients
+    of closed loops are dropped (not closed: their loop can no longer run the close)."""
+
+    def __init__(self, factory: Callable[[], T]) -> None:
+        self._factory = factory
+        self._clients: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
+        self._lock = threading.Lock()
+        # The adapter dropped (a changed key or setting, the cache's eviction): each client is
+        # closed on its loop, so no aiohttp session is left to the garbage collector.
+        weakref.finalize(self, _close_clients, self._clients)
+
+    def get(self) -> Any:
+        """The running loop's client (call on the loop)."""
+        loop = asyncio.get_running_loop()
+        entry = self._clients.get(id(loop))
+        if entry is not None and entry[0] is loop:
+            return entry[1]
+        with self._lock:
+            for key in [k for k, (other, _client) in self._clients.items() if other.is_closed()]:
+                del self._clients[key]
+            client = self._factory()
+            self._clients[id(loop)] = (loop, client)
+            return client

@@ -34,7 +34,10 @@ def test_declared_capabilities_match_the_adapter_class(kind):
     assert hasattr(cls, "list_models") == caps.lists_models
     assert hasattr(cls, "model_info") == caps.model_details
     if caps.shares_client:  # every shared (HTTP) adapter uses the one stream/error/finish plumbing
-        for name in ("build_body", "open", "read", "close", "failure", "prefilled_thinking"):
+        for name in ("build_body", "open", "items", "reader", "close", "failure", "prefilled_thinking"):
+            assert callable(getattr(cls, name, None)), (kind, name)
+        # ... and can be read on the event loop (wire.arelay: the same reader, the async client)
+        for name in ("aopen", "aitems", "aclose"):
             assert callable(getattr(cls, name, None)), (kind, name)
         assert {"think_tags", "unfinished"} <= set(dir(cls)) and Wire is not None
 
