@@ -144,14 +144,20 @@ def coalesce_window_s(*, on_loop: bool = False) -> float:
     bench/side_by_side: at 50 chats × 50 tok/s one process cannot publish one event per
     token from turn threads, and fewer, larger deltas keep every stream moving instead of all
     falling behind; at 10 chats two tokens per event instead of one cut production's CPU per
-    token by a third. ``on_loop``: the text is given on the delivery's own event loop (the
-    model read there, embedded mode), where an event wakes no thread: the base is then
-    ``EVENTS_COALESCE_LOOP_WINDOW_S`` (5 ms), so at 50 tokens/s every token goes out alone
-    up to 64 streams (the window stays under the 20 ms between tokens)."""
-    base, per_step, most, _gather, loop_base = _event_settings()
-    if on_loop:
-        base = loop_base
-    return min(max(base, base * len(_streaming) / per_step), max(base, most))
+    token by a third.
+
+    ``on_loop``: the text is given on the delivery's own event loop (the model read there,
+    embedded mode), where an event wakes no thread: the window is then
+    ``EVENTS_COALESCE_LOOP_WINDOW_S`` (5 ms) up to ``EVENTS_COALESCE_LOOP_STREAMS`` (64)
+    streams, the adaptive one beyond. It does not widen below that: a window shorter than the
+    time between two tokens (20 ms at 50 tokens/s) merges nothing, and only holds back a token
+    that came early — at 50 chats a window widened to 16 ms made the p99 16–18 ms every
+    second, 2–5 ms with 5 ms (bench/side_by_side/results-2026-12-04-stream-on-loop.md)."""
+    base, per_step, most, _gather, loop_base, loop_streams = _event_settings()
+    streams = len(_streaming)
+    if on_loop and streams <= loop_streams:
+        return loop_base
+    return min(max(base, base * streams / per_step), max(base, most))
 
 
 def publish_gather_s() -> float:
@@ -165,22 +171,22 @@ def publish_gather_s() -> float:
     fifth less CPU per token (0.43–0.46 against 0.55–0.56 CPU s per 1000 tokens), most of it
     in the web process, which wakes for every message instead of every batch
     (bench/side_by_side/results-2026-12-04-gather-under-load.md)."""
-    _base, per_step, _most, gather, _loop_base = _event_settings()
+    _base, per_step, _most, gather, _loop_base, _loop_streams = _event_settings()
     return gather if len(_streaming) > per_step else 0.0
 
 
-def _event_settings() -> tuple[float, int, float, float, float]:
-    """(window, streams per step, largest window, gather, loop window), read once: this runs
+def _event_settings() -> tuple[float, int, float, float, float, int]:
+    """(window, streams per step, largest window, gather, loop window, loop streams), read once: this runs
     for every delta (settings are a lazy object); a test's settings change resets it."""
     global _cached_settings
     if _cached_settings is None:
         _cached_settings = (settings.EVENTS_COALESCE_WINDOW_S, max(1, settings.EVENTS_COALESCE_STREAMS_PER_STEP),
                             settings.EVENTS_COALESCE_MAX_WINDOW_S, settings.EVENTS_PUBLISH_GATHER_S,
-                            settings.EVENTS_COALESCE_LOOP_WINDOW_S)
+                            settings.EVENTS_COALESCE_LOOP_WINDOW_S, settings.EVENTS_COALESCE_LOOP_STREAMS)
     return _cached_settings
 
 
-_cached_settings: tuple[float, int, float, float, float] | None = None
+_cached_settings: tuple[float, int, float, float, float, int] | None = None
 
 
 @receiver(setting_changed)

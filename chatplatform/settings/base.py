@@ -309,10 +309,11 @@ EVENTS_LOG_RETRY_S = env.float("EVENTS_LOG_RETRY_S", default=30.0)
 # the process, up to EVENTS_COALESCE_MAX_WINDOW_S (agents.events.coalesce_window_s).
 EVENTS_COALESCE_STREAMS_PER_STEP = env.int("EVENTS_COALESCE_STREAMS_PER_STEP", default=16)
 EVENTS_COALESCE_MAX_WINDOW_S = env.float("EVENTS_COALESCE_MAX_WINDOW_S", default=0.1)
-# The base window for text given on the delivery's own event loop (embedded mode reading the
-# model on the web server's loop): an event there costs no thread wake-up, so a token goes
-# out alone up to 16 × 50 tokens/s in a process (widening as above).
+# The window for text given on the delivery's own event loop (embedded mode reading the model
+# on the web server's loop): an event there costs no thread wake-up, so every token goes out
+# alone, up to EVENTS_COALESCE_LOOP_STREAMS streams in the process; beyond, the adaptive window.
 EVENTS_COALESCE_LOOP_WINDOW_S = env.float("EVENTS_COALESCE_LOOP_WINDOW_S", default=0.005)
+EVENTS_COALESCE_LOOP_STREAMS = env.int("EVENTS_COALESCE_LOOP_STREAMS", default=64)
 # Production: above EVENTS_COALESCE_STREAMS_PER_STEP streams in a worker, an event waits up to
 # this long for other runs' events to share its Redis round trip (agents.events.publish_gather_s).
 EVENTS_PUBLISH_GATHER_S = env.float("EVENTS_PUBLISH_GATHER_S", default=0.01)

@@ -101,6 +101,27 @@ def test_window_widens_with_concurrent_streams(settings):
     assert events.coalesce_window_s() == 0.015
 
 
+def test_the_loop_window_stays_put_up_to_its_stream_count_then_adapts(settings):
+    """Text given on the delivery's own loop: EVENTS_COALESCE_LOOP_WINDOW_S while at most
+    EVENTS_COALESCE_LOOP_STREAMS stream (a window shorter than a token's interval merges
+    nothing, so widening it there only delays), the adaptive window beyond."""
+    from agents import events
+
+    settings.EVENTS_COALESCE_WINDOW_S = 0.015
+    settings.EVENTS_COALESCE_STREAMS_PER_STEP = 8
+    settings.EVENTS_COALESCE_MAX_WINDOW_S = 0.1
+    settings.EVENTS_COALESCE_LOOP_WINDOW_S = 0.004
+    settings.EVENTS_COALESCE_LOOP_STREAMS = 20
+    emitters = [RunEmitter(run_id=f"l{n}", thread_id="t-loop") for n in range(20)]
+    assert len(events._streaming) == 20
+    assert events.coalesce_window_s(on_loop=True) == 0.004  # 20 streams: still the loop's window
+    assert events.coalesce_window_s() == pytest.approx(0.015 * 20 / 8)  # a turn thread's widened
+    emitters.append(RunEmitter(run_id="l20", thread_id="t-loop"))
+    assert events.coalesce_window_s(on_loop=True) == pytest.approx(0.015 * 21 / 8)  # beyond: adaptive
+    for emitter in emitters:
+        emitter.close()
+
+
 def test_a_log_outage_costs_the_retry_window_once_not_once_per_event(settings, monkeypatch):
     # Redis down for good: the first event is retried for EVENTS_LOG_RETRY_S, then every later
     # event of the outage gets one try (published live meanwhile, in order) — not a full
