@@ -102,6 +102,8 @@ class Readers:
     def close(self) -> None:
         for client in self._clients.values():
             self.loop.run_until_complete(client.close())
+        self.loop.run_until_complete(self.wire.async_clients.aclose())  # adapter-loop's
+        self.loop.run_until_complete(self.loop.shutdown_asyncgens())  # the SDK's inner SSE generators
         self.loop.close()
 
     def _threads(self, read_one) -> int:

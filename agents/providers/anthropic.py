@@ -181,7 +181,7 @@ class AnthropicAdapter:
             timeout=self._timeout,
             http_client=anthropic.DefaultHttpxClient(verify=ssl_context()),
         )
-        self._async_clients = LoopClients(self._async_client)
+        self.async_clients = LoopClients(self._async_client)
 
     @classmethod
     def from_provider(cls, provider, *, api_key: str, **limits) -> AnthropicAdapter:
@@ -227,7 +227,7 @@ class AnthropicAdapter:
     async def aopen(self, body: dict[str, Any], request: ChatRequest) -> Any:
         """:meth:`open` through ``anthropic.AsyncAnthropic`` on the SDK's aiohttp transport
         (``anthropic[aiohttp]``)."""
-        return await self._async_clients.get().messages.create(stream=True, **body)
+        return await self.async_clients.get().messages.create(stream=True, **body)
 
     def aitems(self, upstream: Any) -> Any:
         return upstream

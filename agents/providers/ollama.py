@@ -156,7 +156,7 @@ class OllamaAdapter:
         self._headers, self._timeout = headers, timeout
         self.http = httpx.Client(base_url=self.base_url, timeout=timeout, verify=ssl_context(), headers=headers)
         self.client = ollama.Client(host=self.base_url, timeout=timeout, verify=ssl_context(), headers=headers)
-        self._async_clients = LoopClients(self._async_client)
+        self.async_clients = LoopClients(self._async_client)
 
     @classmethod
     def from_provider(cls, provider, *, api_key: str, max_retries: int = 0, **limits) -> OllamaAdapter:
@@ -220,7 +220,7 @@ class OllamaAdapter:
     async def aopen(self, body: dict[str, Any], request: ChatRequest) -> httpx.Response:
         """:meth:`open` through an ``httpx.AsyncClient`` on aiohttp (``httpx_aiohttp``: the
         transport the openai SDK uses for ``DefaultAioHttpClient``)."""
-        http = self._async_clients.get()
+        http = self.async_clients.get()
         response = await http.send(http.build_request("POST", "/api/chat", json=body), stream=True)
         if response.status_code >= 400:
             try:

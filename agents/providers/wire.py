@@ -319,12 +319,16 @@ def catalogue_call(wire: Wire, func: Callable[..., T], *args: Any, model: str = 
         _raise_translated(wire, exc, model=model, midstream=False)
 
 
+def _close(client: Any) -> Any:
+    """The coroutine closing ``client``: an httpx client's ``aclose``, an SDK client's ``close``."""
+    return (getattr(client, "aclose", None) or client.close)()
+
+
 def _close_clients(clients: dict[int, tuple[asyncio.AbstractEventLoop, Any]]) -> None:
     for loop, client in clients.values():
         if not loop.is_closed():
             try:
-                close = getattr(client, "aclose", None) or client.close  # httpx | SDK client
-                asyncio.run_coroutine_threadsafe(close(), loop)
+                asyncio.run_coroutine_threadsafe(_close(client), loop)
             except RuntimeError:  # the loop closed meanwhile
                 pass
 
@@ -354,3 +358,11 @@ class LoopClients:
             client = self._factory()
             self._clients[id(loop)] = (loop, client)
             return client
+
+    async def aclose(self) -> None:
+        """Close and forget the running loop's client, if one was made (before the loop closes)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            entry = self._clients.pop(id(loop), None)
+        if entry is not None and entry[0] is loop:
+            await _close(entry[1])
