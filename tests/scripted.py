@@ -3,7 +3,7 @@
 ``ScriptedModel`` is a provider adapter (``stream(request)``): each model request takes the
 next scripted response — a list of provider-neutral events — and is recorded as the
 ``ChatRequest`` the loop built. Use the ``scripted_model`` fixture (tests/conftest.py),
-which serves every run through it::
+which serves every run through it (an exception in a response is raised there)::
 
     scripted_model.script(calls(("c1", "note_write", {"text": "x"})), says("Done."))
 """
@@ -69,6 +69,8 @@ class ScriptedModel:
                 if isinstance(event, Pause):
                     time.sleep(event.seconds)
                     continue
+                if isinstance(event, BaseException):  # an adapter's bug mid-stream
+                    raise event
                 yield event
         finally:  # sent whole, or closed by the loop (a cancel, a lost lease)
             self.streams_done.release()

@@ -22,6 +22,7 @@ ways give the same events and errors. The rules that live here, once:
                                                                     broke off: <detail>"
   ``status``       :func:`errors.status_error` (401 auth, 404 model, 429 retry-after, 5xx …)
   ``other``        ``upstream_error`` with the exception's text
+  not JSON         ``upstream_error`` "the provider sent a chunk that is not valid JSON: …"
   ===============  ===============================================  ===========================
 
   Every message is scrubbed of the API key. A :class:`ProviderError` raised by the adapter
@@ -42,6 +43,7 @@ ways give the same events and errors. The rules that live here, once:
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import weakref
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator
@@ -148,6 +150,9 @@ def provider_error(wire: Wire, exc: BaseException, *, model: str, midstream: boo
     does not recognise it."""
     if isinstance(exc, ProviderError):
         return exc
+    if isinstance(exc, json.JSONDecodeError):  # the SDK's SSE decoding of a chunk
+        sample = scrub(exc.doc[:200], wire._api_key)
+        return ProviderError("upstream_error", f"the provider sent a chunk that is not valid JSON: {sample!r}")
     failure = wire.failure(exc)
     if failure is None or isinstance(failure, ProviderError):
         return failure

@@ -99,6 +99,8 @@ def _run_turn(run_id, slot: SetupSlot) -> None:
             logger.exception("run %s crashed", run.pk)
             code, message = "internal_error", f"internal error: {type(exc).__name__}"
         try:
+            # Its streaming message keeps the text the heartbeat saved (STREAM_PERSIST_INTERVAL_S).
+            _close_streaming(run, emitter, code=code, message=message)
             _fail(run, emitter, code, message)
         except DatabaseError:
             emitter.close(save_seq=False)  # what was published is in the event log
@@ -214,15 +216,21 @@ def run_fail_interrupted(*, run_id, expected_lease) -> bool:
     if run.budget_hold:
         meter().recover(run_id=run.pk)
     emitter = RunEmitter.for_run(run)
-    for msg in Message.objects.filter(run=run, status=Message.Status.STREAMING):
-        msg.status = Message.Status.TRUNCATED
-        msg.error = {"code": "interrupted", "message": "the worker stopped while writing this"}
-        msg.save(update_fields=["status", "error", "updated_at"])
-        emitter.emit("message.completed", message_id=str(msg.pk), status=msg.status)
+    _close_streaming(run, emitter, code="interrupted", message="the worker stopped while writing this")
     _fail(run, emitter, "interrupted", "The run was interrupted: its worker stopped repeatedly.")
     emitter.close()
     lifecycle.run_release(run_id=run.pk, owner="reaper")
     return True
+
+
+def _close_streaming(run: Run, emitter: RunEmitter, *, code: str, message: str) -> None:
+    """Close ``run``'s messages still ``streaming`` as ``truncated`` (their text as last
+    saved), with ``error`` ``{code, message}`` and a ``message.completed`` each."""
+    for msg in Message.objects.filter(run=run, status=Message.Status.STREAMING):
+        msg.status = Message.Status.TRUNCATED
+        msg.error = {"code": code, "message": message}
+        msg.save(update_fields=["status", "error", "updated_at"])
+        emitter.emit("message.completed", message_id=str(msg.pk), status=msg.status)
 
 
 def run_fail_not_started(*, run_id, expected_queued_at) -> bool:

@@ -40,7 +40,8 @@ one of:
 * :class:`DieAfter` -- send some chunks, then drop the TCP connection mid-stream.
 
 Iterations given via ``raw_iterations`` (or :meth:`FakeOpenAI.script_raw`) are
-sent byte-for-byte as given (no fields added).
+sent byte-for-byte as given (no fields added); a :class:`RawLine` in one is sent as its text,
+not as JSON.
 
 Requests rejected by the fake itself (bad API key -> 401, invalid JSON or invalid
 history -> 400) do **not** consume an iteration; every request, accepted or not,
@@ -74,6 +75,7 @@ __all__ = [
     "Failure",
     "FakeOpenAI",
     "NO_MORE_SCRIPTED_RESPONSES",
+    "RawLine",
     "reasoning_chunks",
     "text_chunks",
     "tool_call_chunks",
@@ -138,6 +140,14 @@ class DieAfter:
     """
 
     chunks: list[dict]
+
+
+@dataclass
+class RawLine:
+    """A ``data:`` payload sent as this text, not as JSON (only in raw iterations): e.g.
+    ``RawLine("{broken json")``, a chunk the SDK cannot decode."""
+
+    text: str
 
 
 Iteration = list | Failure | DieAfter
@@ -578,7 +588,7 @@ class _Handler(BaseHandler):
         for i, chunk in enumerate(chunks):
             if i and fake.delay_s:
                 time.sleep(fake.delay_s)
-            self._send_event(json.dumps(chunk))
+            self._send_event(chunk.text if isinstance(chunk, RawLine) else json.dumps(chunk))
         if dying:
             self.die()
             return

@@ -9,9 +9,10 @@ import logging
 import pytest
 
 from agents.models import Provider, Run, ToolCall
+from agents.providers import TextDelta
 from chat.models import Message
 from tests.conftest import joined_text, make_thread, types
-from tests.fakes.openai_server import DieAfter, Failure, text_chunks
+from tests.fakes.openai_server import DieAfter, Failure, RawLine, text_chunks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -180,6 +181,50 @@ def test_a_chunk_that_is_not_a_json_object_fails_the_turn_and_keeps_the_text(
     assert "not a JSON object" in event["error"]["message"]
     assert msg.content == "Partial " == joined_text(events)
     assert fake_openai.headers[0]["authorization"].startswith("Bearer ")
+
+
+@pytest.mark.parametrize("on_loop", [True, False], ids=["on-loop", "on-thread"])
+def test_a_chunk_that_is_not_valid_json_fails_the_turn_and_keeps_the_text(
+    on_loop, users, thread_on, openai_provider, fake_openai, converse, settings
+):
+    # The SDK's SSE decoding raises JSONDecodeError: a precise upstream error, the text so far
+    # kept, the message closed — not an internal error with the message left streaming.
+    settings.PROVIDER_STREAM_ON_LOOP = on_loop
+    fake_openai.script_raw([
+        {"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 0, "model": "fake-model",
+         "choices": [{"index": 0, "delta": {"role": "assistant", "content": "alpha beta "}, "finish_reason": None}]},
+        RawLine("{broken json"),
+    ])
+    thread = thread_on(openai_provider)
+    run, events = converse(thread, users["alice"], "Hello?")
+
+    event, msg = assert_failed_turn(run, events, thread, status="truncated")
+    assert event["error"] == {"code": "upstream_error",
+                              "message": "the provider sent a chunk that is not valid JSON: '{broken json'"}
+    assert msg.content == "alpha beta " == joined_text(events)
+    run, events = converse(thread, users["alice"], "Again?")  # the thread goes on
+    assert run.status == Run.Status.COMPLETED
+
+
+def test_a_turn_that_crashes_mid_stream_closes_its_message(users, thread_on, openai_provider, scripted_model,
+                                                            sink_for, settings):
+    """A bug (not a provider error) mid-stream: the run fails with internal_error and its
+    streaming message is closed as truncated with the text the heartbeat saved — never left
+    streaming."""
+    from agents.services import run_create
+    from tests.scripted import Pause
+
+    settings.STREAM_PERSIST_INTERVAL_S = 0.05
+    settings.RUN_HEARTBEAT_S = 0.05
+    scripted_model.script([TextDelta("Saved text"), Pause(0.5), RuntimeError("an adapter bug")])
+    thread = thread_on(openai_provider)
+    sink = sink_for(thread.pk)
+    created = run_create(thread=thread, user=users["alice"], content="Hello?")
+    events = sink.until_terminal(created.run.pk)
+    created.run.refresh_from_db()
+    event, msg = assert_failed_turn(created.run, events, thread, status="truncated")
+    assert event["error"] == {"code": "internal_error", "message": "internal error: RuntimeError"}
+    assert msg.content == "Saved text" == joined_text(events)  # msg.error is the run's (assert_failed_turn)
 
 
 # --------------------------------------------------------------------------------------- #
