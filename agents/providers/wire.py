@@ -170,7 +170,11 @@ def provider_error(wire: Wire, exc: BaseException, *, model: str, midstream: boo
         return unreachable(wire.base_url, exc)
     if failure.kind == "transport":
         if midstream:
-            detail = scrub(str(exc), wire._api_key) or type(exc).__name__
+            if any(isinstance(err, aiohttp.ClientPayloadError) for err in exception_chain(exc)):
+                # aiohttp's own words name an internal code ("TransferEncodingError: 400")
+                detail = "the connection closed before the response ended"
+            else:
+                detail = scrub(str(exc), wire._api_key) or type(exc).__name__
             return ProviderError("stream_interrupted", f"the provider's stream broke off: {detail}", retryable=True)
         return unreachable(wire.base_url, exc)
     if failure.kind == "status":
