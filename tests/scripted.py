@@ -26,6 +26,14 @@ class Pause:
         self.seconds = seconds
 
 
+class WaitFor:
+    """In a scripted response: the model goes quiet until ``condition()`` holds (polled; at
+    most ``timeout_s``), e.g. until the heartbeat has saved the text so far."""
+
+    def __init__(self, condition, timeout_s: float = 10.0) -> None:
+        self.condition, self.timeout_s = condition, timeout_s
+
+
 def says(text: str, *, pieces: int = 3) -> list:
     """A response that streams ``text`` in ``pieces`` deltas and stops."""
     step = max(1, len(text) // pieces)
@@ -68,6 +76,11 @@ class ScriptedModel:
             for event in response:
                 if isinstance(event, Pause):
                     time.sleep(event.seconds)
+                    continue
+                if isinstance(event, WaitFor):
+                    deadline = time.monotonic() + event.timeout_s
+                    while not event.condition() and time.monotonic() < deadline:
+                        time.sleep(0.02)
                     continue
                 if isinstance(event, BaseException):  # an adapter's bug mid-stream
                     raise event

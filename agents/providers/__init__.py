@@ -11,8 +11,10 @@ An adapter (``capabilities.CAPABILITIES`` names its class) has:
 * ``from_provider(row, *, api_key, max_retries, connect_timeout_s, read_timeout_s)``;
 * ``stream(ChatRequest) -> Iterator[StreamEvent]`` — for an HTTP adapter
   ``wire.relay(self, request)``, the adapter implementing the :class:`wire.Wire` protocol
-  (``build_body``, ``open``, ``read`` → text/reasoning/one ``Ending``, ``close``,
-  ``failure(exc)``); the error, close and finish rules live once in ``wire.py``;
+  (``build_body``, ``open``, ``items``, ``reader`` → a :class:`wire.Reader` giving
+  text/reasoning/one ``Ending``, ``close``, ``failure(exc)``) and :class:`wire.AsyncWire`
+  (``aopen``, ``aitems``, ``aclose``: the same on an event loop, ``wire.arelay``); the error,
+  close and finish rules live once in ``wire.py``;
 * with ``lists_models``: ``list_models()``; with ``model_details``: ``model_info(name)``
   and ``list_models(skip_details=names)``.
 """

@@ -156,25 +156,18 @@ def provider_error(wire: Wire, exc: BaseException, *, model: str, midstream: boo
     failure = wire.failure(exc)
     if failure is None or isinstance(failure, ProviderError):
         return failure
-    if failure.kind in ("timeout", "connect", "transport"):
-        aiohttp_kind = aiohttp_failure_kind(exc)
-        if aiohttp_kind is not None:
-            failure.kind = aiohttp_kind
-        elif failure.kind == "transport" and network_root_cause(exc) == "timed out":
-            failure.kind = "timeout"  # a read timeout mid-stream (httpx's ReadTimeout, unwrapped)
-    if failure.kind == "timeout":
+    kind, detail = failure.kind, None
+    if kind in ("timeout", "connect", "transport"):
+        kind, detail = _network_cause(kind, exc)
+    if kind == "timeout":
         return ProviderError("timeout", f"provider timed out ({wire.base_url})", retryable=True)
-    if failure.kind == "connect":
+    if kind == "connect":
         if midstream:
             return ProviderError("stream_interrupted", "the provider's stream broke off", retryable=True)
         return unreachable(wire.base_url, exc)
-    if failure.kind == "transport":
+    if kind == "transport":
         if midstream:
-            if any(isinstance(err, aiohttp.ClientPayloadError) for err in exception_chain(exc)):
-                # aiohttp's own words name an internal code ("TransferEncodingError: 400")
-                detail = "the connection closed before the response ended"
-            else:
-                detail = scrub(str(exc), wire._api_key) or type(exc).__name__
+            detail = detail or scrub(str(exc), wire._api_key) or type(exc).__name__
             return ProviderError("stream_interrupted", f"the provider's stream broke off: {detail}", retryable=True)
         return unreachable(wire.base_url, exc)
     if failure.kind == "status":
@@ -235,19 +228,26 @@ async def arelay(wire: AsyncWire, request: ChatRequest, deliver: Callable[[Strea
         await wire.aclose(upstream)
 
 
-def aiohttp_failure_kind(exc: BaseException) -> str | None:
-    """What an aiohttp error behind ``exc`` (an async client's, ``AsyncWire``) means:
-    ``timeout`` | ``connect`` | ``transport``, None without one. The aiohttp transport of
-    ``httpx_aiohttp`` raises every ``ClientConnectionError`` — refused, reset, disconnected —
-    as ``httpx.ConnectTimeout``; its cause says which it was."""
+def _network_cause(kind: str, exc: BaseException) -> tuple[str, str | None]:
+    """``(kind, detail)`` of a network failure the adapter called ``kind`` (``timeout`` |
+    ``connect`` | ``transport``), from the exception's cause chain: an aiohttp error behind
+    it decides (an async client's: the ``httpx_aiohttp`` transport raises every
+    ``ClientConnectionError`` — refused, reset, disconnected — as ``httpx.ConnectTimeout``, and
+    a cut-short body as a text naming aiohttp's internal "TransferEncodingError: 400"); else a
+    ``transport`` failure caused by a timeout is one (httpx's mid-stream ``ReadTimeout``, which
+    the SDKs leave unwrapped). ``detail``: words for the failure, None to use the exception's."""
     for err in exception_chain(exc):
         if isinstance(err, aiohttp.ServerTimeoutError):
-            return "timeout"
+            return "timeout", None
         if isinstance(err, aiohttp.ClientConnectorError):
-            return "connect"
+            return "connect", None
+        if isinstance(err, aiohttp.ClientPayloadError):
+            return "transport", "the connection closed before the response ended"
         if isinstance(err, aiohttp.ClientError):
-            return "transport"
-    return None
+            return "transport", None
+    if kind == "transport" and network_root_cause(exc) == "timed out":
+        return "timeout", None
+    return kind, None
 
 
 def _raise_translated(wire: Wire, exc: Exception, *, model: str, midstream: bool) -> NoReturn:

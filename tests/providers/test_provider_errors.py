@@ -212,11 +212,12 @@ def test_a_turn_that_crashes_mid_stream_closes_its_message(users, thread_on, ope
     streaming message is closed as truncated with the text the heartbeat saved — never left
     streaming."""
     from agents.services import run_create
-    from tests.scripted import Pause
+    from tests.scripted import WaitFor
 
     settings.STREAM_PERSIST_INTERVAL_S = 0.05
     settings.RUN_HEARTBEAT_S = 0.05
-    scripted_model.script([TextDelta("Saved text"), Pause(0.5), RuntimeError("an adapter bug")])
+    saved = WaitFor(lambda: Message.objects.filter(role="assistant", content="Saved text").exists())
+    scripted_model.script([TextDelta("Saved text"), saved, RuntimeError("an adapter bug")])
     thread = thread_on(openai_provider)
     sink = sink_for(thread.pk)
     created = run_create(thread=thread, user=users["alice"], content="Hello?")
