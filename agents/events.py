@@ -37,6 +37,8 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from chatplatform.loopwatch import watch_loop
+
 from .event_log import Appended, event_log
 from .event_types import check_event
 from .runs.lifecycle import run_seq_save
@@ -70,6 +72,7 @@ def publisher_loop() -> asyncio.AbstractEventLoop:
             thread = threading.Thread(target=loop.run_forever, name="event-publisher", daemon=True)
             thread.start()
             _own_loop = loop
+            watch_loop(loop, name="worker")  # a Celery worker reads its model streams on it
         return _own_loop
 
 

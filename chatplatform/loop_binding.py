@@ -1,6 +1,6 @@
-"""Tell the event publisher which loop serves ASGI (see ``agents.events``), and size the
-loop's default executor: the ``WEB_DB_THREADS`` threads that run websocket and SSE database
-work (``chatplatform.dbasync.db_async``)."""
+"""Tell the event publisher which loop serves ASGI (see ``agents.events``), size the loop's
+default executor (the ``WEB_DB_THREADS`` threads that run websocket and SSE database work,
+``chatplatform.dbasync.db_async``) and watch the loop for stalls (``chatplatform.loopwatch``)."""
 
 import asyncio
 import concurrent.futures
@@ -12,10 +12,13 @@ from agents.events import bind_server_loop
 from agents.providers.capabilities import preload_adapters
 from agents.runs.reaper import start_reaper
 
+from .loopwatch import watch_loop
+
 
 class BindServerLoop:
-    """ASGI middleware: records the running loop on every connection (one assignment), and
-    starts this process's run reaper on the first one (recovers turns after a restart)."""
+    """ASGI middleware: records the running loop on every connection (one assignment); on the
+    first one starts this process's run reaper (recovers turns after a restart) and the loop's
+    stall watch (``web``)."""
 
     def __init__(self, app):
         self.app = app
@@ -29,6 +32,7 @@ class BindServerLoop:
             loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(
                 max_workers=settings.WEB_DB_THREADS, thread_name_prefix="web-db"))
             start_reaper()
+            watch_loop(loop, name="web")
             if settings.RUN_EXECUTOR == "embedded":  # this process runs turns: load their SDKs now
                 threading.Thread(target=preload_adapters, name="preload-adapters", daemon=True).start()
         return await self.app(scope, receive, send)

@@ -327,6 +327,11 @@ PROVIDER_READ_TIMEOUT_S = env.float("PROVIDER_READ_TIMEOUT_S", default=120.0)
 # turn thread checks the cancel flag and its lease every PROVIDER_STREAM_POLL_S meanwhile.
 PROVIDER_STREAM_ON_LOOP = env.bool("PROVIDER_STREAM_ON_LOOP", default=True)
 PROVIDER_STREAM_POLL_S = env.float("PROVIDER_STREAM_POLL_S", default=1.0)
+# An event loop (the web server's; a worker's, where it reads model streams) that does not come
+# round for this many seconds is logged with the code holding it and counted
+# (chatplatform.loopwatch: chatplatform_event_loop_stalls, chatplatform_event_loop_lag_seconds).
+# 0: off.
+EVENT_LOOP_STALL_S = env.float("EVENT_LOOP_STALL_S", default=0.25)
 OFFLINE_DELTA_DELAY_S = env.float("OFFLINE_DELTA_DELAY_S", default=0.02)
 # Agent providers (kind agent_runs: the Hermes agent's Runs API; agents/agent_runs).
 HERMES_API_BASE = env.str("HERMES_API_BASE", default="http://127.0.0.1:8642/v1")

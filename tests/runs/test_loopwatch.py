@@ -1,0 +1,108 @@
+"""The event-loop stall watch (chatplatform.loopwatch): a loop held by a blocking callback is
+logged once per stall with the blocking code's frame, and counted; a loop that comes round is
+not; the lag of each beat is observed."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+
+import pytest
+
+from chatplatform.loopwatch import LAG, STALLS, LoopWatch, watch_loop
+
+
+@pytest.fixture
+def loop():
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield loop
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    loop.close()
+
+
+def until(condition, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def _hold_the_loop_for_a_test(done: threading.Event) -> None:
+    done.wait(10)  # a blocking call on the loop: what a synchronous database call would do
+
+
+def test_a_blocked_loop_is_logged_once_with_the_blocking_frame_and_counted(loop, caplog):
+    caplog.set_level(logging.WARNING, logger="chatplatform.loopwatch")
+    watch = LoopWatch(loop, name="test-blocked", stall_s=0.1).start()
+    counted = STALLS.labels("test-blocked")
+    before = counted._value.get()
+    until(lambda: watch._loop_thread is not None)
+    release = threading.Event()
+    loop.call_soon_threadsafe(_hold_the_loop_for_a_test, release)
+    until(lambda: watch.stalls == 1)
+    time.sleep(3 * watch.interval_s)  # still held: no second report for the same stall
+    release.set()
+    warnings = [r.getMessage() for r in caplog.records if "test-blocked" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "has not come round" in warnings[0]
+    assert "_hold_the_loop_for_a_test (" in warnings[0] and "test_loopwatch.py:" in warnings[0]
+    assert counted._value.get() == before + 1
+    # Once the loop comes round again, a new stall is a new report.
+    until(lambda: not watch._reported)
+    release2 = threading.Event()
+    loop.call_soon_threadsafe(_hold_the_loop_for_a_test, release2)
+    until(lambda: watch.stalls == 2)
+    release2.set()
+    watch.stop()
+    assert counted._value.get() == before + 2
+
+
+def test_a_loop_that_comes_round_is_not_reported_and_its_lag_is_observed(loop, caplog):
+    caplog.set_level(logging.WARNING, logger="chatplatform.loopwatch")
+    watch = LoopWatch(loop, name="test-idle", stall_s=5.0, interval_s=0.01).start()
+    beats = LAG.labels("test-idle")
+    until(lambda: sum(b.get() for b in beats._buckets) >= 10)  # ten beats observed
+    watch.stop()
+    assert watch.stalls == 0 and STALLS.labels("test-idle")._value.get() == 0
+    assert not [r for r in caplog.records if "test-idle" in r.getMessage()]
+
+
+def test_watch_loop_is_once_per_loop_and_off_at_zero(loop, settings):
+    settings.EVENT_LOOP_STALL_S = 0
+    assert watch_loop(loop, name="test-off") is None
+    settings.EVENT_LOOP_STALL_S = 0.5
+    first = watch_loop(loop, name="test-once")
+    assert first is not None and watch_loop(loop, name="test-once") is first
+    assert first.stall_s == 0.5 and first.interval_s == 0.05
+    first.stop()
+
+
+def _spin_for_a_test(stop: threading.Event) -> None:
+    while not stop.is_set():
+        sum(range(100))  # Python code running: a busy thread
+
+
+def test_busy_threads_names_threads_running_python_not_waiting_ones(loop):
+    watch = LoopWatch(loop, name="test-busy", stall_s=5.0).start()
+    until(lambda: watch._loop_thread is not None)
+    stop = threading.Event()
+    busy = threading.Thread(target=_spin_for_a_test, args=(stop,), name="spinner")
+    idle = threading.Thread(target=stop.wait, name="waiter")
+    busy.start()
+    idle.start()
+    try:
+        listed = watch.busy_threads()
+        assert any(entry.startswith("spinner: _spin_for_a_test (") for entry in listed), listed
+        assert not any(entry.startswith("waiter:") for entry in listed), listed
+        # The idle loop's thread is in the loop's own machinery, not in a callback.
+        assert watch.where().startswith("between callbacks, waiting for the GIL or the OS (")
+    finally:
+        stop.set()
+        busy.join(5)
+        idle.join(5)
+        watch.stop()
