@@ -100,18 +100,19 @@ class LoopWatch:
                 self._reported = True
                 self.stalls += 1
                 self._count.inc()
-                busy = self.busy_threads()
+                frames = sys._current_frames()  # one snapshot for both
+                busy = self.busy_threads(frames)
                 logger.warning("event loop %s has not come round for %.0f ms: every stream it serves waits. "
-                               "Its thread is at: %s.%s", self.name, waited * 1000, self.where(),
+                               "Its thread is at: %s.%s", self.name, waited * 1000, self.where(frames),
                                f" Other threads running Python: {'; '.join(busy)}." if busy else "")
 
-    def where(self) -> str:
+    def where(self, frames: dict | None = None) -> str:
         """The innermost ``STACK_FRAMES`` frames of the loop's thread, innermost first:
         ``function (file:line) <- caller (file:line) …`` — the callback that holds the loop —
         or, when it is in the loop's own machinery, ``between callbacks, waiting for the GIL or
         the OS (…)``: then :meth:`busy_threads` names who runs; ``"(not running)"`` if the
-        thread has no frame."""
-        frame = sys._current_frames().get(self._loop_thread)
+        thread has no frame. ``frames``: a ``sys._current_frames()`` snapshot (default: now)."""
+        frame = (frames if frames is not None else sys._current_frames()).get(self._loop_thread)
         if frame is None:
             return "(not running)"
         stack = _frames(frame, STACK_FRAMES)
@@ -120,15 +121,14 @@ class LoopWatch:
             return f"between callbacks, waiting for the GIL or the OS ({stack})"
         return stack
 
-
-    def busy_threads(self, most: int = 4) -> list[str]:
+    def busy_threads(self, frames: dict | None = None, most: int = 4) -> list[str]:
         """Up to ``most`` other threads that are running Python code rather than waiting
         (``name: function (file:line) <- caller …``, three frames each). When the loop's own
         thread is between callbacks (its innermost frame is the loop's ``run``), it is waiting
         for the GIL or for the OS: one of these holds it."""
         names = {t.ident: t.name for t in threading.enumerate()}
         out = []
-        for ident, frame in sys._current_frames().items():
+        for ident, frame in (frames if frames is not None else sys._current_frames()).items():
             if ident in (self._loop_thread, threading.get_ident()):
                 continue
             code = frame.f_code
