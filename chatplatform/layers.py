@@ -19,11 +19,13 @@ Production (:class:`RedisPubSubLayer`): channels-redis's pub/sub layer. The list
 where one process-wide lock lets a web process pop only one message per round-trip chain:
 measured with ``bench/ours_bench.py``, one daphne process fell seconds behind at 10 chats × 50
 tokens/s with idle CPUs. With pub/sub a group message is one ``PUBLISH`` and every web process
-reads its subscriptions as a stream. Delivery is at most once, exactly like a full list channel:
-subscribers detect a gap by ``seq`` and refill it from the event log (``agents.replay``). Two
-changes to the stock layer: publishes do not queue behind one lock per shard (they share the
-connection pool, so many runs publish concurrently), and each channel's queue is bounded by
-``capacity`` (a stalled socket drops messages with a log line instead of growing without bound).
+reads its subscriptions as a stream. Delivery is at most once, exactly like a full list
+channel: subscribers detect a gap by ``seq`` and refill it from the event log
+(``agents.replay``). Three changes to the stock layer: publishes do not queue behind one lock
+per shard (they share the connection pool, so many runs publish concurrently); each channel's
+queue is bounded by ``capacity`` (a stalled socket drops messages with a log line instead of
+growing without bound); and subscriptions are read by ``chatplatform.pubsub`` (an asyncio
+protocol over hiredis, about a third of the CPU per message of redis-py's asyncio ``PubSub``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from channels_redis.pubsub import (
     RedisSingleShardConnection,
 )
 from channels_redis.utils import _wrap_close, decode_hosts
+
+from .pubsub import Subscriber, subscriber_target
 
 SWEEP_INTERVAL_S = 1.0
 logger = logging.getLogger(__name__)
@@ -83,6 +87,15 @@ class EmbeddedChannelLayer(InMemoryChannelLayer):
 
 
 class _Shard(RedisSingleShardConnection):
+    """One Redis of the layer, on one event loop: publishes through redis-py's pool and
+    receives through :class:`chatplatform.pubsub.Subscriber` (channels-redis's own reader for
+    host specs it does not handle, such as Sentinel)."""
+
+    def __init__(self, host, channel_layer):
+        super().__init__(host, channel_layer)
+        target = subscriber_target(host)
+        self._subscriber = Subscriber(target, self._deliver) if target is not None else None
+
     async def publish(self, channel, message):
         # The stock shard holds its (subscribe/unsubscribe) lock across every PUBLISH, so all
         # runs of a process publish one round trip at a time. PUBLISH needs no ordering
@@ -90,11 +103,26 @@ class _Shard(RedisSingleShardConnection):
         self._ensure_redis()
         await self._redis.publish(channel, message)
 
-    def _receive_message(self, message):
-        if message is None:
-            return
-        name = message["channel"]
-        data = message["data"]
+    async def subscribe(self, channel):
+        if self._subscriber is None:
+            return await super().subscribe(channel)
+        await self._subscriber.subscribe(channel)
+
+    async def unsubscribe(self, channel):
+        if self._subscriber is None:
+            return await super().unsubscribe(channel)
+        await self._subscriber.unsubscribe(channel)
+
+    async def flush(self):
+        if self._subscriber is not None:
+            await self._subscriber.close()
+        await super().flush()
+
+    def _receive_message(self, message):  # channels-redis's reader (Sentinel)
+        if message is not None:
+            self._deliver(message["channel"], message["data"])
+
+    def _deliver(self, name, data):
         if isinstance(name, bytes):
             name = name.decode()
         layer = self.channel_layer

@@ -59,8 +59,9 @@ class PrivateRedis:
     ``persistent=True``: an append-only file (fsync always), so a restart keeps every key — the
     production setup README recommends; otherwise a restart starts empty."""
 
-    def __init__(self, *, persistent: bool = False) -> None:
+    def __init__(self, *, persistent: bool = False, args: tuple[str, ...] = ()) -> None:
         self.persistent = persistent
+        self.args = args  # more redis-server options, e.g. ("--requirepass", "secret")
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="private-redis-"))
         self.proc: subprocess.Popen | None = None
@@ -72,7 +73,7 @@ class PrivateRedis:
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "yes" if self.persistent else "no", "--appendfsync", "always",
-             "--dir", str(self.dir), "--logfile", str(self.dir / "redis.log")],
+             "--dir", str(self.dir), "--logfile", str(self.dir / "redis.log"), *self.args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
         )
         _wait_port(self.port, up=True)
