@@ -145,6 +145,24 @@ def process_tree(roots: list[int]) -> list[int]:
     return seen
 
 
+def process_name(pid: int) -> str:
+    """A short name for a product process: the server or worker program in its command line
+    (``uvicorn``, ``daphne``, ``celery``, ``haproxy``), else its ``comm``."""
+    try:
+        with open(f'/proc/{pid}/cmdline', 'rb') as f:
+            argv = [os.path.basename(a.decode(errors='replace')) for a in f.read().split(b'\0') if a]
+    except OSError:
+        return str(pid)
+    for known in ('uvicorn', 'daphne', 'celery', 'haproxy'):
+        if known in argv:
+            return known
+    try:
+        with open(f'/proc/{pid}/comm') as f:
+            return f.read().strip()
+    except OSError:
+        return str(pid)
+
+
 def tree_cpu_seconds(roots: list[int]) -> float:
     """User+system CPU seconds of the processes under `roots` (incl. reaped children)."""
     total = 0
@@ -405,7 +423,7 @@ def analyze_run(traces: list[ChatTrace], up_records: list[dict], cpu: dict, meta
         'tokens_per_s': _r(delivered / wall if wall else None, 1),
         'per_chat_tokens_per_s_p50': _r(pct([a['per_chat_tokens_per_s'] for a in chats
                                               if a['per_chat_tokens_per_s']], 50), 1),
-        'cpu_s': {k: _r(v, 3) for k, v in cpu.items()},
+        'cpu_s': {k: v if isinstance(v, dict) else _r(v, 3) for k, v in cpu.items()},
         'cpu_s_per_1k_tokens': _r(server_cpu * per_k if per_k and server_cpu is not None else None, 4),
         'cpu_s_per_1k_tokens_net': _r((server_cpu - cpu['server_idle_s']) * per_k
                                       if per_k and server_cpu is not None and 'server_idle_s' in cpu else None, 4),
@@ -520,7 +538,7 @@ class CpuSampler:
 
     def _now(self):
         return (tree_cpu_seconds(self.server_pids), tree_cpu_seconds(self.upstream_pids), sum(os.times()[:2]),
-                now_ns(), tree_cpu_seconds(self.service_pids))
+                now_ns(), tree_cpu_seconds(self.service_pids), [tree_cpu_seconds([pid]) for pid in self.server_pids])
 
     async def measure_idle(self, seconds: float) -> float | None:
         import asyncio
@@ -539,6 +557,11 @@ class CpuSampler:
     def stop(self) -> dict:
         t1 = self._now()
         out = {'server_s': t1[0] - self.t0[0], 'upstream_s': t1[1] - self.t0[1], 'client_s': t1[2] - self.t0[2]}
+        if len(self.server_pids) > 1:  # which process of the product spent it (web, worker, …)
+            names = [process_name(pid) for pid in self.server_pids]
+            out['server_by_process'] = {
+                (f'{name}#{names[:i].count(name) + 1}' if names.count(name) > 1 else name): round(b - a, 3)
+                for i, (name, a, b) in enumerate(zip(names, self.t0[5], t1[5], strict=True))}
         if self.idle_rate is not None:
             out['server_idle_s'] = self.idle_rate * (t1[3] - self.t0[3]) / 1e9
         if self.service_pids:
