@@ -8,16 +8,23 @@ callback that blocks it (a synchronous database call, a large JSON document, a C
 that keeps the GIL) stalls all of them at once, and from outside that looks like a slow model
 or a dead worker. :class:`LoopWatch` makes it visible:
 
-* a beat callback on the loop, every ``interval_s``, records when it ran and observes how late
-  it ran in ``chatplatform_event_loop_lag_seconds``;
-* a daemon thread looks every ``interval_s``: once the last beat is ``EVENT_LOOP_STALL_S``
-  old, it logs one warning naming the loop and the innermost frames of the loop's thread as
-  they are at that moment (the code that holds the loop), and counts the stall in
+* a beat callback on the loop, every ``interval_s``, observes how late it ran in
+  ``chatplatform_event_loop_lag_seconds`` and books the next beat;
+* a daemon thread sleeps until the pending beat would be ``EVENT_LOOP_STALL_S`` late: if it
+  has not run by then, the loop has not come round for at least that long, and the thread
+  logs one warning naming the loop and the innermost frames of the loop's thread as they are
+  at that moment (the code that holds the loop), and counts the stall in
   ``chatplatform_event_loop_stalls``. One warning per stall, however long it lasts.
 
-Cost: one timer callback and one thread wake-up per ``interval_s`` (50 ms): about 20 µs of
-CPU each, well under 0.1 % of a core (``bench/side_by_side``). ``EVENT_LOOP_STALL_S`` = 0
-turns the watch off.
+A stall is measured from when the beat was due, so it is never overstated: a loop held for
+``EVENT_LOOP_STALL_S`` + ``interval_s`` is always reported, a shorter hold only if a beat fell
+due early in it.
+
+Cost, measured on the 2-core bench box: a beat wakes an idle loop (about 170 µs of CPU each)
+and the thread wakes about three times a second (about 120 µs each): with the defaults (a
+beat every ``EVENT_LOOP_STALL_S`` / 2 = 125 ms) about 1.5 ms of CPU per second per process,
+against 5 ms with a beat and a look every 50 ms (``bench/loopwatch_cost.py``).
+``EVENT_LOOP_STALL_S`` = 0 turns the watch off.
 """
 
 from __future__ import annotations
@@ -51,17 +58,19 @@ _lock = threading.Lock()
 
 class LoopWatch:
     """Watch ``loop`` (running, or about to run, in one thread) under the label ``name``
-    (``web``, ``worker``…). ``stall_s``: seconds without a beat that count as a stall;
-    ``interval_s``: how often the beat runs and the thread looks (at most ``stall_s`` / 5).
-    :meth:`stop` ends both; a closed loop ends them too."""
+    (``web``, ``worker``…). ``stall_s``: seconds a beat may be overdue before it counts as a
+    stall; ``interval_s``: seconds between beats (default and at most ``stall_s`` / 2). The
+    thread looks when the pending beat would be ``stall_s`` late, and every ``interval_s``
+    during a reported stall. :meth:`stop` ends both; a closed loop ends them too."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, *, name: str, stall_s: float, interval_s: float = 0.05) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, *, name: str, stall_s: float,
+                 interval_s: float | None = None) -> None:
         self.loop = loop
         self.name = name
         self.stall_s = stall_s
-        self.interval_s = min(interval_s, stall_s / 5)
+        self.interval_s = min(interval_s or stall_s / 2, stall_s / 2)
         self.stalls = 0  # how many were reported (also in STALLS)
-        self._beat_at = time.monotonic()
+        self._due = time.monotonic()  # when the pending beat should run (monotonic s)
         self._loop_thread: int | None = None
         self._reported = False  # the current stall was logged
         self._stopped = threading.Event()
@@ -85,26 +94,35 @@ class LoopWatch:
     def _beat(self, due: float) -> None:
         now = time.monotonic()
         self._lag.observe(max(0.0, now - due))
-        self._beat_at = now
+        self._due = now + self.interval_s
         self._reported = False
         if not self._stopped.is_set():
-            self.loop.call_at(self.loop.time() + self.interval_s, self._beat, now + self.interval_s)
+            self.loop.call_at(self.loop.time() + self.interval_s, self._beat, self._due)
 
     # -- the watching thread ----------------------------------------------------------------
+    def late_s(self) -> float:
+        """Seconds the pending beat is overdue (0 while it is not due): the loop has not come
+        round for at least this long."""
+        return max(0.0, time.monotonic() - self._due)
+
     def _watch(self) -> None:
-        while not self._stopped.wait(self.interval_s):
+        wait = self.stall_s
+        while not self._stopped.wait(wait):
             if self.loop.is_closed():
                 return
-            waited = time.monotonic() - self._beat_at
-            if waited >= self.stall_s and not self._reported and self._loop_thread is not None:
+            late = self.late_s()
+            if late >= self.stall_s and not self._reported and self._loop_thread is not None:
                 self._reported = True
                 self.stalls += 1
                 self._count.inc()
                 frames = sys._current_frames()  # one snapshot for both
                 busy = self.busy_threads(frames)
                 logger.warning("event loop %s has not come round for %.0f ms: every stream it serves waits. "
-                               "Its thread is at: %s.%s", self.name, waited * 1000, self.where(frames),
+                               "Its thread is at: %s.%s", self.name, late * 1000, self.where(frames),
                                f" Other threads running Python: {'; '.join(busy)}." if busy else "")
+            # Look next when the pending beat would be stall_s late; during a reported stall,
+            # every interval (a beat that runs ends it, and the next hold is a new stall).
+            wait = self.interval_s if self._reported else max(self._due + self.stall_s - time.monotonic(), 0.005)
 
     def where(self, frames: dict | None = None) -> str:
         """The innermost ``STACK_FRAMES`` frames of the loop's thread, innermost first:

@@ -78,8 +78,36 @@ def test_watch_loop_is_once_per_loop_and_off_at_zero(loop, settings):
     settings.EVENT_LOOP_STALL_S = 0.5
     first = watch_loop(loop, name="test-once")
     assert first is not None and watch_loop(loop, name="test-once") is first
-    assert first.stall_s == 0.5 and first.interval_s == 0.05
+    assert first.stall_s == 0.5 and first.interval_s == 0.25  # a beat every stall_s / 2
     first.stop()
+
+
+def _hold_for(seconds: float, done: threading.Event) -> None:
+    time.sleep(seconds)
+    done.set()
+
+
+def test_a_hold_shorter_than_the_stall_is_not_reported_and_a_stall_is_never_overstated(loop, caplog):
+    caplog.set_level(logging.WARNING, logger="chatplatform.loopwatch")
+    watch = LoopWatch(loop, name="test-short", stall_s=0.3).start()
+    until(lambda: watch._loop_thread is not None)
+    for _ in range(4):  # held for 0.27 s, under the 0.3 s stall, at four phases of the beat
+        held = threading.Event()
+        loop.call_soon_threadsafe(_hold_for, 0.27, held)
+        held.wait(5)
+        time.sleep(0.07)
+    assert watch.stalls == 0
+    # A 1 s hold is reported as at most what it was: measured from when the beat was due.
+    release = threading.Event()
+    began = []
+    loop.call_soon_threadsafe(lambda: (began.append(time.monotonic()), release.wait(1.0)))
+    until(lambda: watch.stalls == 1)
+    reported_at = time.monotonic()
+    release.set()
+    watch.stop()
+    message = next(r.getMessage() for r in caplog.records if "test-short" in r.getMessage())
+    reported_ms = float(message.split("has not come round for ")[1].split(" ms")[0])
+    assert 300 <= reported_ms <= (reported_at - began[0]) * 1000 + 1
 
 
 def _spin_for_a_test(stop: threading.Event) -> None:
