@@ -4,7 +4,8 @@ A request becomes a platform run of the caller, with the platform's governance i
 
 * ``model`` names a provider the caller may use: ``"<provider>/<model>"``, ``"<provider>"``
   (its default model), a model name listed by exactly one enabled provider, or
-  ``"default"`` (``COMPAT_API_DEFAULT_MODEL``, else the first enabled provider).
+  ``"default"`` (``COMPAT_API_DEFAULT_MODEL``, else the first enabled provider that is set up
+  and that the caller may use).
 * The thread: ``X-Thread-Id`` header, ``metadata.thread_id``, or ``user`` holding a thread
   id → that thread (yours, writable; else 404). Otherwise the thread an earlier answer left
   whose conversation is exactly the request's messages up to the last assistant message
@@ -37,6 +38,7 @@ from django.http import Http404
 from agents.models import LLMModel, Provider, Run
 from agents.presentation import sees_error_details
 from agents.providers import ToolDefinition
+from agents.providers.keys import key_status
 from agents.selectors import model_allowed, model_list_for_provider, role_names_for_user
 from agents.services import run_create
 from chat.models import Membership, Message, Thread, Workspace
@@ -166,10 +168,7 @@ def model_resolve(*, name: str, user=None) -> tuple[Provider, str]:
     if name == "default":
         name = getattr(settings, "COMPAT_API_DEFAULT_MODEL", "") or ""
         if not name:
-            first = Provider.objects.filter(enabled=True).order_by("name").first()
-            if first is None:
-                raise ApiRejected("model_not_found", "No provider is enabled on this platform.", 404)
-            name = first.slug
+            name = _default_provider(roles).slug
     slug, _, model = name.partition("/")
     provider = Provider.objects.filter(slug=slug, enabled=True).first()
     if provider is not None:
@@ -190,6 +189,22 @@ def model_resolve(*, name: str, user=None) -> tuple[Provider, str]:
         raise ApiRejected("model_not_found", f"The model {name!r} is not enabled for you on this platform "
                           "(see GET /v1/models).", 404)
     return provider, model
+
+
+def _default_provider(roles) -> Provider:
+    """``"default"`` without ``COMPAT_API_DEFAULT_MODEL``: the first enabled provider by name
+    that is set up (its key is there: ``key_status``) and whose default model one of
+    ``roles`` may use (None: anyone) — a provider whose key is missing would only fail the
+    run. ApiRejected ``model_not_found`` (404) when none is."""
+    enabled = list(Provider.objects.filter(enabled=True).order_by("name"))
+    if not enabled:
+        raise ApiRejected("model_not_found", "No provider is enabled on this platform.", 404)
+    for provider in enabled:
+        if key_status(provider) is None and (
+                roles is None or model_allowed(provider=provider, model=provider.default_model, role_names=roles)):
+            return provider
+    raise ApiRejected("model_not_found", "No enabled provider is set up for you, so \"default\" names none "
+                      "(see GET /v1/models, or ask an administrator to set COMPAT_API_DEFAULT_MODEL).", 404)
 
 
 def model_list(*, user=None) -> list[dict]:

@@ -3,7 +3,7 @@
 import pytest
 from django.db import transaction
 
-from agents.models import LLMModel, Run
+from agents.models import LLMModel, Provider, Run
 from chat.models import Message, Thread
 from openai_api.models import ApiRun, ApiThread
 from openai_api.services import (
@@ -34,6 +34,29 @@ def test_model_names(offline, openai_provider):
         with pytest.raises(ApiRejected) as exc:
             model_resolve(name=bad)
         assert exc.value.code == code
+
+
+@pytest.mark.django_db
+def test_default_is_the_first_provider_that_is_set_up_and_allowed(offline, openai_provider, users, roles, monkeypatch,
+                                                                  settings):
+    settings.COMPAT_API_DEFAULT_MODEL = ""
+    monkeypatch.delenv("TEST_MISSING_ANTHROPIC_KEY", raising=False)
+    # First by name, but its key is missing: a run on it could only fail (the demo's case).
+    Provider.objects.create(slug="anthropic", name="Anthropic", kind="anthropic", default_model="claude-x",
+                            api_key_env="TEST_MISSING_ANTHROPIC_KEY")
+    assert model_resolve(name="default") == (openai_provider, "fake-model")
+    # Fake OpenAI's default model is for admins only: a member's default is the next one.
+    row = LLMModel.objects.create(provider=openai_provider, name="fake-model")
+    row.allowed_roles.set([roles["admin"]])
+    assert model_resolve(name="default", user=users["admin"]) == (openai_provider, "fake-model")
+    assert model_resolve(name="default", user=users["alice"]) == (offline, "rule-based")
+    # Nothing set up and allowed: a precise 404, not a run that fails later.
+    Provider.objects.filter(slug="offline").update(enabled=False)
+    with pytest.raises(ApiRejected) as exc:
+        model_resolve(name="default", user=users["alice"])
+    assert exc.value.code == "model_not_found" and "set up for you" in str(exc.value)
+    settings.COMPAT_API_DEFAULT_MODEL = "anthropic"  # named by the operator: taken as named
+    assert model_resolve(name="default") == (Provider.objects.get(slug="anthropic"), "claude-x")
 
 
 def test_messages_are_normalised_and_bad_shapes_refused():
