@@ -23,7 +23,7 @@ due early in it.
 Cost, measured on the 2-core bench box: a beat wakes an idle loop (about 170 µs of CPU each)
 and the thread wakes about three times a second (about 120 µs each): with the defaults (a
 beat every ``EVENT_LOOP_STALL_S`` / 2 = 125 ms) about 1.5 ms of CPU per second per process,
-against 5 ms with a beat and a look every 50 ms (``bench/loopwatch_cost.py``).
+against 4–5 ms with a beat and a look every 50 ms (``bench/loopwatch_cost.py``).
 ``EVENT_LOOP_STALL_S`` = 0 turns the watch off.
 """
 

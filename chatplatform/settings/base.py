@@ -246,10 +246,10 @@ TOOL_CALLS_PER_USER = env.int("TOOL_CALLS_PER_USER", default=4)
 # served, so a burst of sends streams one after another instead of all at the end; a slot held
 # for RUN_SETUP_WAIT_S stops counting and the next turn in line takes its place. 0 turns the
 # gate off. One at a time in embedded mode, where set-up threads share the GIL with the loop
-# that serves every websocket: at 50 chats × 50 tokens/s, two at once made that loop wait
-# (token p99 6–17 ms, once 394 ms), one kept it at 5–7 ms for ~0.2 s more time to first token
-# (bench/side_by_side/results-2026-12-05-setup-one.md). A worker's loop serves only its
-# model streams: two there.
+# that serves every websocket: at 50 chats × 50 tokens/s the set-up seconds' token p99 was
+# 16–316 ms with two at once and 8–13 ms with one (9 runs each), for ~0.25 s more median time
+# to first token (bench/side_by_side/results-2026-12-05-setup-one.md). A worker's loop serves
+# only its model streams: two there.
 RUN_SETUP_CONCURRENCY = env.int("RUN_SETUP_CONCURRENCY", default=1 if RUN_EXECUTOR == "embedded" else 2)
 RUN_SETUP_WAIT_S = env.float("RUN_SETUP_WAIT_S", default=5.0)
 # Threads of a Celery worker (production); `make worker` and the README start workers with it.
