@@ -36,7 +36,7 @@ import collections
 import inspect
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import hiredis
@@ -65,7 +65,6 @@ class Target:
     ssl: dict[str, Any] | None = None
     connect_timeout_s: float = 5.0
     reply_timeout_s: float = 5.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> str:
         return self.path or f"{self.host}:{self.port}"
@@ -101,10 +100,8 @@ def subscriber_target(host: dict) -> Target | None:
         target.password = parsed.pop("password", None)
         if connection_class is not None and connection_class.__name__ == "SSLConnection":
             target.ssl = {k[4:]: v for k, v in parsed.items() if k.startswith("ssl_") and k[4:] in _SSL_OPTIONS}
-        host.update({k: v for k, v in parsed.items() if not k.startswith("ssl_")})
     target.username = host.pop("username", None) or target.username
     target.password = host.pop("password", None) or target.password
-    target.extra = host
     return target
 
 
