@@ -110,27 +110,30 @@ def test_a_hold_shorter_than_the_stall_is_not_reported_and_a_stall_is_never_over
     assert 300 <= reported_ms <= (reported_at - began[0]) * 1000 + 1
 
 
-def _spin_for_a_test(stop: threading.Event) -> None:
-    while not stop.is_set():
+def _spin_for_a_test(running: threading.Event, stop: list) -> None:
+    running.set()
+    while not stop:  # read here, not through Event.is_set: threading.py frames count as waiting
         sum(range(100))  # Python code running: a busy thread
 
 
 def test_busy_threads_names_threads_running_python_not_waiting_ones(loop):
     watch = LoopWatch(loop, name="test-busy", stall_s=5.0).start()
     until(lambda: watch._loop_thread is not None)
-    stop = threading.Event()
-    busy = threading.Thread(target=_spin_for_a_test, args=(stop,), name="spinner")
-    idle = threading.Thread(target=stop.wait, name="waiter")
+    stop, running, idle_done = [], threading.Event(), threading.Event()
+    busy = threading.Thread(target=_spin_for_a_test, args=(running, stop), name="spinner")
+    idle = threading.Thread(target=idle_done.wait, name="waiter")
     busy.start()
     idle.start()
     try:
+        running.wait(5)
         listed = watch.busy_threads()
         assert any(entry.startswith("spinner: _spin_for_a_test (") for entry in listed), listed
         assert not any(entry.startswith("waiter:") for entry in listed), listed
         # The idle loop's thread is in the loop's own machinery, not in a callback.
         assert watch.where().startswith("between callbacks, waiting for the GIL or the OS (")
     finally:
-        stop.set()
+        stop.append(True)
+        idle_done.set()
         busy.join(5)
         idle.join(5)
         watch.stop()
