@@ -67,5 +67,6 @@ def main() -> None:
         figure = cpu_per_s(args.seconds, interval, args.stall_s, first_version)
         print(f"{label:46s} {figure:6.2f} ms CPU per s")
 
+
 if __name__ == "__main__":
     main()
