@@ -27,6 +27,7 @@ from agents.ratelimit import rate_limit_hit
 from agents.replay import RunStreamCursor
 from chatplatform import safe_input
 from chatplatform.api import flatten_detail
+from chatplatform.consumer_dispatch import ReceiveLoopsMixin
 from chatplatform.dbasync import db_async
 from chatplatform.errors import ServiceError
 from chatplatform.safe_input import BadInput
@@ -63,7 +64,7 @@ def _has_lone_surrogate(value) -> bool:
     return False
 
 
-class ThreadConsumer(AsyncJsonWebsocketConsumer):
+class ThreadConsumer(ReceiveLoopsMixin, AsyncJsonWebsocketConsumer):
     group_name: str | None = None
 
     def __init__(self, *args, **kwargs) -> None:
@@ -309,7 +310,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await super().dispatch(message)
 
 
-class InboxConsumer(AsyncJsonWebsocketConsumer):
+class InboxConsumer(ReceiveLoopsMixin, AsyncJsonWebsocketConsumer):
     """``/ws/approvals/``: the signed-in user's approval notices (``inbox.changed``) for the
     inbox page and the rail badge. Joins only the per-user group; takes no frames."""
 
