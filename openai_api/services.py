@@ -168,7 +168,7 @@ def model_resolve(*, name: str, user=None) -> tuple[Provider, str]:
     if name == "default":
         name = getattr(settings, "COMPAT_API_DEFAULT_MODEL", "") or ""
         if not name:
-            name = _default_provider(roles).slug
+            return _default_model(roles)
     slug, _, model = name.partition("/")
     provider = Provider.objects.filter(slug=slug, enabled=True).first()
     if provider is not None:
@@ -191,28 +191,39 @@ def model_resolve(*, name: str, user=None) -> tuple[Provider, str]:
     return provider, model
 
 
-def _default_provider(roles) -> Provider:
-    """``"default"`` without ``COMPAT_API_DEFAULT_MODEL``: the first enabled provider by name
-    that is set up (its key is there: ``key_status``) and whose default model one of
-    ``roles`` may use (None: anyone) — a provider whose key is missing would only fail the
-    run. ApiRejected ``model_not_found`` (404) when none is."""
+def _default_model(roles) -> tuple[Provider, str]:
+    """``"default"`` without ``COMPAT_API_DEFAULT_MODEL``: ``(provider, its default model)``
+    of the first enabled provider by name that is set up (its key is there: ``key_status``)
+    and whose default model one of ``roles`` may use (None: anyone, unless an administrator
+    disabled it) — a provider whose key is missing would only fail the run. Checked here
+    once, so the caller does not look the provider up again. ApiRejected
+    ``model_not_found`` (404) when none is."""
     enabled = list(Provider.objects.filter(enabled=True).order_by("name"))
     if not enabled:
         raise ApiRejected("model_not_found", "No provider is enabled on this platform.", 404)
     for provider in enabled:
-        if key_status(provider) is None and (
-                roles is None or model_allowed(provider=provider, model=provider.default_model, role_names=roles)):
-            return provider
+        if key_status(provider) is not None:
+            continue
+        if roles is None:
+            usable = not LLMModel.objects.filter(provider=provider, name=provider.default_model, enabled=False).exists()
+        else:
+            usable = model_allowed(provider=provider, model=provider.default_model, role_names=roles)
+        if usable:
+            return provider, provider.default_model
     raise ApiRejected("model_not_found", "No enabled provider is set up for you, so \"default\" names none "
                       "(see GET /v1/models, or ask an administrator to set COMPAT_API_DEFAULT_MODEL).", 404)
 
 
 def model_list(*, user=None) -> list[dict]:
-    """``GET /v1/models`` entries: each enabled provider (its default model) and each enabled
-    model, as ``provider/model`` — with ``user``, only what one of their roles may use."""
+    """``GET /v1/models`` entries: each enabled provider that is set up (its key is there:
+    ``key_status``; a run on any other could only fail) with its default model, and each of
+    its enabled models, as ``provider/model`` — with ``user``, only what one of their roles
+    may use."""
     roles = role_names_for_user(user=user) if user is not None else None
     out = []
     for provider in Provider.objects.filter(enabled=True).order_by("slug"):
+        if key_status(provider) is not None:
+            continue
         created = int(provider.created_at.timestamp())
         if roles is None or model_allowed(provider=provider, model="", role_names=roles):
             out.append({"id": provider.slug, "object": "model", "created": created, "owned_by": provider.slug})

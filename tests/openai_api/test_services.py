@@ -1,7 +1,8 @@
 """The OpenAI-compatible API's request handling without HTTP (``openai_api/services.py``)."""
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from agents.models import LLMModel, Provider, Run
 from chat.models import Message, Thread
@@ -11,6 +12,7 @@ from openai_api.services import (
     completion_start,
     conversation_remember,
     digest,
+    model_list,
     model_resolve,
     normalise_messages,
 )
@@ -57,6 +59,37 @@ def test_default_is_the_first_provider_that_is_set_up_and_allowed(offline, opena
     assert exc.value.code == "model_not_found" and "set up for you" in str(exc.value)
     settings.COMPAT_API_DEFAULT_MODEL = "anthropic"  # named by the operator: taken as named
     assert model_resolve(name="default") == (Provider.objects.get(slug="anthropic"), "claude-x")
+
+
+@pytest.mark.django_db
+def test_default_costs_no_more_queries_than_naming_the_provider(offline, openai_provider, users, settings):
+    """"default" is resolved once: the provider it picks is not looked up and checked again."""
+    settings.COMPAT_API_DEFAULT_MODEL = ""
+    Provider.objects.filter(slug="offline").update(name="A offline")  # first by name, so one candidate is tried
+
+    def queries(name):
+        with CaptureQueriesContext(connection) as captured:
+            resolved = model_resolve(name=name, user=users["alice"])
+        return resolved, len(captured)
+
+    queries("default"), queries("offline")  # the per-process configuration cache is filled
+    by_default, default_queries = queries("default")
+    by_name, named_queries = queries("offline")
+    assert by_default == by_name == (offline, "rule-based")
+    assert default_queries <= named_queries
+
+
+@pytest.mark.django_db
+def test_v1_models_leaves_out_providers_whose_key_is_missing(offline, openai_provider, users, monkeypatch):
+    monkeypatch.delenv("TEST_MISSING_ANTHROPIC_KEY", raising=False)
+    keyless = Provider.objects.create(slug="anthropic", name="Anthropic", kind="anthropic", default_model="claude-x",
+                                      api_key_env="TEST_MISSING_ANTHROPIC_KEY")
+    LLMModel.objects.create(provider=keyless, name="claude-y")
+    ids = [m["id"] for m in model_list(user=users["alice"])]
+    assert "offline" in ids and not any(i.startswith("anthropic") for i in ids)
+    monkeypatch.setenv("TEST_MISSING_ANTHROPIC_KEY", "sk-test")  # set up now: listed
+    ids = [m["id"] for m in model_list(user=users["alice"])]
+    assert "anthropic" in ids and "anthropic/claude-y" in ids
 
 
 def test_messages_are_normalised_and_bad_shapes_refused():
