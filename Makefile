@@ -37,7 +37,8 @@ demo: seed
 
 ## worker: a Celery worker for production mode (needs REDIS_URL)
 worker: install
-	$(BIN)/celery -A chatplatform worker --pool threads --concurrency $${WORKER_CONCURRENCY:-32} --loglevel INFO
+	$(BIN)/celery -A chatplatform worker --pool threads --concurrency $${WORKER_CONCURRENCY:-32} --loglevel INFO \
+		--without-gossip --without-mingle --without-heartbeat
 
 ## test: the whole suite; PostgreSQL/Redis/Celery tests run when reachable (required with CI=true)
 test: install-dev

@@ -174,7 +174,7 @@ class BenchPlatform(Platform):
         self.worker_name = f"bench-{uuid.uuid4().hex[:8]}@127.0.0.1"
         self._spawn("celery", [str(VENV_BIN / "celery"), "-A", "chatplatform", "worker", "--pool", "threads",
                                "--concurrency", "64", "--loglevel", "WARNING", "-n", self.worker_name,
-                               "--without-gossip", "--without-mingle"])
+                               "--without-gossip", "--without-mingle", "--without-heartbeat"])
 
 
 def run_mode(mode: str, chat_levels: list[int], tokens: int, rate: float, extra: dict | None = None) -> None:

@@ -320,7 +320,7 @@ class Platform:
         """A Celery worker's command line as the README runs it (a thread pool)."""
         return [str(VENV_BIN / "celery"), "-A", "chatplatform", "worker", "--pool", "threads",
                 "--concurrency", str(concurrency), "--loglevel", "WARNING", "-n", name,
-                "--without-gossip", "--without-mingle"]
+                "--without-gossip", "--without-mingle", "--without-heartbeat"]
 
     def add_worker(self, concurrency: int) -> subprocess.Popen:
         """Start one more Celery worker (services mode) and wait until it answers a ping."""
