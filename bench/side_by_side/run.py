@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 
 import ours_bench  # noqa: E402
 
-from tests.e2e.harness import PYTHON, Platform, free_port  # noqa: E402
+from tests.e2e.harness import PYTHON, Platform, exit_on_sigterm, free_port  # noqa: E402
 
 BASELINE = HERE / "baseline-2026-12-01.json"
 METRICS = [  # (label, key in the median record, smaller is better)
@@ -333,6 +333,7 @@ def main() -> None:
     if args.report_only:
         report(Path(args.report_only), owui)
         return
+    exit_on_sigterm()  # a terminated bench stops its upstream and servers (else they take later runs' turns)
     tmp = Path(tempfile.mkdtemp(prefix="chatplatform-bench-"))
     out = Path(args.out) if args.out else tmp / "results.jsonl"
     upstream_log = tmp / "upstream.jsonl"

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -46,6 +47,17 @@ _SCRUB = (
     "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
 )
 
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM (``timeout``, ``kill``, a CI runner's cancel) unwind the main thread like
+    Ctrl-C — ``SystemExit`` with status 128 + 15 — so ``with Platform(…)`` blocks and
+    ``finally`` clauses run :meth:`Platform.stop`. The servers run in sessions of their own, so
+    without this they outlive a terminated bench or test, and an orphaned Celery worker goes
+    on taking turns from the shared Redis queue of the next run. Only from the main thread,
+    and only over Python's default disposition (a handler someone installed is kept)."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
 
 class PlatformError(RuntimeError):
     pass
@@ -165,6 +177,7 @@ class Platform:
         self.stop()
 
     def start(self) -> Platform:
+        exit_on_sigterm()
         try:
             self.env = self._environment()
             self.manage("migrate", "--noinput", timeout=180)
