@@ -32,6 +32,10 @@ def until(condition, timeout_s: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+def _warnings(caplog, name: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if name in r.getMessage()]
+
+
 def _hold_the_loop_for_a_test(done: threading.Event) -> None:
     done.wait(10)  # a blocking call on the loop: what a synchronous database call would do
 
@@ -101,11 +105,12 @@ def test_a_hold_shorter_than_the_stall_is_not_reported_and_a_stall_is_never_over
     release = threading.Event()
     began = []
     loop.call_soon_threadsafe(lambda: (began.append(time.monotonic()), release.wait(1.0)))
-    until(lambda: watch.stalls == 1)
+    until(lambda: _warnings(caplog, "test-short"))  # counted first, then logged
     reported_at = time.monotonic()
     release.set()
     watch.stop()
-    message = next(r.getMessage() for r in caplog.records if "test-short" in r.getMessage())
+    assert watch.stalls == 1
+    message = _warnings(caplog, "test-short")[0]
     reported_ms = float(message.split("has not come round for ")[1].split(" ms")[0])
     assert 300 <= reported_ms <= (reported_at - began[0]) * 1000 + 1
 
