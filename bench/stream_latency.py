@@ -42,7 +42,7 @@ import websockets
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.e2e.harness import VENV_BIN, Platform  # noqa: E402
+from tests.e2e.harness import Platform  # noqa: E402
 
 
 # --- fake upstream: OpenAI Chat Completions SSE with timestamped tokens --------------------
@@ -172,9 +172,7 @@ class BenchPlatform(Platform):
         import uuid
 
         self.worker_name = f"bench-{uuid.uuid4().hex[:8]}@127.0.0.1"
-        self._spawn("celery", [str(VENV_BIN / "celery"), "-A", "chatplatform", "worker", "--pool", "threads",
-                               "--concurrency", "64", "--loglevel", "WARNING", "-n", self.worker_name,
-                               "--without-gossip", "--without-mingle", "--without-heartbeat"])
+        self._spawn("celery", self.worker_command(self.worker_name, 64))
 
 
 def run_mode(mode: str, chat_levels: list[int], tokens: int, rate: float, extra: dict | None = None) -> None:

@@ -181,14 +181,19 @@ def model_resolve(*, name: str, user=None) -> tuple[Provider, str]:
             raise ApiRejected("model_not_found", f"The model {name!r} does not exist or you do not have access to it "
                               f"({hint}).", 404)
         provider, model = listed[0].provider, listed[0].name
-    if roles is None:
-        refused = LLMModel.objects.filter(provider=provider, name=model, enabled=False).exists()
-    else:
-        refused = not model_allowed(provider=provider, model=model, role_names=roles)
-    if refused:
+    if not _usable(provider, model, roles):
         raise ApiRejected("model_not_found", f"The model {name!r} is not enabled for you on this platform "
                           "(see GET /v1/models).", 404)
     return provider, model
+
+
+def _usable(provider: Provider, model: str, roles) -> bool:
+    """Whether ``model`` of ``provider`` may run for a caller with ``roles``
+    (``agents.selectors.model_allowed``); ``roles`` None (no caller): unless an administrator
+    disabled its row."""
+    if roles is None:
+        return not LLMModel.objects.filter(provider=provider, name=model, enabled=False).exists()
+    return model_allowed(provider=provider, model=model, role_names=roles)
 
 
 def _default_model(roles) -> tuple[Provider, str]:
@@ -202,13 +207,7 @@ def _default_model(roles) -> tuple[Provider, str]:
     if not enabled:
         raise ApiRejected("model_not_found", "No provider is enabled on this platform.", 404)
     for provider in enabled:
-        if key_status(provider) is not None:
-            continue
-        if roles is None:
-            usable = not LLMModel.objects.filter(provider=provider, name=provider.default_model, enabled=False).exists()
-        else:
-            usable = model_allowed(provider=provider, model=provider.default_model, role_names=roles)
-        if usable:
+        if key_status(provider) is None and _usable(provider, provider.default_model, roles):
             return provider, provider.default_model
     raise ApiRejected("model_not_found", "No enabled provider is set up for you, so \"default\" names none "
                       "(see GET /v1/models, or ask an administrator to set COMPAT_API_DEFAULT_MODEL).", 404)

@@ -48,7 +48,6 @@ _SCRUB = (
 )
 
 
-
 def exit_on_sigterm() -> None:
     """Make SIGTERM (``timeout``, ``kill``, a CI runner's cancel) unwind the main thread like
     Ctrl-C — ``SystemExit`` with status 128 + 15 — so ``with Platform(…)`` blocks and
@@ -58,6 +57,7 @@ def exit_on_sigterm() -> None:
     and only over Python's default disposition (a handler someone installed is kept)."""
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+
 
 class PlatformError(RuntimeError):
     pass
