@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
+from django.db.models import Min
 from django.utils import timezone
 
 from agents.event_types import check_event
@@ -240,6 +241,13 @@ def approvals_expire_due() -> list[str]:
     pass). Returns the ledger ids expired."""
     due = ToolCall.objects.filter(status=ToolCall.Status.AWAITING_APPROVAL, expires_at__lte=timezone.now())
     return [str(row.pk) for row in due if approval_expire(ledger=row)]
+
+
+def approvals_earliest_expiry() -> datetime | None:
+    """The earliest ``expires_at`` of a call awaiting approval (None: none expires), so the
+    reaper passes when it comes. One aggregate query on the ``(status, expires_at)`` index."""
+    return ToolCall.objects.filter(status=ToolCall.Status.AWAITING_APPROVAL, expires_at__isnull=False).aggregate(
+        first=Min("expires_at"))["first"]
 
 
 # -- notify ----------------------------------------------------------------------------------

@@ -1,11 +1,22 @@
 """The reaper: finds runs whose worker died (expired lease) and re-queues or fails them, and
 expires approval requests nobody decided in time (the run goes on with a denied result).
 
-A daemon thread of every Celery worker and every web process wakes every
-``RUN_REAPER_PERIOD_S`` seconds; of all those that wake within one period, the first to
-claim it in the shared cache does the pass (:func:`reaper_pass_claim`), so a deployment
-queries for dead runs once a period, not once per process. Safe with many reapers all the
-same (a cache error lets every one pass): each run is taken by one conditional UPDATE
+A daemon thread of every Celery worker and every web process. A pass (:func:`reaper_pass`)
+acts on what is due and learns the earliest deadline still ahead — a running run's lease
+expiry, a queued run's ``queued_at + RUN_QUEUED_DEADLINE_S``, a parked call's ``expires_at``
+— and the next pass is due then (:func:`reaper_next_due`): at least ``RUN_REAPER_PERIOD_S``
+after this one and at most ``RUN_LEASE_S`` (a run claimed after a pass has a lease at least
+that long, so it is seen before it can expire). Leases are renewed every second, so with
+runs streaming a deployment passes about once per ``RUN_LEASE_S`` rather than every period
+— and idle, once per ``RUN_LEASE_S`` in all.
+
+Processes share the schedule through the default cache (Redis in production): the passing
+process stores the next due time (``run-reaper:next``); the others sleep until a period after
+it, as a stand-in should the passing process die (a killed worker takes its reaper with
+it), so a dead worker's run is re-queued within ``RUN_LEASE_S`` + ``RUN_REAPER_PERIOD_S`` of
+its last renewal. Two processes due at once claim the period in the cache
+(:func:`reaper_pass_claim`); the first passes. Safe with many reapers all the same (a cache
+error lets every one pass): each run is taken by one conditional UPDATE
 (``lifecycle.run_requeue_expired``). A run re-queued ``RUN_MAX_ATTEMPTS`` times is failed
 with a notice instead.
 """
@@ -17,12 +28,12 @@ import math
 import os
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
 from django.db import close_old_connections
-from django.db.models import Q
+from django.db.models import Min, Q
 from django.utils import timezone
 
 from agents.models import Run
@@ -37,6 +48,13 @@ def approvals_expire_due() -> list[str]:
     from agents.approvals.services import approvals_expire_due as expire
 
     return expire()
+
+
+def approvals_earliest_expiry() -> datetime | None:
+    """The earliest ``expires_at`` of a parked call (``agents.approvals.services``)."""
+    from agents.approvals.services import approvals_earliest_expiry as earliest
+
+    return earliest()
 
 logger = logging.getLogger(__name__)
 
@@ -76,13 +94,60 @@ def reap_expired_runs() -> list[str]:
     return acted
 
 
+NEXT_KEY = "run-reaper:next"  # the default cache's key for the deployment's next pass (Unix s)
+SLACK_S = 0.05  # a pass due at a deadline wakes this much after it, so the deadline has passed
+
+
+def run_earliest_deadline() -> datetime | None:
+    """The earliest moment a queued or running run becomes the reaper's: the earliest running
+    lease expiry or queued ``queued_at + RUN_QUEUED_DEADLINE_S`` (None: no such run). One
+    aggregate query, served by the partial unique index of active runs (one per thread)
+    however many runs have finished."""
+    earliest = Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).aggregate(
+        lease=Min("lease_expires_at", filter=Q(status=Run.Status.RUNNING)),
+        queued=Min("queued_at", filter=Q(status=Run.Status.QUEUED)))
+    deadlines = [earliest["lease"]]
+    if earliest["queued"] is not None:
+        deadlines.append(earliest["queued"] + timedelta(seconds=settings.RUN_QUEUED_DEADLINE_S))
+    return min((d for d in deadlines if d is not None), default=None)
+
+
+def reaper_pass() -> float:
+    """One pass: re-queue or fail the runs that are due (:func:`reap_expired_runs`) and expire
+    the parked calls that are due (:func:`approvals_expire_due`) — each only when its earliest
+    deadline has come, so a pass with nothing due is two aggregate queries. Returns when the
+    next pass is due (Unix seconds, :func:`reaper_next_due`); after acting, a period on (the
+    rest of the deadlines are read again then)."""
+    now = timezone.now()
+    earliest = []
+    for deadline, act in ((run_earliest_deadline(), reap_expired_runs),
+                          (approvals_earliest_expiry(), approvals_expire_due)):
+        if deadline is not None and deadline <= now:
+            act()
+            deadline = now
+        earliest.append(deadline)
+    first = min((d for d in earliest if d is not None), default=None)
+    return reaper_next_due(None if first is None else first.timestamp(), now.timestamp())
+
+
+def reaper_next_due(earliest: float | None, now: float) -> float:
+    """When the pass after one at ``now`` is due (Unix seconds): at the ``earliest`` deadline
+    it saw (+ ``SLACK_S``), but at least ``RUN_REAPER_PERIOD_S`` and at most
+    ``min(RUN_LEASE_S, RUN_QUEUED_DEADLINE_S)`` after ``now`` (a run claimed or queued after
+    the pass has a deadline at least that far ahead; an approval request with a shorter
+    expiry than that can be expired up to that late). ``earliest`` None: nothing to wait for."""
+    period = settings.RUN_REAPER_PERIOD_S
+    longest = max(period, min(settings.RUN_LEASE_S, settings.RUN_QUEUED_DEADLINE_S))
+    due = now + longest if earliest is None else earliest + SLACK_S
+    return min(max(due, now + period), now + longest)
+
+
 def reaper_pass_claim(now: float | None = None) -> bool:
-    """Whether this process does the reaper pass of the current period: the period is
-    ``now`` (Unix seconds; default: the clock) // ``RUN_REAPER_PERIOD_S``, and the first
-    process to add its key to the default cache (Redis in production: ``SET NX``, expiring
-    after two periods, at least 1 s) takes it; the others skip it. A process alone always
-    takes its passes (it wakes once per period). True when the cache fails: more reapers
-    than needed are safe, none is not."""
+    """Whether this process does a pass due now: the period is ``now`` (Unix seconds;
+    default: the clock) // ``RUN_REAPER_PERIOD_S``, and the first process to add its key to
+    the default cache (Redis in production: ``SET NX``, expiring after two periods, at least
+    1 s) takes it; the others skip it. True when the cache fails: more reapers than needed
+    are safe, none is not."""
     period = settings.RUN_REAPER_PERIOD_S
     now = time.time() if now is None else now
     try:
@@ -93,19 +158,45 @@ def reaper_pass_claim(now: float | None = None) -> bool:
         return True
 
 
+def reaper_wake(now: float | None = None) -> float:
+    """One wake-up of a process's reaper thread; returns when to wake next (Unix seconds).
+
+    If another process has passed since and stored a next pass later than ``now`` (``NEXT_KEY``),
+    this one stands in a period after that. Otherwise it claims the pass
+    (:func:`reaper_pass_claim`; lost: a period on), passes, and stores the next due time,
+    expiring a little after it (the cache down: the process keeps its own schedule). A failed
+    pass is logged and tried again a period on."""
+    period = settings.RUN_REAPER_PERIOD_S
+    now = time.time() if now is None else now
+    try:
+        shared = cache.get(NEXT_KEY)
+    except Exception:  # noqa: BLE001 - the cache is down: keep our own schedule
+        shared = None
+    if shared is not None and shared > now:
+        return shared + period
+    if not reaper_pass_claim(now):
+        return now + period
+    try:
+        close_old_connections()
+        due = reaper_pass()
+    except Exception:
+        logger.exception("reaper pass failed")
+        return now + period
+    finally:
+        close_old_connections()
+    try:
+        cache.set(NEXT_KEY, due, timeout=max(1, math.ceil(due - now + 2 * period)))
+    except Exception:  # noqa: BLE001
+        logger.debug("reaper: cache unavailable; the next pass is this process's alone", exc_info=True)
+    return due
+
+
 def _loop() -> None:
+    wake_at = time.time() + settings.RUN_REAPER_PERIOD_S
     while True:
-        time.sleep(settings.RUN_REAPER_PERIOD_S)
-        if not reaper_pass_claim():
-            continue  # another process reaps this period
-        try:
-            close_old_connections()
-            reap_expired_runs()
-            approvals_expire_due()
-        except Exception:
-            logger.exception("reaper pass failed")
-        finally:
-            close_old_connections()
+        while (left := wake_at - time.time()) > 0:
+            time.sleep(left)
+        wake_at = reaper_wake()
 
 
 def start_reaper(**_signal_kwargs) -> None:
