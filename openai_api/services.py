@@ -155,12 +155,23 @@ def model_id(provider: Provider, model: str) -> str:
     return f"{provider.slug}/{model}" if model else provider.slug
 
 
+SHOWN_NAME_CHARS = 100  # of a model name echoed in an error message
+
+
+def _shown(name: str) -> str:
+    """``name`` quoted for an error message, cut to ``SHOWN_NAME_CHARS`` characters."""
+    return repr(name if len(name) <= SHOWN_NAME_CHARS else name[:SHOWN_NAME_CHARS] + "…")
+
+
 def model_resolve(*, name: str, user=None) -> tuple[Provider, str]:
     """``(provider, model name)`` for the request's ``model``; ApiRejected ``model_not_found``
     (404, OpenAI's code for "does not exist or you do not have access to it") when nothing
-    enabled fits or ``user`` (when given) has no role that may use it
+    enabled fits, when ``user`` (when given) has no role that may use it
     (``agents.selectors.model_allowed``; the thread's workspace is checked again when the
-    run is created)."""
+    run is created), or when its provider is not set up (``key_status``: its key is
+    missing, so ``GET /v1/models`` leaves it out) — refused before anything is written, where
+    a run would only fail ``not_configured``. The name is echoed cut to
+    ``SHOWN_NAME_CHARS``."""
     name = (name or "").strip()
     if not name:
         raise ApiRejected("invalid_request_error", "model is required.")
@@ -178,12 +189,15 @@ def model_resolve(*, name: str, user=None) -> tuple[Provider, str]:
                       .select_related("provider")[:2])
         if len(listed) != 1:
             hint = "several providers list it; name it as provider/model" if listed else "see GET /v1/models"
-            raise ApiRejected("model_not_found", f"The model {name!r} does not exist or you do not have access to it "
-                              f"({hint}).", 404)
+            raise ApiRejected("model_not_found", f"The model {_shown(name)} does not exist or you do not have access "
+                              f"to it ({hint}).", 404)
         provider, model = listed[0].provider, listed[0].name
     if not _usable(provider, model, roles):
-        raise ApiRejected("model_not_found", f"The model {name!r} is not enabled for you on this platform "
+        raise ApiRejected("model_not_found", f"The model {_shown(name)} is not enabled for you on this platform "
                           "(see GET /v1/models).", 404)
+    if key_status(provider) is not None:
+        raise ApiRejected("model_not_found", f"The model {_shown(name)} is not set up on this platform yet: its "
+                          "provider has no API key (see GET /v1/models, or ask an administrator).", 404)
     return provider, model
 
 

@@ -57,7 +57,11 @@ def test_default_is_the_first_provider_that_is_set_up_and_allowed(offline, opena
     with pytest.raises(ApiRejected) as exc:
         model_resolve(name="default", user=users["alice"])
     assert exc.value.code == "model_not_found" and "set up for you" in str(exc.value)
-    settings.COMPAT_API_DEFAULT_MODEL = "anthropic"  # named by the operator: taken as named
+    settings.COMPAT_API_DEFAULT_MODEL = "anthropic"  # named by the operator: taken as named, once set up
+    with pytest.raises(ApiRejected) as exc:
+        model_resolve(name="default")
+    assert exc.value.code == "model_not_found" and "not set up" in str(exc.value)
+    monkeypatch.setenv("TEST_MISSING_ANTHROPIC_KEY", "sk-test")
     assert model_resolve(name="default") == (Provider.objects.get(slug="anthropic"), "claude-x")
 
 
@@ -90,6 +94,36 @@ def test_v1_models_leaves_out_providers_whose_key_is_missing(offline, openai_pro
     monkeypatch.setenv("TEST_MISSING_ANTHROPIC_KEY", "sk-test")  # set up now: listed
     ids = [m["id"] for m in model_list(user=users["alice"])]
     assert "anthropic" in ids and "anthropic/claude-y" in ids
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_model_whose_provider_has_no_key_is_refused_before_anything_is_written(users, offline, no_executor,
+                                                                                  monkeypatch):
+    """A run on it could only fail ``not_configured``: the client gets the 404 ``/v1/models``
+    implies (it is not listed there), and no thread or run is left behind."""
+    monkeypatch.delenv("TEST_MISSING_ANTHROPIC_KEY", raising=False)
+    Provider.objects.create(slug="anthropic", name="Anthropic", kind="anthropic", default_model="claude-x",
+                            api_key_env="TEST_MISSING_ANTHROPIC_KEY")
+    before = (Thread.objects.count(), Run.objects.count(), Message.objects.count())
+    for name in ("anthropic", "anthropic/claude-x"):
+        with pytest.raises(ApiRejected) as exc:
+            completion_start(user=users["alice"], body={"model": name, "messages": [{"role": "user", "content": "Hi"}]})
+        assert (exc.value.code, exc.value.status) == ("model_not_found", 404)
+        assert "not set up" in str(exc.value) and "TEST_MISSING_ANTHROPIC_KEY" not in str(exc.value)
+    assert (Thread.objects.count(), Run.objects.count(), Message.objects.count()) == before
+    monkeypatch.setenv("TEST_MISSING_ANTHROPIC_KEY", "sk-test")  # the administrator adds the key
+    started = completion_start(user=users["alice"], body={"model": "anthropic/claude-x",
+                                                          "messages": [{"role": "user", "content": "Hi"}]})
+    assert Run.objects.get(pk=started.run_id).model == "claude-x"
+
+
+@pytest.mark.django_db
+def test_an_unknown_model_name_is_echoed_cut_short(offline):
+    with pytest.raises(ApiRejected) as exc:
+        model_resolve(name="no-such-model-" + "x" * 10_000)
+    message = str(exc.value)
+    assert exc.value.code == "model_not_found" and "'no-such-model-" in message and "x…'" in message
+    assert len(message) < 300
 
 
 def test_messages_are_normalised_and_bad_shapes_refused():
