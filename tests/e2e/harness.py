@@ -356,12 +356,14 @@ class Platform:
 
     def web_command(self, port: int) -> list[str]:
         """The web process's command line: uvicorn as the README runs it in production
-        (permessage-deflate, its ``websockets-sansio`` implementation; ``E2E_UVICORN_WS`` picks
+        (``chatplatform.serve``, uvicorn's command line with a quieter server loop;
+        permessage-deflate, its ``websockets-sansio`` implementation; ``E2E_UVICORN_WS`` picks
         another, e.g. ``websockets`` to compare), or daphne as ``make demo`` does."""
         if self.asgi_server == "uvicorn":
             ws = os.environ.get("E2E_UVICORN_WS", "websockets-sansio")
-            return [str(VENV_BIN / "uvicorn"), "--host", "127.0.0.1", "--port", str(port), "--ws", ws,
-                    "--ws-max-size", "1048576", "--lifespan", "off", "--no-access-log", "chatplatform.asgi:application"]
+            return [str(VENV_BIN / "python"), "-m", "chatplatform.serve", "--host", "127.0.0.1", "--port", str(port),
+                    "--ws", ws, "--ws-max-size", "1048576", "--lifespan", "off", "--no-access-log",
+                    "chatplatform.asgi:application"]
         return [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "chatplatform.asgi:application"]
 
     def _wait_http(self) -> None:
