@@ -235,14 +235,24 @@ def _close_streaming(run: Run, emitter: RunEmitter, *, code: str, message: str) 
 
 def run_fail_not_started(*, run_id, expected_queued_at) -> bool:
     """The reaper's end for a run no worker picked up after ``RUN_MAX_ATTEMPTS`` enqueues: it
-    fails visibly (``run.failed`` with code ``not_started``; the user's message is kept).
-    False when a worker claimed it meanwhile."""
-    error = {"code": "not_started", "message": "No worker picked this run up; try again, or ask an admin to "
-                                               "check the workers and the broker."}
+    fails visibly (``run.failed`` with code ``not_started``; the user's message is kept). A
+    run that had started before its worker was lost (re-queued, then never taken up again)
+    fails ``interrupted`` instead: its streaming messages are kept as ``truncated`` and the
+    budget hold of its lost round is given back, as when its workers keep dying. False when
+    a worker claimed it meanwhile."""
+    started = Run.objects.filter(pk=run_id).values_list("started_at", flat=True).first() is not None
+    error = ({"code": "interrupted", "message": "The run was interrupted: its worker stopped and no worker took it "
+                                                "up again; try again, or ask an admin to check the workers."}
+             if started else
+             {"code": "not_started", "message": "No worker picked this run up; try again, or ask an admin to "
+                                                "check the workers and the broker."})
     if not lifecycle.run_fail_unclaimed(run_id=run_id, expected_queued_at=expected_queued_at, error=error):
         return False
     run = Run.objects.get(pk=run_id)
+    if run.budget_hold:
+        meter().recover(run_id=run.pk)
     emitter = RunEmitter.for_run(run)
+    _close_streaming(run, emitter, code="interrupted", message="the worker stopped while writing this")
     emitter.emit("run.failed", status=Run.Status.FAILED, error=error, retryable=True)
     emitter.close()
     return True

@@ -161,6 +161,31 @@ def test_a_run_no_worker_ever_takes_fails_visibly_and_frees_the_thread(thread, u
     run_create(thread=thread, user=users["alice"], content="again")  # the thread takes a new send
 
 
+def test_a_started_run_no_worker_takes_up_again_fails_interrupted_and_keeps_its_partial_text(thread, users, sink_for,
+                                                                                             settings):
+    """Its worker died mid-answer, the reaper re-queued it, and no worker came back: it fails
+    ``interrupted`` (not ``not_started``: it had started) and the half-streamed answer is
+    closed ``truncated`` with its text, not left ``streaming`` for good."""
+    settings.RUN_EXECUTOR = "none"
+    created = run_create(thread=thread, user=users["alice"], content="tell me everything")
+    partial = Message.objects.create(thread=thread, run=created.run, position=created.user_message.position + 1,
+                                     role="assistant", status="streaming", content="Here is half an ans")
+    Run.objects.filter(pk=created.run.pk).update(attempts=settings.RUN_MAX_ATTEMPTS, last_event_seq=7,
+                                                 started_at=timezone.now() - timedelta(seconds=100),
+                                                 queued_at=timezone.now() - timedelta(seconds=31))
+    sink = sink_for(thread.pk)
+    assert reap_expired_runs() == [str(created.run.pk)]
+    events = sink.until_terminal(created.run.pk)
+    assert types(events) == ["message.completed", "run.failed"] and events[0]["seq"] == 8
+    assert events[0]["message_id"] == str(partial.pk) and events[0]["status"] == "truncated"
+    assert events[1]["error"]["code"] == "interrupted" and events[1]["retryable"] is True
+    partial.refresh_from_db()
+    assert (partial.status, partial.content) == ("truncated", "Here is half an ans")
+    run = Run.objects.get(pk=created.run.pk)
+    assert (run.status, run.error["code"]) == (Run.Status.FAILED, "interrupted")
+    run_create(thread=thread, user=users["alice"], content="again")  # the thread takes a new send
+
+
 def test_one_reaper_pass_per_period_however_many_processes_wake(settings):
     """Every worker and web process wakes its reaper each period; the first to claim the
     period in the shared cache (Redis on the PostgreSQL run) does the pass, the rest skip it."""
