@@ -185,13 +185,17 @@ def model_resolve(*, name: str, user=None) -> tuple[Provider, str]:
     if provider is not None:
         model = model or provider.default_model
     else:
-        listed = list(LLMModel.objects.filter(name=name, enabled=True, provider__enabled=True)
-                      .select_related("provider")[:2])
+        # A model row of one enabled provider, else one enabled provider's default model (a
+        # provider with no rows offers only that).
+        listed = [(m.provider, m.name) for m in LLMModel.objects.filter(name=name, enabled=True, provider__enabled=True)
+                  .select_related("provider")[:2]]
+        if not listed:
+            listed = [(p, name) for p in Provider.objects.filter(default_model=name, enabled=True)[:2]]
         if len(listed) != 1:
             hint = "several providers list it; name it as provider/model" if listed else "see GET /v1/models"
             raise ApiRejected("model_not_found", f"The model {_shown(name)} does not exist or you do not have access "
                               f"to it ({hint}).", 404)
-        provider, model = listed[0].provider, listed[0].name
+        provider, model = listed[0]
     if not _usable(provider, model, roles):
         raise ApiRejected("model_not_found", f"The model {_shown(name)} is not enabled for you on this platform "
                           "(see GET /v1/models).", 404)

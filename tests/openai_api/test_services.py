@@ -31,6 +31,8 @@ def test_model_names(offline, openai_provider):
     assert model_resolve(name="fake-openai") == (openai_provider, "fake-model")
     assert model_resolve(name="fake-openai/other") == (openai_provider, "other")
     assert model_resolve(name="fake-large") == (openai_provider, "fake-large")
+    assert model_resolve(name="fake-model") == (openai_provider, "fake-model")  # its default model, no row
+    assert model_resolve(name="rule-based") == (offline, "rule-based")
     assert model_resolve(name="offline") == (offline, "rule-based")
     for bad, code in (("fake-openai/retired", "model_not_found"), ("nope", "model_not_found"), ("", "invalid_request_error")):
         with pytest.raises(ApiRejected) as exc:
