@@ -213,14 +213,21 @@ def run_fail_interrupted(*, run_id, expected_lease) -> bool:
     if not lifecycle.run_take_for_failure(run_id=run_id, expected_lease=expected_lease):
         return False
     run = Run.objects.get(pk=run_id)
-    if run.budget_hold:
-        meter().recover(run_id=run.pk)
     emitter = RunEmitter.for_run(run)
-    _close_streaming(run, emitter, code="interrupted", message="the worker stopped while writing this")
+    _close_lost_round(run, emitter)
     _fail(run, emitter, "interrupted", "The run was interrupted: its worker stopped repeatedly.")
     emitter.close()
     lifecycle.run_release(run_id=run.pk, owner="reaper")
     return True
+
+
+def _close_lost_round(run: Run, emitter: RunEmitter) -> None:
+    """The round a lost worker was in, when the reaper fails its run: the budget hold recorded
+    for it is given back (``Meter.recover``, once) and its streaming messages are kept as
+    ``truncated``."""
+    if run.budget_hold:
+        meter().recover(run_id=run.pk)
+    _close_streaming(run, emitter, code="interrupted", message="the worker stopped while writing this")
 
 
 def _close_streaming(run: Run, emitter: RunEmitter, *, code: str, message: str) -> None:
@@ -240,19 +247,16 @@ def run_fail_not_started(*, run_id, expected_queued_at) -> bool:
     fails ``interrupted`` instead: its streaming messages are kept as ``truncated`` and the
     budget hold of its lost round is given back, as when its workers keep dying. False when
     a worker claimed it meanwhile."""
-    started = Run.objects.filter(pk=run_id).values_list("started_at", flat=True).first() is not None
+    run = Run.objects.get(pk=run_id)  # still current if the update below takes it: nobody writes a queued run
     error = ({"code": "interrupted", "message": "The run was interrupted: its worker stopped and no worker took it "
                                                 "up again; try again, or ask an admin to check the workers."}
-             if started else
+             if run.started_at is not None else
              {"code": "not_started", "message": "No worker picked this run up; try again, or ask an admin to "
                                                 "check the workers and the broker."})
     if not lifecycle.run_fail_unclaimed(run_id=run_id, expected_queued_at=expected_queued_at, error=error):
         return False
-    run = Run.objects.get(pk=run_id)
-    if run.budget_hold:
-        meter().recover(run_id=run.pk)
     emitter = RunEmitter.for_run(run)
-    _close_streaming(run, emitter, code="interrupted", message="the worker stopped while writing this")
+    _close_lost_round(run, emitter)
     emitter.emit("run.failed", status=Run.Status.FAILED, error=error, retryable=True)
     emitter.close()
     return True

@@ -56,6 +56,7 @@ def approvals_earliest_expiry() -> datetime | None:
 
     return earliest()
 
+
 logger = logging.getLogger(__name__)
 
 _started = False
