@@ -56,17 +56,12 @@ class OfflineAdapter:
 
     def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
         tool_names = {t.name for t in request.tools}
-        messages = list(request.messages)
-        # A run recovered from a lost worker resends the answer it had half streamed as the last
-        # message: answer what that answer was answering, from the start.
-        while messages and messages[-1].role == "assistant" and not messages[-1].tool_calls:
-            messages.pop()
-        last = messages[-1] if messages else None
+        last = request.messages[-1] if request.messages else None
         if last is not None and last.role == "tool":
-            yield from self._say(self._answer_from_tool_results(messages))
+            yield from self._say(self._answer_from_tool_results(request.messages))
             return
         question = last.content.strip() if last is not None and last.role == "user" else ""
-        call_no = sum(1 for m in messages if m.role == "assistant" and m.tool_calls) + 1
+        call_no = sum(1 for m in request.messages if m.role == "assistant" and m.tool_calls) + 1
         remember = REMEMBER_RE.match(question)
         if remember and "save_to_knowledge" in tool_names:
             body = remember.group("body").strip()

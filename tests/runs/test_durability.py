@@ -18,9 +18,11 @@ from django.utils import timezone
 from agents.event_log import event_log
 from agents.events import RunEmitter, run_coroutine
 from agents.models import Role, Run, ToolCall, ToolPolicy
+from agents.runs.executors import enqueue_run
 from agents.runs.reaper import reap_expired_runs, reaper_pass_claim
 from agents.services import run_create
 from chat.models import Message
+from chat.services import message_create
 from tests.conftest import joined_text, make_thread, types
 from tests.policy.tooltest import call, scoped_toolbox
 from tests.scripted import Pause, calls, says
@@ -184,6 +186,30 @@ def test_a_started_run_no_worker_takes_up_again_fails_interrupted_and_keeps_its_
     run = Run.objects.get(pk=created.run.pk)
     assert (run.status, run.error["code"]) == (Run.Status.FAILED, "interrupted")
     run_create(thread=thread, user=users["alice"], content="again")  # the thread takes a new send
+
+
+def test_a_recovered_round_is_asked_again_without_the_half_answer(thread, users, scripted_model, sink_for, settings):
+    """The worker died mid-answer and the run was re-queued: the next worker keeps the half
+    answer in the thread (``truncated``) but does not send it back to the model, which would
+    answer the round after it (OpenAI-compatible) or continue it as a prefill (Anthropic)."""
+    settings.RUN_EXECUTOR = "none"
+    created = run_create(thread=thread, user=users["alice"], content="tell me everything")
+    partial = message_create(thread_id=thread.pk, run=created.run, role="assistant", status="streaming",
+                             content="Here is half an ans")  # the branch's leaf, as the lost worker left it
+    Run.objects.filter(pk=created.run.pk).update(attempts=1, last_event_seq=7, started_at=timezone.now())
+    scripted_model.script(says("Here is the whole answer."))
+    sink = sink_for(thread.pk)
+    settings.RUN_EXECUTOR = "embedded"
+    enqueue_run(created.run.pk)
+    events = sink.until_terminal(created.run.pk)
+    assert types(events)[-1] == "run.completed" and joined_text(events) == "Here is the whole answer."
+    sent = [(m.role, m.content) for m in scripted_model.requests[0].messages]
+    assert sent[-1] == ("user", "tell me everything") and "Here is half an ans" not in str(sent)
+    partial.refresh_from_db()
+    assert (partial.status, partial.content) == ("truncated", "Here is half an ans")  # kept, shown cut off
+    answers = Message.objects.filter(run=created.run, role="assistant").order_by("position")
+    assert [(m.status, m.content) for m in answers] == [("truncated", "Here is half an ans"),
+                                                        ("complete", "Here is the whole answer.")]
 
 
 def test_one_reaper_pass_per_period_however_many_processes_wake(settings):

@@ -68,23 +68,3 @@ def test_thread_history_continues_after_a_turn(users, workspaces, offline, with_
     roles = list(Message.objects.filter(thread=thread).values_list("role", flat=True))
     assert roles == ["user", "assistant", "tool", "assistant", "user", "assistant", "tool", "assistant"]
 
-
-def test_offline_answers_a_recovered_round_as_if_the_half_answer_were_not_there(settings):
-    """A run recovered from a lost worker resends the half-streamed answer as the last message;
-    the demo model answers the round again from the tool results, not with its "no search
-    tool" text (found trying a worker kill from a fresh clone)."""
-    from agents.providers.base import ChatMessage, ChatRequest, TextDelta
-    from agents.providers.offline import OfflineAdapter
-
-    settings.OFFLINE_DELTA_DELAY_S = 0
-    call = {"id": "c1", "name": "search_knowledge", "arguments": '{"query": "with statement"}'}
-    history = [ChatMessage("user", "How does the with statement work?"), ChatMessage("assistant", "", [call]),
-               ChatMessage("tool", "[1] The with statement: wraps a block with a context manager.", tool_call_id="c1")]
-
-    def answer(messages):
-        events = OfflineAdapter(delta_delay_s=0).stream(ChatRequest(model="rule-based", system="", messages=messages))
-        return "".join(e.text for e in events if isinstance(e, TextDelta))
-
-    fresh = answer(history)
-    assert "context manager" in fresh
-    assert answer([*history, ChatMessage("assistant", fresh[: len(fresh) // 2])]) == fresh
