@@ -12,7 +12,10 @@ ready. Otherwise (embedded mode, other layers) an event loop does: the web serve
 when this process serves ASGI (the in-memory channel layer lives there), else one daemon loop
 thread per process (Celery workers, the ``ask`` command). Measured at 1 chat × 50 tokens/s
 (bench/side_by_side): the event loop spent about 1 ms of CPU per event on wake-ups, timers,
-tasks and redis-py's asyncio client; the thread spends a fraction of that.
+tasks and redis-py's asyncio client; the thread spends a fraction of that. Publishing from the
+loop over a lean asyncio Redis connection instead cost the same as the thread (most of an
+event's cost is its send to Redis, whichever thread sends it:
+bench/side_by_side/results-2026-12-06-loop-publisher.md).
 """
 
 from __future__ import annotations
