@@ -105,20 +105,25 @@ def measure(args) -> None:
 
     provider = Provider.objects.get(slug="openai")
 
-    from django.db import connection
+    from django.db import connection, connections
     from django.test.utils import CaptureQueriesContext
 
     queries: dict[str, list[int]] = {"web": [], "worker": [], "setup": []}
     opened: list[tuple[float, int]] = []  # (process time, statements so far) at the model request
     from agents.providers.openai_compat import OpenAICompatAdapter
 
-    open_request = OpenAICompatAdapter.open
+    open_request, aopen_request = OpenAICompatAdapter.open, OpenAICompatAdapter.aopen
+    turn_connection = connections["default"]  # this thread's: the turn runs here
 
     def timed_open(self, body, request):
-        opened.append((time.process_time(), len(connection.queries)))
+        opened.append((time.process_time(), len(turn_connection.queries)))
         return open_request(self, body, request)
 
-    OpenAICompatAdapter.open = timed_open
+    async def timed_aopen(self, body, request):  # the model read on the loop (PROVIDER_STREAM_ON_LOOP)
+        opened.append((time.process_time(), len(turn_connection.queries)))
+        return await aopen_request(self, body, request)
+
+    OpenAICompatAdapter.open, OpenAICompatAdapter.aopen = timed_open, timed_aopen
 
     def one_run(i: int, profiler: cProfile.Profile | None) -> tuple[float, float, float]:
         thread = Thread.objects.create(workspace=workspace, owner=alice, title=f"cpu {i}",
