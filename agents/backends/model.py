@@ -98,7 +98,6 @@ class _Loop:
         self.client_tools = client_tools_for(self.run)  # declared by an API client: never run here
         self.client_names = {t.name for t in self.client_tools}
         self.cut_off_retried = False  # a cut-off tool call was already retried once this turn
-        self.lost_answers: set = set()  # half answers of lost attempts: never sent back (_resume_point)
 
     def advance(self) -> Outcome:
         run = self.run
@@ -153,12 +152,12 @@ class _Loop:
         if getattr(self.run, "first_claim", False):
             return self._new_assistant()
         last = Message.objects.filter(run=self.run).order_by("-position").first()
-        if last is not None and last.role == Message.Role.ASSISTANT and last.status == Message.Status.STREAMING:
-            last.status = Message.Status.TRUNCATED
-            last.save(update_fields=["status", "updated_at"])
-        self.lost_answers = self._lost_answers()
         if last is not None and last.role == Message.Role.ASSISTANT:
-            if last.pk in self.lost_answers:
+            if last.status == Message.Status.STREAMING:
+                last.status = Message.Status.TRUNCATED
+                last.save(update_fields=["status", "updated_at"])
+                if last.tool_calls:
+                    return last
                 return self._new_assistant()
             if last.tool_calls and not all_answered(last):
                 return last
@@ -167,17 +166,6 @@ class _Loop:
             if parent is not None and not all_answered(parent):
                 return parent
         return self._new_assistant()
-
-    def _lost_answers(self) -> set:
-        """Ids of this run's half answers cut off by a lost worker: ``truncated`` assistant
-        messages without tool calls. Within a run only a lost attempt leaves one behind that
-        the loop goes on after (the cap, the output limit and a broken stream end the run).
-        They stay in the thread, shown as cut off, but are left out of what the model is sent:
-        resent as the last message, OpenAI-compatible models answered the round after them
-        (two answers to one question in the context) and Anthropic took them as a prefill to
-        continue (a prefill some models refuse)."""
-        rows = Message.objects.filter(run=self.run, role=Message.Role.ASSISTANT, status=Message.Status.TRUNCATED)
-        return {pk for pk, calls in rows.values_list("pk", "tool_calls") if not calls}
 
     def _new_assistant(self) -> Message:
         return message_create(
@@ -228,8 +216,7 @@ class _Loop:
             ),
             # The branch up to this (new, so leaf) assistant message, without it.
             messages=history_window(
-                thread_history(thread_id=self.thread.pk, leaf_id=assistant.pk,
-                               exclude_ids={assistant.pk, *self.lost_answers}),
+                thread_history(thread_id=self.thread.pk, leaf_id=assistant.pk, exclude_ids={assistant.pk}),
                 plan.history_limit,
             ),
             tools=[ToolDefinition(t.name, t.description, t.parameters) for t in offer.tools] + self.client_tools,

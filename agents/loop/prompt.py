@@ -91,6 +91,22 @@ def repair_history(messages: list[ChatMessage]) -> list[ChatMessage]:
 
 def thread_history(*, thread_id, leaf_id=None, exclude_ids: set = frozenset()) -> list[ChatMessage]:
     """The thread's selected branch (chat.selectors), root first, canonical and repaired;
-    ``leaf_id``: the branch's end when the caller knows it (else the thread's leaf is read)."""
+    ``leaf_id``: the branch's end when the caller knows it (else the thread's leaf is read).
+
+    A lost attempt's half answer is left out (:func:`lost_attempt`): it stays in the thread,
+    but the model never sees it — in the round asked again nor in any later turn."""
     rows = message_branch_for_thread(thread_id=thread_id, leaf_id=leaf_id)
-    return repair_history([to_canonical(m) for m in rows if m.pk not in exclude_ids])
+    kept = [m for i, m in enumerate(rows) if not lost_attempt(m, rows[i + 1] if i + 1 < len(rows) else None)]
+    return repair_history([to_canonical(m) for m in kept if m.pk not in exclude_ids])
+
+
+def lost_attempt(message: Message, following: Message | None) -> bool:
+    """Whether ``message`` is the half answer of a worker that died mid-stream: a
+    ``truncated`` assistant message without tool calls that the same run followed with
+    another assistant message (the round asked again). Nothing else in a run is followed
+    like that: the iteration cap, the output limit and a broken stream end the run. Resent,
+    OpenAI-compatible models answered after it (two answers to one question) and Anthropic
+    took it as a prefill to continue (some models refuse one)."""
+    return (message.role == Message.Role.ASSISTANT and message.status == Message.Status.TRUNCATED
+            and not message.tool_calls and message.run_id is not None and following is not None
+            and following.role == Message.Role.ASSISTANT and following.run_id == message.run_id)

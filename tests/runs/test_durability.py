@@ -191,7 +191,8 @@ def test_a_started_run_no_worker_takes_up_again_fails_interrupted_and_keeps_its_
 def test_a_recovered_round_is_asked_again_without_the_half_answer(thread, users, scripted_model, sink_for, settings):
     """The worker died mid-answer and the run was re-queued: the next worker keeps the half
     answer in the thread (``truncated``) but does not send it back to the model, which would
-    answer the round after it (OpenAI-compatible) or continue it as a prefill (Anthropic)."""
+    answer the round after it (OpenAI-compatible) or continue it as a prefill (Anthropic) —
+    nor does any later turn (found trying a worker kill from a fresh clone)."""
     settings.RUN_EXECUTOR = "none"
     created = run_create(thread=thread, user=users["alice"], content="tell me everything")
     partial = message_create(thread_id=thread.pk, run=created.run, role="assistant", status="streaming",
@@ -210,6 +211,11 @@ def test_a_recovered_round_is_asked_again_without_the_half_answer(thread, users,
     answers = Message.objects.filter(run=created.run, role="assistant").order_by("position")
     assert [(m.status, m.content) for m in answers] == [("truncated", "Here is half an ans"),
                                                         ("complete", "Here is the whole answer.")]
+    scripted_model.script(says("And then this."))
+    follow_up = run_create(thread=thread, user=users["alice"], content="and then?")
+    assert types(sink.until_terminal(follow_up.run.pk))[-1] == "run.completed"
+    sent = [(m.role, m.content) for m in scripted_model.requests[1].messages]
+    assert sent == [("user", "tell me everything"), ("assistant", "Here is the whole answer."), ("user", "and then?")]
 
 
 def test_one_reaper_pass_per_period_however_many_processes_wake(settings):
