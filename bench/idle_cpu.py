@@ -5,8 +5,8 @@ This bench starts the production layout on a private database (tests/e2e/harness
 web process, ``python -m chatplatform.serve``; ``--workers`` Celery workers with the README's
 flags; PostgreSQL and Redis as for the e2e tests — the harness's start-up request starts the
 web process's reaper and loop watch, which wait for a first connection), lets everything
-settle for ``--settle`` seconds and then reads each process tree's CPU time (user + system, from /proc, 10 ms ticks) over
-``--seconds``. The database and Redis servers are counted too: the reaper's queries and
+settle for ``--settle`` seconds and then reads each process tree's CPU time (user + system,
+from /proc, 10 ms ticks) over ``--seconds``. The database and Redis servers are counted too: the reaper's queries and
 claims cost them CPU as well (their whole process trees, so anything else using them on the
 box is counted with it).
 

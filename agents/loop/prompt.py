@@ -96,8 +96,8 @@ def thread_history(*, thread_id, leaf_id=None, exclude_ids: set = frozenset()) -
     A lost attempt's half answer is left out (:func:`lost_attempt`): it stays in the thread,
     but the model never sees it — in the round asked again nor in any later turn."""
     rows = message_branch_for_thread(thread_id=thread_id, leaf_id=leaf_id)
-    kept = [m for i, m in enumerate(rows) if not lost_attempt(m, rows[i + 1] if i + 1 < len(rows) else None)]
-    return repair_history([to_canonical(m) for m in kept if m.pk not in exclude_ids])
+    return repair_history([to_canonical(m) for m, following in zip(rows, [*rows[1:], None], strict=True)
+                           if m.pk not in exclude_ids and not lost_attempt(m, following)])
 
 
 def lost_attempt(message: Message, following: Message | None) -> bool:

@@ -9,7 +9,8 @@ pool of its own on PostgreSQL), so renewals never queue behind turns for connect
 measured at 50 chats, a heartbeat waiting for the shared pool fenced healthy runs, which then
 stopped with no terminal event and were run again from the start. A worker that dies stops
 renewing; the reaper (``agents.runs.reaper``) sees the expired lease within ``RUN_LEASE_S`` +
-``RUN_REAPER_PERIOD_S`` seconds of the last renewal and re-queues the run, at most ``RUN_MAX_ATTEMPTS`` times (``Run.attempts`` counts these recoveries).
+``RUN_REAPER_PERIOD_S`` seconds of the last renewal and re-queues the run, at most
+``RUN_MAX_ATTEMPTS`` times (``Run.attempts`` counts these recoveries).
 
 Fencing: a worker whose lease may have expired must not write. The lease counts as *lost*
 when a renewal finds another owner, and also — before anyone else can take it — when no

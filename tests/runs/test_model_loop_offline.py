@@ -67,4 +67,3 @@ def test_thread_history_continues_after_a_turn(users, workspaces, offline, with_
     assert run.status == Run.Status.COMPLETED
     roles = list(Message.objects.filter(thread=thread).values_list("role", flat=True))
     assert roles == ["user", "assistant", "tool", "assistant", "user", "assistant", "tool", "assistant"]
-
