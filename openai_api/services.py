@@ -35,6 +35,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.http import Http404
 
+from agents.loop.prompt import lost_attempt
 from agents.models import LLMModel, Provider, Run
 from agents.presentation import sees_error_details
 from agents.providers import ToolDefinition
@@ -420,9 +421,12 @@ def client_tools_of_run(run) -> list[ToolDefinition]:
 
 def completion_outcome(*, run_id: str, client_tool_names: set[str]) -> Outcome:
     """The run's answer as the API returns it: the text of its assistant messages (joined by
-    a blank line), the client tool calls of its last message, finish reason and usage."""
+    a blank line; a lost attempt's half answer left out, ``agents.loop.prompt.lost_attempt``),
+    the client tool calls of its last message, finish reason and usage."""
     run = Run.objects.get(pk=run_id)
     assistants = list(Message.objects.filter(run=run, role=Message.Role.ASSISTANT).order_by("position"))
+    assistants = [m for m, following in zip(assistants, [*assistants[1:], None], strict=True)
+                  if not lost_attempt(m, following)]
     text = "\n\n".join(m.content.strip() for m in assistants if m.content.strip())
     last = assistants[-1] if assistants else None
     calls = [c for c in (last.tool_calls if last else []) if c["name"] in client_tool_names]

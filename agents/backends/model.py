@@ -147,7 +147,9 @@ class _Loop:
 
     def _resume_point(self) -> Message:
         """The assistant message to continue with: a fresh one, or the unfinished one left by
-        an earlier attempt (a streaming message is closed as truncated first). On the run's
+        an earlier attempt (a streaming message is closed as truncated first, and when the
+        run's events had begun, ``message.completed`` ``truncated`` tells live clients that
+        its text ended: the next ``text.delta`` starts the round asked again). On the run's
         first claim (``run.first_claim``, agents.runs.driver) there is none to look for."""
         if getattr(self.run, "first_claim", False):
             return self._new_assistant()
@@ -156,6 +158,8 @@ class _Loop:
             if last.status == Message.Status.STREAMING:
                 last.status = Message.Status.TRUNCATED
                 last.save(update_fields=["status", "updated_at"])
+                if self.emitter.seq > 0:  # else nobody was told of it: run.started comes next
+                    self.emitter.emit("message.completed", message_id=str(last.pk), status=last.status)
                 if last.tool_calls:
                     return last
                 return self._new_assistant()

@@ -391,6 +391,31 @@ def test_reload_mid_stream_draws_each_tool_row_once(session_for, fake):
     assert not s.errors, s.errors
 
 
+def test_the_next_rounds_text_replaces_the_last_one_live_as_after_a_reload(session_for, fake):
+    """A run's rounds each have their text: "let me look" before a tool call, then the answer.
+    The stored turn shows the last message with text; live, the answer must not be glued
+    onto the first round's text (``message.completed`` ends a message's text; a round asked
+    again after a lost worker gets the same)."""
+    s = session_for()
+    s.new_chat()
+    page = s.page
+    first = "Let me look that up in the team's notes before I answer you."
+    answer = " ".join(f"token{n}" for n in range(120))
+    reset(fake, text_chunks(first)[:-1] + tool_call_chunks([call("c1", "ui_lookup", {"query": "notes"})]),
+          text_chunks(answer, pieces=120), delay_s=0.03)
+    body = "(document.querySelector('article.msg.assistant .body') || {textContent: ''}).textContent"
+    s.send("What do the notes say?")
+    page.wait_for_function(f"() => ({body}).includes('before I answer')", timeout=RUN_MS)  # round 1, live
+    page.wait_for_function(f"() => ({body}).includes('token5')", timeout=RUN_MS)  # round 2, live
+    live = page.evaluate(f"() => {body}")
+    assert "Let me look" not in live and live.lstrip().startswith("token0"), live
+    s.wait_idle()
+    stored = page.locator("article.msg.assistant .body").inner_text()
+    assert "Let me look" not in stored and stored.rstrip().endswith("token119")
+    assert page.locator("article.msg.assistant details.tool").count() == 1
+    assert not s.errors, s.errors
+
+
 def test_reload_during_an_approval_keeps_the_card_stop_and_who_decided(session_for, fake):
     s = session_for()
     s.new_chat()

@@ -110,3 +110,8 @@ def test_worker_killed_while_streaming_keeps_the_partial_text(platform, upstream
     assert assistants[-1]["content"] == "Picking up after the interruption." and assistants[-1]["status"] == "complete"
     seqs = [e["seq"] for e in seen + after]
     assert seqs == sorted(set(seqs))
+    # The socket was told where the half answer ended, before the new attempt's text.
+    ended = next(i for i, e in enumerate(after) if e["type"] == "message.completed")
+    assert (after[ended]["message_id"], after[ended]["status"]) == (partial["id"], "truncated")
+    resumed = "".join(e["delta"] for e in after[ended:] if e["type"] == "text.delta")
+    assert resumed == "Picking up after the interruption."

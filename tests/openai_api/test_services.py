@@ -9,6 +9,7 @@ from chat.models import Message, Thread
 from openai_api.models import ApiRun, ApiThread
 from openai_api.services import (
     ApiRejected,
+    completion_outcome,
     completion_start,
     conversation_remember,
     digest,
@@ -182,6 +183,26 @@ def test_a_new_conversation_imports_the_history_and_tools_ride_on_the_run(users,
     bobs = completion_start(user=users["bob"], body={"model": "offline", "messages": [
         *started.messages, {"role": "assistant", "content": "4"}, {"role": "user", "content": "And 3+3?"}]})
     assert bobs.thread_id != started.thread_id
+
+
+@pytest.mark.django_db
+def test_the_answer_leaves_out_a_lost_attempts_half_answer(users, offline, no_executor):
+    """A worker died mid-answer and the round was asked again: the response is the rounds'
+    texts without the half answer (which stays in the thread, ``truncated``)."""
+    from chat.services import message_create
+
+    started = completion_start(user=users["alice"], body={"model": "offline", "messages": [
+        {"role": "user", "content": "Look it up"}]})
+    run = Run.objects.get(pk=started.run_id)
+    for status, content, calls in (("complete", "Let me look.", [{"id": "c1", "name": "lookup", "arguments": "{}"}]),
+                                   ("truncated", "The answer is fo", []),  # the lost worker's
+                                   ("complete", "The answer is four.", [])):
+        message_create(thread_id=run.thread_id, run=run, role="assistant", status=status, content=content,
+                       tool_calls=calls)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED)
+    outcome = completion_outcome(run_id=started.run_id, client_tool_names=set())
+    assert (outcome.text, outcome.finish_reason) == ("Let me look.\n\nThe answer is four.", "stop")
+    assert Message.objects.filter(run=run, status="truncated").count() == 1
 
 
 @pytest.mark.django_db

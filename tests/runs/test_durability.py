@@ -204,6 +204,10 @@ def test_a_recovered_round_is_asked_again_without_the_half_answer(thread, users,
     enqueue_run(created.run.pk)
     events = sink.until_terminal(created.run.pk)
     assert types(events)[-1] == "run.completed" and joined_text(events) == "Here is the whole answer."
+    # Live clients hold the half answer's text: they are told it ended before the new text.
+    assert (events[0]["type"], events[0]["seq"], events[0]["message_id"], events[0]["status"]) == \
+        ("message.completed", 8, str(partial.pk), "truncated")
+    assert types(events)[1] == "text.delta"
     sent = [(m.role, m.content) for m in scripted_model.requests[0].messages]
     assert sent[-1] == ("user", "tell me everything") and "Here is half an ans" not in str(sent)
     partial.refresh_from_db()
@@ -216,6 +220,28 @@ def test_a_recovered_round_is_asked_again_without_the_half_answer(thread, users,
     assert types(sink.until_terminal(follow_up.run.pk))[-1] == "run.completed"
     sent = [(m.role, m.content) for m in scripted_model.requests[1].messages]
     assert sent == [("user", "tell me everything"), ("assistant", "Here is the whole answer."), ("user", "and then?")]
+
+
+def test_a_half_answer_nobody_was_told_of_is_closed_without_an_event(thread, users, scripted_model, sink_for,
+                                                                      settings):
+    """The worker died after creating its message but before ``run.started`` went out: the
+    next attempt closes that message ``truncated`` and starts the run's events with
+    ``run.started`` for its own message, as a first attempt would."""
+    settings.RUN_EXECUTOR = "none"
+    created = run_create(thread=thread, user=users["alice"], content="hello")
+    lost = message_create(thread_id=thread.pk, run=created.run, role="assistant", status="streaming")
+    Run.objects.filter(pk=created.run.pk).update(attempts=1, last_event_seq=0, started_at=timezone.now())
+    scripted_model.script(says("Hi."))
+    sink = sink_for(thread.pk)
+    settings.RUN_EXECUTOR = "embedded"
+    enqueue_run(created.run.pk)
+    events = sink.until_terminal(created.run.pk)
+    answer = Message.objects.filter(run=created.run, role="assistant").order_by("position").last()
+    assert (events[0]["type"], events[0]["seq"], events[0]["assistant_message_id"]) == ("run.started", 1, str(answer.pk))
+    assert [e for e in events if e["type"] == "message.completed"] == [
+        {**next(e for e in events if e["type"] == "message.completed"), "message_id": str(answer.pk), "status": "complete"}]
+    lost.refresh_from_db()
+    assert lost.status == "truncated"
 
 
 def test_one_reaper_pass_per_period_however_many_processes_wake(settings):

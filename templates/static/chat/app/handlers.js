@@ -54,6 +54,13 @@ function baseHandlers(app) {
       const live = app.live;
       if (!live) return;
       turnOf(live);
+      if (live.messageEnded) {
+        // A new message of the run (the next round, or a round asked again after its worker
+        // was lost): its text replaces the last one's, as the stored turn shows a run's last
+        // message with text.
+        live.messageEnded = false;
+        live.textView.reset();
+      }
       live.textView.append(ev.delta);
       app.stickToBottom();
     },
@@ -142,7 +149,9 @@ function baseHandlers(app) {
       if (link) link.classList.add("changed");
     },
 
-    "message.completed"() {},
+    "message.completed"() {
+      if (app.live) app.live.messageEnded = true;  // the next text.delta starts a new message
+    },
 
     "error"(ev) {
       if (ev.code === "events_missing") { app.live = null; view.load(); return; }
