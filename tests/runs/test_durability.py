@@ -188,21 +188,32 @@ def test_a_started_run_no_worker_takes_up_again_fails_interrupted_and_keeps_its_
     run_create(thread=thread, user=users["alice"], content="again")  # the thread takes a new send
 
 
+def recover_lost_worker(thread, user, scripted_model, sink_for, settings, *, question: str, half_answer: str,
+                        answer: str, last_event_seq: int):
+    """A run whose worker died while streaming ``half_answer`` (its message still
+    ``streaming``, the branch's leaf, ``last_event_seq`` events published) is claimed again
+    and the model answers ``answer``. Returns (created, the half answer's message, the
+    thread's sink, the recovered attempt's events up to the terminal one)."""
+    settings.RUN_EXECUTOR = "none"
+    created = run_create(thread=thread, user=user, content=question)
+    partial = message_create(thread_id=thread.pk, run=created.run, role="assistant", status="streaming",
+                             content=half_answer)
+    Run.objects.filter(pk=created.run.pk).update(attempts=1, last_event_seq=last_event_seq, started_at=timezone.now())
+    scripted_model.script(says(answer))
+    sink = sink_for(thread.pk)
+    settings.RUN_EXECUTOR = "embedded"
+    enqueue_run(created.run.pk)
+    return created, partial, sink, sink.until_terminal(created.run.pk)
+
+
 def test_a_recovered_round_is_asked_again_without_the_half_answer(thread, users, scripted_model, sink_for, settings):
     """The worker died mid-answer and the run was re-queued: the next worker keeps the half
     answer in the thread (``truncated``) but does not send it back to the model, which would
     answer the round after it (OpenAI-compatible) or continue it as a prefill (Anthropic) —
     nor does any later turn (found trying a worker kill from a fresh clone)."""
-    settings.RUN_EXECUTOR = "none"
-    created = run_create(thread=thread, user=users["alice"], content="tell me everything")
-    partial = message_create(thread_id=thread.pk, run=created.run, role="assistant", status="streaming",
-                             content="Here is half an ans")  # the branch's leaf, as the lost worker left it
-    Run.objects.filter(pk=created.run.pk).update(attempts=1, last_event_seq=7, started_at=timezone.now())
-    scripted_model.script(says("Here is the whole answer."))
-    sink = sink_for(thread.pk)
-    settings.RUN_EXECUTOR = "embedded"
-    enqueue_run(created.run.pk)
-    events = sink.until_terminal(created.run.pk)
+    created, partial, sink, events = recover_lost_worker(
+        thread, users["alice"], scripted_model, sink_for, settings, question="tell me everything",
+        half_answer="Here is half an ans", answer="Here is the whole answer.", last_event_seq=7)
     assert types(events)[-1] == "run.completed" and joined_text(events) == "Here is the whole answer."
     # Live clients hold the half answer's text: they are told it ended before the new text.
     assert (events[0]["type"], events[0]["seq"], events[0]["message_id"], events[0]["status"]) == \
@@ -227,15 +238,8 @@ def test_a_half_answer_nobody_was_told_of_is_closed_without_an_event(thread, use
     """The worker died after creating its message but before ``run.started`` went out: the
     next attempt closes that message ``truncated`` and starts the run's events with
     ``run.started`` for its own message, as a first attempt would."""
-    settings.RUN_EXECUTOR = "none"
-    created = run_create(thread=thread, user=users["alice"], content="hello")
-    lost = message_create(thread_id=thread.pk, run=created.run, role="assistant", status="streaming")
-    Run.objects.filter(pk=created.run.pk).update(attempts=1, last_event_seq=0, started_at=timezone.now())
-    scripted_model.script(says("Hi."))
-    sink = sink_for(thread.pk)
-    settings.RUN_EXECUTOR = "embedded"
-    enqueue_run(created.run.pk)
-    events = sink.until_terminal(created.run.pk)
+    created, lost, _sink, events = recover_lost_worker(thread, users["alice"], scripted_model, sink_for, settings,
+                                                       question="hello", half_answer="", answer="Hi.", last_event_seq=0)
     answer = Message.objects.filter(run=created.run, role="assistant").order_by("position").last()
     assert (events[0]["type"], events[0]["seq"], events[0]["assistant_message_id"]) == ("run.started", 1, str(answer.pk))
     assert [e for e in events if e["type"] == "message.completed"] == [
