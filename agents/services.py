@@ -22,6 +22,7 @@ from .models import Run, ToolCall
 from .ratelimit import rate_limit_hit
 from .runs import lifecycle
 from .runs.calls import close_open_calls
+from .runs.control import run_check_now
 from .runs.executors import enqueue_run
 from .selectors import model_allowed, role_names_for_user
 from .ui_context import ui_context_accept
@@ -201,8 +202,9 @@ def run_cancel(*, run: Run, user) -> Run:
     Only the run's user or an admin of its workspace may cancel (others: ``not_allowed``,
     403). A queued or awaiting run is ended here: open tool calls get a "cancelled by the
     user" result and ``run.cancelled`` is published now. A running one is stopped by its
-    worker within a second (the lease heartbeat reads the flag), which closes the upstream
-    stream and keeps the partial text with status ``cancelled``. A finished run →
+    worker, which closes the upstream stream and keeps the partial text with status
+    ``cancelled``: at its next token or check once the commit woke its heartbeat
+    (``agents.runs.control``), else at its next heartbeat (within a second). A finished run →
     ``run_finished`` (409).
     """
     if not _may_manage(run, user):
@@ -211,6 +213,8 @@ def run_cancel(*, run: Run, user) -> Run:
         return run
     if not lifecycle.run_cancel_running(run_id=run.pk):
         raise RunRejected("run_finished", "This run has already finished.", 409)
+    run_id = run.pk
+    transaction.on_commit(lambda: run_check_now(run_id))
     run.status = Run.Status.CANCELLED
     return run
 

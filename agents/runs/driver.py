@@ -35,7 +35,7 @@ from agents.models import Run
 from agents.tools import ToolContext
 from chat.models import Membership, Message
 
-from . import lifecycle
+from . import control, lifecycle
 from .dbconn import DATABASE_UNAVAILABLE, is_database_unavailable, unavailable_message
 from .gate import SetupSlot, setup_slot
 from .lease import LeaseLost, RunLease, worker_identity
@@ -72,6 +72,7 @@ def _run_turn(run_id, slot: SetupSlot) -> None:
     if run.budget_hold:  # an earlier attempt's worker died mid-round: give its hold back
         meter().recover(run_id=run.pk)
     emitter = RunEmitter.for_run(run)
+    control.listen()  # a cancel elsewhere wakes this process's heartbeat (agents.runs.control)
     lease = RunLease(run_id=run.pk, owner=owner, seq_source=lambda: emitter.settled_seq).start()
     emitter.fence = lambda: lease.lost  # a worker that may have lost the run publishes nothing
     turn = _turn(run, emitter, lease, slot)

@@ -18,7 +18,8 @@ renewal has succeeded for ``FENCE_FRACTION`` × ``RUN_LEASE_S`` (the database un
 process frozen). From then on ``tick()`` raises :class:`LeaseLost` and the run's emitter drops
 every event (``RunEmitter.fence``), so two writers never publish the same seq.
 
-The heartbeat also reads the cancel flag, so a cancelled run stops within a heartbeat, and it
+The heartbeat also reads the cancel flag, so a cancelled run stops within a heartbeat — at once
+when the cancel wakes it (:func:`lease_check_now`, ``agents.runs.control``) — and it
 saves the text each turn has streamed so far (``RunLease.persist_stream``) in the renewal's
 transaction: one UPDATE of the process's streaming messages per beat instead of one save per
 run per interval from each turn thread, and never a write from a worker that lost the run.
@@ -140,6 +141,15 @@ class RunLease:
             self._lost.set()
 
 
+def lease_check_now(run_id) -> bool:
+    """Have this process's heartbeat beat now when it holds ``run_id``'s lease (a cancel just
+    committed, ``agents.runs.control``): the beat's renewal finds the run cancelled and the
+    turn stops at its next check — the next token, tool tick or ``PROVIDER_STREAM_POLL_S`` —
+    instead of up to a heartbeat interval later. Returns whether this process holds the run;
+    no I/O here (safe on an event loop)."""
+    return _heartbeat.wake(run_id)
+
+
 def _alias() -> str:
     """The heartbeat's database alias: ``leases`` when configured (PostgreSQL), else default."""
     return "leases" if "leases" in settings.DATABASES else "default"
@@ -152,6 +162,15 @@ class _Heartbeat:
         self._leases: set[RunLease] = set()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._woken = threading.Event()  # beat now instead of at the end of the interval
+
+    def wake(self, run_id) -> bool:
+        """Beat now when this process holds ``run_id``'s lease; False when it does not."""
+        with self._lock:
+            held = any(str(lease.run_id) == str(run_id) for lease in self._leases)
+        if held:
+            self._woken.set()
+        return held
 
     def add(self, lease: RunLease) -> None:
         with self._lock:
@@ -182,7 +201,9 @@ class _Heartbeat:
             except Exception:  # the database is unreachable: retry at the next beat
                 logger.warning("lease renewal of %d runs failed", len(due), exc_info=True)
                 connections[_alias()].close()
-            time.sleep(max(0.05, interval - (time.monotonic() - started)))
+            # A wake during the beat is kept: the next wait returns at once and beats again.
+            self._woken.wait(max(0.05, interval - (time.monotonic() - started)))
+            self._woken.clear()
 
     @staticmethod
     def _beat(due: list[RunLease]) -> None:
