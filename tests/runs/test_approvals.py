@@ -41,11 +41,6 @@ def start_until_awaiting(fake, sink_for, thread, user, calls, answer="All done."
     return created.run, sink.until_parked(created.run.pk), sink
 
 
-@pytest.fixture
-def alice_thread(users, workspaces, openai_provider):
-    return make_thread(users["alice"], workspaces["demo"], openai_provider)
-
-
 # --- risk table --------------------------------------------------------------------------
 @pytest.mark.parametrize(("risk", "mode", "env", "granted", "level", "needs", "countdown"), [
     ("read", "never", "", True, "safe", False, 0),

@@ -21,15 +21,10 @@ from agents.runs import control, lifecycle
 from agents.runs.lease import RunLease, lease_check_now
 from agents.services import run_cancel, run_create
 from chat.models import Message
-from tests.conftest import joined_text, make_thread
+from tests.conftest import joined_text
 from tests.fakes.openai_server import text_chunks
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def alice_thread(users, workspaces, openai_provider):
-    return make_thread(users["alice"], workspaces["demo"], openai_provider)
 
 
 @pytest.fixture

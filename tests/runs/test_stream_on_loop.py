@@ -128,11 +128,6 @@ def test_text_given_on_the_delivery_loop_uses_the_loop_window(settings):
 # --- whole turns ----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def alice_thread(users, workspaces, openai_provider):
-    return make_thread(users["alice"], workspaces["demo"], openai_provider)
-
-
 def _turn_record(run, events, thread):
     messages = [(m.role, m.status, m.content, m.reasoning, [(c["name"], c["arguments"]) for c in m.tool_calls or []],
                  (m.usage or {}).get("output_tokens"))
