@@ -294,7 +294,13 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["thread", "status"], name="run_thread_status")]
+        indexes = [
+            models.Index(fields=["thread", "status"], name="run_thread_status"),
+            # Cancelled while running and not closed yet (its worker closes it at once, unless it
+            # died): the reaper's lookup (agents.runs.reaper), an index of the few such rows.
+            models.Index(fields=["lease_expires_at"], condition=models.Q(status="cancelled", finished_at__isnull=True),
+                         name="run_cancel_unclosed"),
+        ]
         constraints = [
             # One queued or running run per thread, held by the database under concurrent sends.
             models.UniqueConstraint(fields=["thread"], condition=models.Q(status__in=["queued", "running"]),

@@ -21,8 +21,9 @@ from .metering import meter
 from .models import Run, ToolCall
 from .ratelimit import rate_limit_hit
 from .runs import lifecycle
-from .runs.calls import close_open_calls
+from .runs.calls import CANCELLED_RESULT, close_open_calls
 from .runs.control import run_check_now
+from .runs.driver import close_round_cancelled
 from .runs.executors import enqueue_run
 from .selectors import model_allowed, role_names_for_user
 from .ui_context import ui_context_accept
@@ -170,14 +171,18 @@ def _lock(*, user_id=None, thread_id=None) -> None:
 
 
 def _end_waiting_run(run: Run, *, reason: str, decision: str) -> bool:
-    """Cancel a run that waits for approval: its open calls get ``reason`` as an error result
-    (history stays valid for every provider), ``approval.resolved`` and ``run.cancelled`` are
-    published. Returns False if the run was no longer waiting."""
+    """Cancel a run that waits for approval, or is queued: what a lost worker left open is
+    closed (``driver.close_round_cancelled``: a run re-queued after its worker died), its
+    open calls get ``reason`` as an error result (history stays valid for every provider),
+    ``approval.resolved`` and ``run.cancelled`` are published. Returns False if the run was no
+    longer waiting."""
     if not lifecycle.run_cancel_waiting(run_id=run.pk, code=decision, reason=reason):
         return False
     run.refresh_from_db()
-    closed = close_open_calls(run=run, reason=reason)
     emitter = RunEmitter.for_run(run)
+    # A run re-queued after its worker died still holds that worker's round: close it too.
+    close_round_cancelled(run, emitter)
+    closed = close_open_calls(run=run, reason=reason)
     for ledger_id in closed:
         emitter.emit("approval.resolved", tool_call_id=ledger_id, decision=decision, decided_by=None)
     emitter.emit("run.cancelled", status=Run.Status.CANCELLED)
@@ -209,7 +214,7 @@ def run_cancel(*, run: Run, user) -> Run:
     """
     if not _may_manage(run, user):
         raise RunRejected("not_allowed", "Only the person who started this run can cancel it.", 403)
-    if _end_waiting_run(run, reason="Not executed: the run was cancelled by the user.", decision="cancelled"):
+    if _end_waiting_run(run, reason=CANCELLED_RESULT, decision="cancelled"):
         return run
     if not lifecycle.run_cancel_running(run_id=run.pk):
         raise RunRejected("run_finished", "This run has already finished.", 409)

@@ -42,7 +42,7 @@ from agents.providers import (
     provider_for,
 )
 from agents.providers.wire import arelay
-from agents.runs.calls import all_answered, answered_ids, close_open_calls
+from agents.runs.calls import CANCELLED_RESULT, all_answered, answered_ids, close_open_calls
 from agents.runs.dbconn import release_db_connection
 from chat.models import Message
 from chat.selectors import instruction_blocks
@@ -369,7 +369,7 @@ class _Loop:
         calls get a "cancelled by the user" result so the history stays valid for every
         provider. The final assistant message is always persisted (DESIGN §5): the partial
         text, or an empty one marked cancelled when the cancel came between model responses."""
-        close_open_calls(run=self.run, reason="Not executed: the run was cancelled by the user.")
+        close_open_calls(run=self.run, reason=CANCELLED_RESULT)
         final = assistant if assistant is not None else self._new_assistant()
         partial = getattr(self, "_partial", Streamed()) if assistant is not None else Streamed()
         self._close_assistant(final, partial, Message.Status.CANCELLED)

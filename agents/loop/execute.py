@@ -25,6 +25,7 @@ from agents.pipeline import PolicyView, policy_defaults, tool_guard
 from agents.presentation import arguments_summary
 from agents.risk import resolve_env, risk_classify
 from agents.runs import lifecycle
+from agents.runs.calls import UNKNOWN_OUTCOME
 from agents.runs.dbconn import release_db_connection
 from agents.tools import ToolContext, ToolError, ToolOutput, ToolSpec, tool_sources
 from chat.models import Message
@@ -249,7 +250,7 @@ def _replay(run, assistant, call, ledger, emitter) -> CallOutcome | None:
         # The worker died while the tool ran: we cannot know whether it took effect.
         lifecycle.tool_call_mark_unknown(
             ledger=ledger,
-            summary="Outcome unknown: the worker stopped while this call was running. Check before retrying.",
+            summary=UNKNOWN_OUTCOME,
         )
         emitter.emit("tool.completed", tool_call_id=str(ledger.pk), name=ledger.tool_name, status="failed",
                      summary=ledger.summary, is_error=True)

@@ -9,6 +9,12 @@ from chat.services import message_create
 
 from . import lifecycle
 
+CANCELLED_RESULT = "Not executed: the run was cancelled by the user."
+"""The result an unanswered tool call of a cancelled run gets (the history stays valid for
+every provider)."""
+UNKNOWN_OUTCOME = "Outcome unknown: the worker stopped while this call was running. Check before retrying."
+"""A call whose worker died while it ran (``status_unknown``): its summary and its result."""
+
 
 def answered_ids(assistant: Message) -> set[str]:
     """Call ids of ``assistant``'s tool calls that have a tool message after it."""

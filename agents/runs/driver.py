@@ -31,11 +31,13 @@ from django.db import DatabaseError, connection
 from agents.backends import Outcome, Turn, backend_for
 from agents.events import RunEmitter
 from agents.metering import meter
-from agents.models import Run
+from agents.models import Run, ToolCall
 from agents.tools import ToolContext
 from chat.models import Membership, Message
+from chat.services import message_create
 
 from . import control, lifecycle
+from .calls import CANCELLED_RESULT, UNKNOWN_OUTCOME, close_open_calls
 from .dbconn import DATABASE_UNAVAILABLE, is_database_unavailable, unavailable_message
 from .gate import SetupSlot, setup_slot
 from .lease import LeaseLost, RunLease, worker_identity
@@ -220,6 +222,57 @@ def run_fail_interrupted(*, run_id, expected_lease) -> bool:
     emitter.close()
     lifecycle.run_release(run_id=run.pk, owner="reaper")
     return True
+
+
+def run_close_abandoned_cancel(*, run_id, expected_lease) -> bool:
+    """The reaper's end for a run cancelled while running that its worker never closed (the
+    worker died before or just after the cancel; the lease ``expected_lease`` expired): it is
+    closed as its worker would have closed it (:func:`close_round_cancelled`, unanswered calls
+    get :data:`CANCELLED_RESULT`, the last assistant message is ``cancelled``), ``run.cancelled``
+    is published and ``finished_at`` stamped. False when another reaper got there first.
+    A live worker cannot race it: one whose renewals fail fences itself at 0.8 × ``RUN_LEASE_S``,
+    before the lease expires."""
+    if not lifecycle.run_take_abandoned_cancel(run_id=run_id, expected_lease=expected_lease):
+        return False
+    run = Run.objects.get(pk=run_id)
+    emitter = RunEmitter.for_run(run, from_log=True)  # the dead worker may have published past the saved seq
+    closed_messages = close_round_cancelled(run, emitter)
+    for ledger_id in close_open_calls(run=run, reason=CANCELLED_RESULT):
+        emitter.emit("approval.resolved", tool_call_id=ledger_id, decision="cancelled", decided_by=None)
+    if not closed_messages:  # as a worker does: the run's last assistant message says cancelled
+        final = message_create(thread_id=run.thread_id, run=run, role=Message.Role.ASSISTANT,
+                               status=Message.Status.CANCELLED, provider=run.provider.slug if run.provider else "",
+                               model=run.model)
+        emitter.emit("message.completed", message_id=str(final.pk), status=final.status)
+    lifecycle.run_cancel_finished(run_id=run.pk)
+    emitter.emit("run.cancelled", status=Run.Status.CANCELLED)
+    emitter.close()
+    lifecycle.run_release(run_id=run.pk, owner="reaper")
+    logger.warning("run %s: cancelled while its worker was lost; closed by the reaper", run.pk)
+    return True
+
+
+def close_round_cancelled(run: Run, emitter: RunEmitter) -> int:
+    """What a lost worker left open in ``run``, closed for a cancel with no worker to do it
+    (the reaper's :func:`run_close_abandoned_cancel`, or a cancel of a run re-queued after its
+    worker died): the round's budget hold given back (``Meter.recover``, once); a tool call
+    that was running marked ``status_unknown`` (never run again) with that as its result and a
+    ``tool.completed``; messages still ``streaming`` kept ``cancelled`` with the text last saved,
+    a ``message.completed`` each. Returns how many messages it closed."""
+    if run.budget_hold:
+        meter().recover(run_id=run.pk)
+    for ledger in ToolCall.objects.filter(run=run, status=ToolCall.Status.RUNNING).select_related("message"):
+        if lifecycle.tool_call_mark_unknown(ledger=ledger, summary=UNKNOWN_OUTCOME):
+            message_create(thread_id=run.thread_id, run=run, role=Message.Role.TOOL, content=UNKNOWN_OUTCOME,
+                           tool_call_id=ledger.call_id, is_error=True)
+            emitter.emit("tool.completed", tool_call_id=str(ledger.pk), name=ledger.tool_name, status="failed",
+                         summary=UNKNOWN_OUTCOME, is_error=True)
+    streaming = list(Message.objects.filter(run=run, status=Message.Status.STREAMING))
+    for msg in streaming:
+        msg.status = Message.Status.CANCELLED
+        msg.save(update_fields=["status", "updated_at"])
+        emitter.emit("message.completed", message_id=str(msg.pk), status=msg.status)
+    return len(streaming)
 
 
 def _close_lost_round(run: Run, emitter: RunEmitter) -> None:

@@ -19,6 +19,7 @@ Run transitions (``Run.Status``)::
     run_finish              queued | running | awaiting_approval    completed | failed   the driver
     run_cancel_waiting      queued | awaiting_approval              cancelled            cancel, or a new message
     run_cancel_running      running                                 cancelled            cancel (its worker stops)
+    run_take_abandoned_cancel cancelled, unclosed (this expired lease) cancelled, reaper's the reaper, before closing it
 
 Besides the status: ``run_release`` clears a lease, ``run_seq_save`` keeps ``last_event_seq``
 (the emitter calls it when it closes), ``run_backend_state_save`` keeps a backend's own state.
@@ -206,9 +207,19 @@ def run_cancel_waiting(*, run_id, code: str, reason: str) -> bool:
 
 @retry_transient
 def run_cancel_running(*, run_id) -> bool:
-    """running → cancelled. The worker sees it at its next heartbeat (within a second), keeps
-    the partial text as ``cancelled`` and publishes ``run.cancelled``."""
+    """running → cancelled. The worker sees it at once (``agents.runs.control``) or at its next
+    heartbeat, keeps the partial text as ``cancelled`` and publishes ``run.cancelled``; a run
+    whose worker is dead is closed so by the reaper (:func:`run_take_abandoned_cancel`)."""
     return bool(Run.objects.filter(pk=run_id, status=S.RUNNING).update(status=S.CANCELLED))
+
+
+@retry_transient
+def run_take_abandoned_cancel(*, run_id, expected_lease) -> bool:
+    """The reaper takes a run cancelled while running that no worker closed (its lease
+    ``expected_lease`` expired with ``finished_at`` still empty: the worker died), so that it
+    alone closes it."""
+    return bool(Run.objects.filter(pk=run_id, status=S.CANCELLED, finished_at__isnull=True,
+                                   lease_expires_at=expected_lease).update(lease_owner="reaper"))
 
 
 @retry_transient

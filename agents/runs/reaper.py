@@ -1,5 +1,6 @@
-"""The reaper: finds runs whose worker died (expired lease) and re-queues or fails them, and
-expires approval requests nobody decided in time (the run goes on with a denied result).
+"""The reaper: finds runs whose worker died (expired lease) and re-queues or fails them —
+or closes them, when they were cancelled before their worker could — and expires approval
+requests nobody decided in time (the run goes on with a denied result).
 
 A daemon thread of every Celery worker and every web process. A pass (:func:`reaper_pass`)
 acts on what is due and learns the earliest deadline still ahead — a running run's lease
@@ -39,7 +40,7 @@ from django.utils import timezone
 from agents.models import Run
 
 from . import lifecycle
-from .driver import run_fail_interrupted, run_fail_not_started
+from .driver import run_close_abandoned_cancel, run_fail_interrupted, run_fail_not_started
 from .executors import enqueue_run
 
 
@@ -63,12 +64,23 @@ _started = False
 _lock = threading.Lock()
 
 
+def _abandoned_cancels():
+    """Runs cancelled while running that no worker closed: ``finished_at`` empty and a lease
+    (``lease_expires_at``) — expired ones are the reaper's. Served by the partial index
+    ``run_cancel_unclosed`` (only such rows: a live worker closes its cancel at once)."""
+    return Run.objects.filter(status=Run.Status.CANCELLED, finished_at__isnull=True, lease_expires_at__isnull=False)
+
+
 def reap_expired_runs() -> list[str]:
     """Re-queue (or fail) every queued run no worker claimed within ``RUN_QUEUED_DEADLINE_S``
-    and every running run whose lease expired (found in one query, the queued ones first).
-    Returns the run ids acted on."""
+    and every running run whose lease expired (found in one query, the queued ones first);
+    close every run cancelled while running whose worker died before closing it
+    (``driver.run_close_abandoned_cancel``). Returns the run ids acted on."""
     acted = []
     now = timezone.now()
+    for run_id, lease in _abandoned_cancels().filter(lease_expires_at__lt=now).values_list("pk", "lease_expires_at"):
+        if run_close_abandoned_cancel(run_id=run_id, expected_lease=lease):
+            acted.append(str(run_id))
     stale = now - timedelta(seconds=settings.RUN_QUEUED_DEADLINE_S)
     due = Run.objects.filter(Q(status=Run.Status.QUEUED, queued_at__lt=stale)
                              | Q(status=Run.Status.RUNNING, lease_expires_at__lt=now))
@@ -101,13 +113,14 @@ SLACK_S = 0.05  # a pass due at a deadline wakes this much after it, so the dead
 
 def run_earliest_deadline() -> datetime | None:
     """The earliest moment a queued or running run becomes the reaper's: the earliest running
-    lease expiry or queued ``queued_at + RUN_QUEUED_DEADLINE_S`` (None: no such run). One
-    aggregate query, served by the partial unique index of active runs (one per thread)
-    however many runs have finished."""
+    lease expiry or queued ``queued_at + RUN_QUEUED_DEADLINE_S``, or an unclosed cancel's
+    lease expiry (None: no such run). Two aggregate queries, served by partial indexes (the
+    unique index of active runs, one per thread; ``run_cancel_unclosed``) however many runs
+    have finished."""
     earliest = Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).aggregate(
         lease=Min("lease_expires_at", filter=Q(status=Run.Status.RUNNING)),
         queued=Min("queued_at", filter=Q(status=Run.Status.QUEUED)))
-    deadlines = [earliest["lease"]]
+    deadlines = [earliest["lease"], _abandoned_cancels().aggregate(lease=Min("lease_expires_at"))["lease"]]
     if earliest["queued"] is not None:
         deadlines.append(earliest["queued"] + timedelta(seconds=settings.RUN_QUEUED_DEADLINE_S))
     return min((d for d in deadlines if d is not None), default=None)

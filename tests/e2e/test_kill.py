@@ -37,13 +37,34 @@ def platform(upstream, tmp_path_factory):
     yield from started(p)
 
 
-def kill_worker_and_start_another(platform: Platform) -> float:
+def kill_worker(platform: Platform) -> float:
+    """SIGKILL the Celery worker's process group; returns when (monotonic) it was dead."""
     old = platform.procs["celery"]
     os.killpg(old.pid, signal.SIGKILL)
     old.wait(timeout=10)
-    killed_at = time.monotonic()
+    return time.monotonic()
+
+
+def kill_worker_and_start_another(platform: Platform) -> float:
+    killed_at = kill_worker(platform)
     platform._start_worker()
     return killed_at
+
+
+def send_and_stream_past(ws, word: str) -> list[dict]:
+    """Send "talk" and read events until the streamed text holds ``word``, then give the
+    half-second persistence (``STREAM_PERSIST_INTERVAL_S``) time to save the text so far."""
+    ws.send(json.dumps({"type": "message.send", "content": "talk"}))
+    streamed: list[str] = []
+
+    def past(e):
+        if e["type"] == "text.delta":
+            streamed.append(e["delta"])
+        return word in "".join(streamed)
+
+    seen = flows.events_until(ws, past)
+    time.sleep(0.8)
+    return seen
 
 
 def test_worker_killed_during_a_write_tool(platform, upstream):
@@ -83,16 +104,7 @@ def test_worker_killed_while_streaming_keeps_the_partial_text(platform, upstream
         token = flows.login_token(platform, "alice")
         thread_id = flows.create_thread(platform, token, provider="openai")
         with flows.ws_connect(platform, thread_id, token=token) as ws:
-            ws.send(json.dumps({"type": "message.send", "content": "talk"}))
-            streamed: list[str] = []
-
-            def past_word15(e):
-                if e["type"] == "text.delta":
-                    streamed.append(e["delta"])
-                return "word15" in "".join(streamed)
-
-            seen = flows.events_until(ws, past_word15)
-            time.sleep(0.8)  # let the half-second persistence write the partial text
+            seen = send_and_stream_past(ws, "word15")
             killed_at = kill_worker_and_start_another(platform)
             upstream.delay_s = 0.0
             after = flows.events_until(ws, lambda e: e["type"] in flows.TERMINAL, timeout=90)
@@ -115,3 +127,30 @@ def test_worker_killed_while_streaming_keeps_the_partial_text(platform, upstream
     assert (after[ended]["message_id"], after[ended]["status"]) == (partial["id"], "truncated")
     resumed = "".join(e["delta"] for e in after[ended:] if e["type"] == "text.delta")
     assert resumed == "Picking up after the interruption."
+
+
+def test_stop_while_the_worker_is_dead_is_finished_by_the_reaper(platform, upstream):
+    """Found trying it from a fresh clone: Stop pressed while the run's worker was dead left
+    the run cancelled but never closed — its answer ``streaming``, no ``run.cancelled``, the
+    page writing for good. The reaper now closes it once the lease expires."""
+    upstream.delay_s = 0.1
+    upstream.script(text_chunks("".join(f"word{n} " for n in range(80)), pieces=80))
+    try:
+        token = flows.login_token(platform, "alice")
+        thread_id = flows.create_thread(platform, token, provider="openai")
+        with flows.ws_connect(platform, thread_id, token=token) as ws:
+            seen = send_and_stream_past(ws, "word10")
+            kill_worker(platform)
+            upstream.delay_s = 0.0
+            ws.send(json.dumps({"type": "run.cancel", "run_id": seen[0]["run_id"]}))
+            platform._start_worker()
+            after = flows.events_until(ws, lambda e: e["type"] in flows.TERMINAL, timeout=60)
+    finally:
+        upstream.delay_s = 0.0
+    assert after[-1]["type"] == "run.cancelled"
+    closed = [e for e in after if e["type"] == "message.completed"]
+    answer = next(m for m in flows.messages(platform, token, thread_id) if m["role"] == "assistant")
+    assert [(e["message_id"], e["status"]) for e in closed] == [(answer["id"], "cancelled")]
+    assert answer["status"] == "cancelled" and answer["content"].startswith("word0 word1 ")
+    run = flows.http(platform, token).get(f"/api/v1/runs/{seen[0]['run_id']}/").json()
+    assert run["status"] == "cancelled" and run["finished_at"] is not None

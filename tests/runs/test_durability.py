@@ -18,9 +18,10 @@ from django.utils import timezone
 from agents.event_log import event_log
 from agents.events import RunEmitter, run_coroutine
 from agents.models import Role, Run, ToolCall, ToolPolicy
+from agents.runs import lifecycle
 from agents.runs.executors import enqueue_run
-from agents.runs.reaper import reap_expired_runs, reaper_pass_claim
-from agents.services import run_create
+from agents.runs.reaper import reap_expired_runs, reaper_pass_claim, run_earliest_deadline
+from agents.services import run_cancel, run_create
 from chat.models import Message
 from chat.services import message_create
 from tests.conftest import joined_text, make_thread, types
@@ -186,6 +187,83 @@ def test_a_started_run_no_worker_takes_up_again_fails_interrupted_and_keeps_its_
     run = Run.objects.get(pk=created.run.pk)
     assert (run.status, run.error["code"]) == (Run.Status.FAILED, "interrupted")
     run_create(thread=thread, user=users["alice"], content="again")  # the thread takes a new send
+
+
+def dead_worker_run(thread, user, settings, *, lease_in_s: float):
+    """A run that a worker claimed and died in: its half answer ``streaming`` (as the
+    heartbeat last saved it), a tool call of an earlier round still ``running``, the lease
+    expiring ``lease_in_s`` from now, 7 events published."""
+    settings.RUN_EXECUTOR = "none"
+    created = run_create(thread=thread, user=user, content="tell me everything")
+    assert lifecycle.run_claim(run_id=created.run.pk, owner="dead:1") is not None
+    asked = message_create(thread_id=thread.pk, run=created.run, role="assistant", status="complete",
+                           tool_calls=[{"id": "c1", "name": "note_write", "arguments": "{}"}])
+    ledger = ToolCall.objects.create(run=created.run, message=asked, call_id="c1", tool_name="note_write",
+                                     risk="write", status=ToolCall.Status.RUNNING)
+    partial = message_create(thread_id=thread.pk, run=created.run, role="assistant", status="streaming",
+                             content="Here is half an ans")
+    Run.objects.filter(pk=created.run.pk).update(
+        last_event_seq=7, lease_expires_at=timezone.now() + timedelta(seconds=lease_in_s))
+    return created.run, partial, ledger
+
+
+def test_a_run_cancelled_after_its_worker_died_is_closed_by_the_reaper(thread, users, sink_for, settings):
+    """Stop pressed while the run's worker was dead (found trying it from a fresh clone): the
+    cancel is written, but no worker is there to close the run. Once its lease expires the
+    reaper closes it as the worker would have: the half answer kept ``cancelled``, the call
+    that was running ``status_unknown`` (never run again), ``run.cancelled`` published, the
+    run finished, and the thread takes a new message."""
+    run, partial, ledger = dead_worker_run(thread, users["alice"], settings, lease_in_s=5)
+    # The dead worker had published two events past the seq its last renewal saved.
+    for seq in (8, 9):
+        assert run_coroutine(event_log().append(str(run.pk), {"type": "text.delta", "run_id": str(run.pk), "seq": seq,
+                                                               "delta": "s"}))
+    assert run_cancel(run=run, user=users["alice"]).status == "cancelled"
+    sink = sink_for(thread.pk)
+    assert reap_expired_runs() == []  # the lease has not expired: a live worker may still close it
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert reap_expired_runs() == [str(run.pk)]
+    assert reap_expired_runs() == []  # once
+    events = sink.until_terminal(run.pk)
+    events = [e for e in events if e["seq"] > 9]  # a sink replays the log's earlier events
+    assert types(events) == ["tool.completed", "message.completed", "run.cancelled"] and events[0]["seq"] == 10
+    assert (events[1]["message_id"], events[1]["status"]) == (str(partial.pk), "cancelled")
+    partial.refresh_from_db()
+    assert (partial.status, partial.content) == ("cancelled", "Here is half an ans")
+    ledger.refresh_from_db()
+    assert ledger.status == ToolCall.Status.STATUS_UNKNOWN
+    result = Message.objects.get(run=run, role="tool", tool_call_id="c1")
+    assert result.is_error and result.content.startswith("Outcome unknown")
+    run.refresh_from_db()
+    assert run.status == "cancelled" and run.finished_at is not None and (run.lease_owner, run.lease_expires_at) == \
+        ("", None)
+    assert run.last_event_seq == 12
+    run_create(thread=thread, user=users["alice"], content="again")  # the thread takes a new send
+
+
+def test_an_unclosed_cancel_brings_the_reapers_next_pass_forward(thread, users, settings):
+    run, _partial, _ledger = dead_worker_run(thread, users["alice"], settings, lease_in_s=7)
+    lease = Run.objects.get(pk=run.pk).lease_expires_at
+    assert run_earliest_deadline() == lease
+    run_cancel(run=run, user=users["alice"])
+    assert run_earliest_deadline() == lease  # no longer running, still the reaper's
+
+
+def test_cancelling_a_run_requeued_after_its_worker_died_closes_what_the_worker_left(thread, users, sink_for,
+                                                                                     settings):
+    """The worker died, the reaper re-queued the run and Stop came before another worker took
+    it: the cancel ends it at once and also closes the lost round (it used to leave the half
+    answer ``streaming``, and the page showed "writing…" for good)."""
+    run, partial, ledger = dead_worker_run(thread, users["alice"], settings, lease_in_s=-1)
+    assert reap_expired_runs() == [str(run.pk)]  # re-queued (RUN_EXECUTOR none: nobody takes it)
+    sink = sink_for(thread.pk)
+    run_cancel(run=Run.objects.get(pk=run.pk), user=users["alice"])
+    events = sink.until_terminal(run.pk)
+    assert types(events) == ["tool.completed", "message.completed", "run.cancelled"]
+    partial.refresh_from_db()
+    ledger.refresh_from_db()
+    assert (partial.status, ledger.status) == ("cancelled", ToolCall.Status.STATUS_UNKNOWN)
+    assert not Message.objects.filter(thread=thread, status="streaming").exists()
 
 
 def recover_lost_worker(thread, user, scripted_model, sink_for, settings, *, question: str, half_answer: str,
