@@ -138,3 +138,25 @@ async def test_a_second_send_while_a_run_is_active_is_refused(thread, users, set
     assert seen[-1]["code"] == "run_in_progress"
     await until(comm, "run.completed")
     await comm.disconnect()
+
+
+async def test_stop_over_the_socket_works_while_the_cache_is_unreachable(thread, users, settings, monkeypatch):
+    """Redis restarting: the per-frame rate limit cannot count, and that used to close the socket
+    (4503) and lose the Stop in it (found trying it from a fresh clone). The limit lets the
+    frame through uncounted; the cancel is a database write and takes effect."""
+    from django.core.cache import caches
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    settings.OFFLINE_DELTA_DELAY_S = 0.05
+    comm, _, _ = await connect(thread.pk, token_headers(users["alice"]))
+    await comm.send_json_to({"type": "message.send", "content": "How does the with statement work?"})
+    started = (await until(comm, "run.started"))[-1]
+
+    def down(*args, **kwargs):
+        raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(type(caches["default"]), "add", down)  # every thread's cache: the frame runs on another
+    await comm.send_json_to({"type": "run.cancel", "run_id": started["run_id"]})
+    seen = await until(comm, "run.cancelled")
+    assert not [e for e in seen if e["type"] == "error"]
+    await comm.disconnect()

@@ -507,6 +507,36 @@ def test_escape_stops_a_run(session_for, fake):
     assert page.evaluate("() => document.activeElement.id") == "input"
 
 
+def test_stop_then_escape_stops_once_without_an_error(session_for, fake):
+    """Stop, then Escape before ``run.cancelled`` came back: one cancel is sent (the second
+    used to get 409 and flash "This run has already finished."), and what is shown after the
+    reload is exactly what was shown when it stopped."""
+    s = session_for()
+    s.new_chat()
+    page = s.page
+    reset(fake, text_chunks(" ".join(f"w{n}" for n in range(400)), pieces=400), delay_s=0.03)
+    page.evaluate("""() => { window.__bad = [];
+      new MutationObserver(() => { const c = document.getElementById('conn');
+        if (c.classList.contains('bad')) window.__bad.push(c.textContent); })
+        .observe(document.getElementById('conn'), {attributes: true, childList: true, characterData: true,
+                                                   subtree: true}); }""")
+    cancels = []
+    page.on("request", lambda r: cancels.append(r.url) if r.method == "POST" and "/cancel/" in r.url else None)
+    s.send("Write a lot")
+    page.wait_for_function("() => (document.querySelector('article.msg.assistant .body') || {textContent: ''})"
+                           ".textContent.includes('w3')", timeout=RUN_MS)
+    page.click("#stop")
+    page.keyboard.press("Escape")
+    page.locator("article.msg.assistant .meta.cancelled").wait_for(timeout=RUN_MS)
+    s.wait_idle()
+    shown = page.locator("article.msg.assistant .body").inner_text()
+    assert len(cancels) == 1 and page.evaluate("() => window.__bad") == []
+    page.reload()
+    page.wait_for_selector("#conn.ok", state="attached")
+    assert page.locator("article.msg.assistant .body").inner_text() == shown and "w399" not in shown
+    assert not s.errors, s.errors
+
+
 # --- rail, header, settings -------------------------------------------------------------------
 def open_rail(s):
     if s.width < 760:

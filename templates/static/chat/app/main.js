@@ -18,7 +18,7 @@ function start(box) {
     canWrite: d.canWrite === "1",
     canSaveKnowledge: d.canSaveKnowledge === "1",
     urls: {messages: d.urlMessages, branch: d.urlBranch, regenerate: d.urlRegenerate, edit: d.urlEdit,
-           knowledgeItem: d.urlKnowledgeItem, thread: d.urlThread},
+           knowledgeItem: d.urlKnowledgeItem, thread: d.urlThread, runCancel: d.urlRunCancel},
     showProd: () => { const b = document.getElementById("prod-banner"); if (b) b.hidden = false; },
   };
 
@@ -119,11 +119,25 @@ function start(box) {
       counter: document.getElementById("composer-counter"),
       limits: {maxChars: Number(d.maxChars), maxBytes: Number(d.maxFrameBytes)},
       send: (text) => stream.send({type: "message.send", content: text, ...sendOptions()}),
-      stop: () => { if (app.live) stream.send({type: "run.cancel", run_id: app.live.runId}); },
+      stop: stopRun,
     });
   }
 
-  document.addEventListener("chat:stop", () => { if (app.live) stream.send({type: "run.cancel", run_id: app.live.runId}); });
+  // Stop goes over REST, not the socket: it needs only the database, so it works while the
+  // socket reconnects (a frame sent then was lost) or Redis is down, and its answer says it
+  // was taken. A second Stop (button, then Escape) before run.cancelled arrives is not sent.
+  function stopRun() {
+    const live = app.live;
+    if (!live || live.stopping) return;
+    live.stopping = true;
+    api("POST", urlFor(config.urls.runCancel, live.runId)).catch((e) => {
+      if (e.code === "run_finished") return;  // it ended meanwhile: its terminal event says how
+      live.stopping = false;
+      showConn("could not stop: " + e.message, "bad");
+    });
+  }
+
+  document.addEventListener("chat:stop", stopRun);
 
   view.load().then((last) => {
     if (last.openRun) {
