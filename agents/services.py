@@ -213,7 +213,8 @@ def run_cancel(*, run: Run, user) -> Run:
     ``run_finished`` (409).
     """
     if not _may_manage(run, user):
-        raise RunRejected("not_allowed", "Only the person who started this run can cancel it.", 403)
+        raise RunRejected("not_allowed", "Only the person who started this run or an admin of its workspace can "
+                                         "cancel it.", 403)
     if _end_waiting_run(run, reason=CANCELLED_RESULT, decision="cancelled"):
         return run
     if not lifecycle.run_cancel_running(run_id=run.pk):

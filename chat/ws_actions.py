@@ -48,7 +48,10 @@ def run_cancel_frame(*, user, thread: Thread, frame: dict) -> list[dict]:
 
 
 def _thread_run(*, user, thread_id: str, run_id):
-    """The run ``run_id`` of this thread, visible to ``user``; ServiceError ``not_found``."""
+    """The run ``run_id`` of this thread, visible to ``user``; ServiceError ``not_found``
+    (``invalid_frame`` when the frame names no run)."""
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise ServiceError("invalid_frame", '"run_id" must name a run: its id as a string.', 400)
     try:
         run = run_get_for_user(user=user, run_id=run_id)
     except Http404 as exc:

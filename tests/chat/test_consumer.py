@@ -94,6 +94,11 @@ async def test_bad_frames_get_error_events_and_the_socket_stays_usable(thread, u
     assert (await comm.receive_json_from())["code"] == "invalid_frame"
     await comm.send_json_to({"type": "message.send", "content": "   "})
     assert (await comm.receive_json_from())["code"] == "empty_message"
+    for frame in ({"type": "run.cancel"}, {"type": "run.cancel", "run_id": 7}, {"type": "run.resume", "run_id": ""}):
+        await comm.send_json_to(frame)
+        assert (await comm.receive_json_from())["code"] == "invalid_frame", frame
+    await comm.send_json_to({"type": "run.cancel", "run_id": "not-a-run"})
+    assert (await comm.receive_json_from())["code"] == "not_found"
     big = json.dumps({"type": "message.send", "content": "x" * (64 * 1024)})
     await comm.send_to(text_data=big)
     error = await comm.receive_json_from()
