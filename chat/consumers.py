@@ -288,18 +288,29 @@ class ThreadConsumer(ReceiveLoopsMixin, AsyncJsonWebsocketConsumer):
 
     async def _catch_up_idle_runs(self) -> None:
         """One task per socket: a run that went quiet for ``CATCH_UP_S`` before its
-        terminal event is looked up in the log — the layer may have dropped its last events."""
-        while self._last_event_at:
-            await asyncio.sleep(CATCH_UP_S / 2)
-            now = time.monotonic()
-            for run_id, seen_at in list(self._last_event_at.items()):
-                if self.cursor.finished(run_id):
-                    del self._last_event_at[run_id]
-                elif now - seen_at >= CATCH_UP_S:
-                    self._last_event_at[run_id] = now
-                    for out in await self.cursor.catch_up(run_id):
-                        await self.send_event(out)
-        self._watchdog = None
+        terminal event is looked up in the log — the layer may have dropped its last events
+        (a Redis restart loses what was published while the subscription was down). A log
+        that cannot be read (Redis still down) is tried again ``CATCH_UP_S`` later: a failed
+        read used to end the task, and the page waited for a terminal event for good."""
+        try:
+            while self._last_event_at:
+                await asyncio.sleep(CATCH_UP_S / 2)
+                now = time.monotonic()
+                for run_id, seen_at in list(self._last_event_at.items()):
+                    if self.cursor.finished(run_id):
+                        del self._last_event_at[run_id]
+                    elif now - seen_at >= CATCH_UP_S:
+                        self._last_event_at[run_id] = now
+                        try:
+                            caught_up = await self.cursor.catch_up(run_id)
+                        except LAYER_ERRORS as exc:
+                            logger.info("websocket %s: run %s's event log unreadable (%s: %s); trying again",
+                                        getattr(self, "thread_id", "?"), run_id, type(exc).__name__, exc)
+                            continue
+                        for out in caught_up:
+                            await self.send_event(out)
+        finally:
+            self._watchdog = None
 
     async def dispatch(self, message: dict) -> None:
         # Channels closes stale DB connections (a thread-pool hop) before every handler;

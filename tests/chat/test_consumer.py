@@ -1,5 +1,6 @@
 """The thread websocket with Channels' WebsocketCommunicator (DESIGN §7)."""
 
+import asyncio
 import json
 
 import pytest
@@ -165,3 +166,45 @@ async def test_stop_over_the_socket_works_while_the_cache_is_unreachable(thread,
     seen = await until(comm, "run.cancelled")
     assert not [e for e in seen if e["type"] == "error"]
     await comm.disconnect()
+
+
+async def test_catch_up_outlives_an_unreadable_event_log(monkeypatch):
+    """Redis down for a few seconds: the events published meanwhile (the end of a cancelled
+    run) never reach the socket live, and the first look into the log fails too. The catch-up
+    tries again and delivers the terminal event once the log is readable (found trying a
+    Stop during a Redis outage from a fresh clone: the page stayed "writing…" for good)."""
+    import time
+
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from chat import consumers
+
+    monkeypatch.setattr(consumers, "CATCH_UP_S", 0.05)
+    reads = []
+
+    class Cursor:  # agents.replay.RunStreamCursor's part the catch-up uses
+        done = False
+
+        def finished(self, run_id):
+            return self.done
+
+        async def catch_up(self, run_id):
+            reads.append(run_id)
+            if len(reads) == 1:
+                raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+            self.done = True
+            return [{"type": "run.cancelled", "run_id": run_id, "seq": 60, "status": "cancelled"}]
+
+    consumer = consumers.ThreadConsumer()
+    consumer.thread_id, consumer.cursor = "t1", Cursor()
+    sent = []
+
+    async def send_event(event):
+        sent.append(event)
+
+    consumer.send_event = send_event
+    consumer._last_event_at = {"r1": time.monotonic() - 1}
+    consumer._watchdog = asyncio.get_running_loop().create_task(consumer._catch_up_idle_runs())
+    await asyncio.wait_for(consumer._watchdog, 5)
+    assert reads == ["r1", "r1"] and [e["type"] for e in sent] == ["run.cancelled"]
+    assert consumer._watchdog is None and consumer._last_event_at == {}  # a later run starts a new one

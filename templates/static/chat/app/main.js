@@ -126,12 +126,20 @@ function start(box) {
   // Stop goes over REST, not the socket: it needs only the database, so it works while the
   // socket reconnects (a frame sent then was lost) or Redis is down, and its answer says it
   // was taken. A second Stop (button, then Escape) before run.cancelled arrives is not sent.
+  // Once taken, the turn says "stopping…" until run.cancelled: at once when the worker is alive,
+  // after the reaper's ~10 s when it died (it closes the run then).
   function stopRun() {
     const live = app.live;
     if (!live || live.stopping) return;
     live.stopping = true;
-    api("POST", urlFor(config.urls.runCancel, live.runId)).catch((e) => {
-      if (e.code === "run_finished") return;  // it ended meanwhile: its terminal event says how
+    const stopping = () => {
+      if (app.live !== live) return;
+      app.busy(true, {canStop: false});
+      const meta = live.turn && live.turn.querySelector(".meta");
+      if (meta) { meta.textContent = "stopping…"; meta.className = "meta stopping"; }
+    };
+    api("POST", urlFor(config.urls.runCancel, live.runId)).then(stopping, (e) => {
+      if (e.code === "run_finished") { stopping(); return; }  // cancelled already: its end is coming
       live.stopping = false;
       showConn("could not stop: " + e.message, "bad");
     });
