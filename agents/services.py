@@ -170,13 +170,13 @@ def _lock(*, user_id=None, thread_id=None) -> None:
         list(Thread.objects.select_for_update(no_key=True).filter(pk=thread_id).values_list("pk", flat=True))
 
 
-def _end_waiting_run(run: Run, *, reason: str, decision: str) -> bool:
+def _end_waiting_run(run: Run, *, reason: str, decision: str, run_message: str = "") -> bool:
     """Cancel a run that waits for approval, or is queued: what a lost worker left open is
     closed (``driver.close_round_cancelled``: a run re-queued after its worker died), its
     open calls get ``reason`` as an error result (history stays valid for every provider),
-    ``approval.resolved`` and ``run.cancelled`` are published. Returns False if the run was no
-    longer waiting."""
-    if not lifecycle.run_cancel_waiting(run_id=run.pk, code=decision, reason=reason):
+    ``approval.resolved`` and ``run.cancelled`` are published; the run's ``error`` is
+    ``{decision, run_message or reason}``. Returns False if the run was no longer waiting."""
+    if not lifecycle.run_cancel_waiting(run_id=run.pk, code=decision, reason=run_message or reason):
         return False
     run.refresh_from_db()
     emitter = RunEmitter.for_run(run)
@@ -215,7 +215,8 @@ def run_cancel(*, run: Run, user) -> Run:
     if not _may_manage(run, user):
         raise RunRejected("not_allowed", "Only the person who started this run or an admin of its workspace can "
                                          "cancel it.", 403)
-    if _end_waiting_run(run, reason=CANCELLED_RESULT, decision="cancelled"):
+    # The calls were not executed; the run may have written text (a lost attempt's).
+    if _end_waiting_run(run, reason=CANCELLED_RESULT, decision="cancelled", run_message="Cancelled by the user."):
         return run
     if not lifecycle.run_cancel_running(run_id=run.pk):
         raise RunRejected("run_finished", "This run has already finished.", 409)

@@ -264,6 +264,8 @@ def test_cancelling_a_run_requeued_after_its_worker_died_closes_what_the_worker_
     ledger.refresh_from_db()
     assert (partial.status, ledger.status) == ("cancelled", ToolCall.Status.STATUS_UNKNOWN)
     assert not Message.objects.filter(thread=thread, status="streaming").exists()
+    # Its lost attempt wrote text: the run does not say "Not executed" (its open calls do).
+    assert Run.objects.get(pk=run.pk).error == {"code": "cancelled", "message": "Cancelled by the user."}
 
 
 def recover_lost_worker(thread, user, scripted_model, sink_for, settings, *, question: str, half_answer: str,
