@@ -261,18 +261,13 @@ def close_round_cancelled(run: Run, emitter: RunEmitter) -> int:
     a ``message.completed`` each. Returns how many messages it closed."""
     if run.budget_hold:
         meter().recover(run_id=run.pk)
-    for ledger in ToolCall.objects.filter(run=run, status=ToolCall.Status.RUNNING).select_related("message"):
+    for ledger in ToolCall.objects.filter(run=run, status=ToolCall.Status.RUNNING):
         if lifecycle.tool_call_mark_unknown(ledger=ledger, summary=UNKNOWN_OUTCOME):
             message_create(thread_id=run.thread_id, run=run, role=Message.Role.TOOL, content=UNKNOWN_OUTCOME,
                            tool_call_id=ledger.call_id, is_error=True)
             emitter.emit("tool.completed", tool_call_id=str(ledger.pk), name=ledger.tool_name, status="failed",
                          summary=UNKNOWN_OUTCOME, is_error=True)
-    streaming = list(Message.objects.filter(run=run, status=Message.Status.STREAMING))
-    for msg in streaming:
-        msg.status = Message.Status.CANCELLED
-        msg.save(update_fields=["status", "updated_at"])
-        emitter.emit("message.completed", message_id=str(msg.pk), status=msg.status)
-    return len(streaming)
+    return _close_streaming(run, emitter, status=Message.Status.CANCELLED)
 
 
 def _close_lost_round(run: Run, emitter: RunEmitter) -> None:
@@ -284,14 +279,21 @@ def _close_lost_round(run: Run, emitter: RunEmitter) -> None:
     _close_streaming(run, emitter, code="interrupted", message="the worker stopped while writing this")
 
 
-def _close_streaming(run: Run, emitter: RunEmitter, *, code: str, message: str) -> None:
-    """Close ``run``'s messages still ``streaming`` as ``truncated`` (their text as last
-    saved), with ``error`` ``{code, message}`` and a ``message.completed`` each."""
-    for msg in Message.objects.filter(run=run, status=Message.Status.STREAMING):
-        msg.status = Message.Status.TRUNCATED
-        msg.error = {"code": code, "message": message}
-        msg.save(update_fields=["status", "error", "updated_at"])
+def _close_streaming(run: Run, emitter: RunEmitter, *, status: str = Message.Status.TRUNCATED, code: str = "",
+                     message: str = "") -> int:
+    """Close ``run``'s messages still ``streaming`` as ``status`` (their text as last saved),
+    with ``error`` ``{code, message}`` when ``code`` is given, and a ``message.completed``
+    each. Returns how many it closed."""
+    streaming = list(Message.objects.filter(run=run, status=Message.Status.STREAMING))
+    for msg in streaming:
+        msg.status = status
+        fields = ["status", "updated_at"]
+        if code:
+            msg.error = {"code": code, "message": message}
+            fields.append("error")
+        msg.save(update_fields=fields)
         emitter.emit("message.completed", message_id=str(msg.pk), status=msg.status)
+    return len(streaming)
 
 
 def run_fail_not_started(*, run_id, expected_queued_at) -> bool:
