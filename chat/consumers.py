@@ -16,7 +16,6 @@ import time
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.http import Http404
-from redis.exceptions import RedisError
 from rest_framework.exceptions import ValidationError
 
 from agents.event_types import check_event
@@ -30,6 +29,7 @@ from chatplatform.api import flatten_detail
 from chatplatform.consumer_dispatch import ReceiveLoopsMixin
 from chatplatform.dbasync import db_async
 from chatplatform.errors import ServiceError
+from chatplatform.layers import LAYER_ERRORS
 from chatplatform.safe_input import BadInput
 
 from . import ws_actions
@@ -49,8 +49,6 @@ CLOSE_NOT_FOUND = 4404
 # The server lost its channel layer: reconnect and resume. (RFC 6455's 1012 "service restart"
 # says the same, but daphne only sends 1000 or 3000–4999; 4503 mirrors HTTP 503.)
 CLOSE_LAYER_LOST = 4503
-LAYER_ERRORS = (RedisError, OSError)
-"""What the channel layer raises when its Redis connection broke (refused, reset, timed out)."""
 
 
 def _has_lone_surrogate(value) -> bool:
@@ -64,7 +62,33 @@ def _has_lone_surrogate(value) -> bool:
     return False
 
 
-class ThreadConsumer(ReceiveLoopsMixin, AsyncJsonWebsocketConsumer):
+class ClosesOnLayerLoss:
+    """For a websocket consumer: if its channel layer breaks (Redis restarted or unreachable:
+    the layer's receive, ``group_add`` or ``group_send`` raises; the production layer's
+    ``receive`` raises ``LayerLost`` once its subscription has been down ``lost_after_s``),
+    leave its groups (``disconnect``) and close the socket with ``4503``
+    (``CLOSE_LAYER_LOST``) instead of leaving it open and silent. The browser reconnects with
+    backoff, showing "reconnecting…", and sends ``run.resume`` for the run it was following
+    (``stream.js``); the next connection joins the groups again on a fresh layer connection."""
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except LAYER_ERRORS as exc:
+            logger.warning("websocket %s: channel layer lost (%s: %s); closing %s so the client reconnects",
+                           scope.get("path", "?"), type(exc).__name__, exc, CLOSE_LAYER_LOST)
+            try:
+                async with asyncio.timeout(2.0):  # leaving a group may need the Redis that is gone
+                    await self.disconnect(CLOSE_LAYER_LOST)
+            except (TimeoutError, *LAYER_ERRORS) as leave_exc:
+                logger.info("websocket %s: leaving its groups failed: %s", scope.get("path", "?"), leave_exc)
+            try:
+                await send({"type": "websocket.close", "code": CLOSE_LAYER_LOST})
+            except Exception as close_exc:  # noqa: BLE001 - the client is gone already
+                logger.info("websocket %s: close after layer loss failed: %s", scope.get("path", "?"), close_exc)
+
+
+class ThreadConsumer(ClosesOnLayerLoss, ReceiveLoopsMixin, AsyncJsonWebsocketConsumer):
     group_name: str | None = None
 
     def __init__(self, *args, **kwargs) -> None:
@@ -73,30 +97,6 @@ class ThreadConsumer(ReceiveLoopsMixin, AsyncJsonWebsocketConsumer):
         self._watchdog: asyncio.Task | None = None
         self._counted = False  # in the WEBSOCKETS gauge
         self._allowed_at = 0.0  # time.monotonic() of the last access check that passed
-
-    async def __call__(self, scope, receive, send) -> None:
-        """Run the consumer; if its channel layer breaks (Redis restarted or unreachable:
-        the layer's receive, ``group_add`` or ``group_send`` raises), close the socket with
-        ``4503`` (``CLOSE_LAYER_LOST``) instead of leaving it open and silent — its group
-        memberships may be gone with the Redis that held them. The browser reconnects with
-        backoff and sends ``run.resume`` for the run it was following (``stream.js``); the
-        next connection joins the groups again on a fresh layer connection."""
-        try:
-            await super().__call__(scope, receive, send)
-        except LAYER_ERRORS as exc:
-            logger.warning("websocket %s: channel layer lost (%s: %s); closing %s so the client reconnects",
-                           getattr(self, "thread_id", "?"), type(exc).__name__, exc, CLOSE_LAYER_LOST)
-            if self._watchdog is not None:
-                self._watchdog.cancel()
-            self.group_name = None
-            if self._counted:
-                self._counted = False
-                WEBSOCKETS.dec()
-            try:
-                await send({"type": "websocket.close", "code": CLOSE_LAYER_LOST})
-            except Exception as close_exc:  # noqa: BLE001 - the client is gone already
-                logger.info("websocket %s: close after layer loss failed: %s", getattr(self, "thread_id", "?"),
-                            close_exc)
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -321,7 +321,7 @@ class ThreadConsumer(ReceiveLoopsMixin, AsyncJsonWebsocketConsumer):
             await super().dispatch(message)
 
 
-class InboxConsumer(ReceiveLoopsMixin, AsyncJsonWebsocketConsumer):
+class InboxConsumer(ClosesOnLayerLoss, ReceiveLoopsMixin, AsyncJsonWebsocketConsumer):
     """``/ws/approvals/``: the signed-in user's approval notices (``inbox.changed``) for the
     inbox page and the rail badge. Joins only the per-user group; takes no frames."""
 

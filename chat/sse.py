@@ -4,13 +4,14 @@
 ``?after=`` for clients that cannot set it) resumes after that seq; a ``: keep-alive``
 comment every ``SSE_KEEPALIVE_S`` seconds while idle; the response ends after the terminal
 event. Events come from the event log first, then live from the thread's group, through the
-same gap-filling, de-duplicating cursor as the websocket.
+same gap-filling, de-duplicating cursor as the websocket. While Redis is unreachable the
+stream stays open with keep-alive comments and goes on from the log once it is back.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
+import logging
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
@@ -23,7 +24,10 @@ from agents.models import Run
 from agents.presentation import event_for_viewer, sees_error_details
 from agents.replay import RunStreamCursor
 from agents.selectors import run_get_for_user
+from chatplatform.layers import LAYER_ERRORS, receive_within
 from chatplatform.safe_input import BadInput, parse_int
+
+logger = logging.getLogger(__name__)
 
 
 def _error(code: str, message: str, status: int) -> JsonResponse:
@@ -92,10 +96,15 @@ async def _stream(run_id: str, thread_id, after: int, *, detailed: bool = False)
         if status in Run.TERMINAL and cursor.delivered.get(run_id, after) >= last_seq:
             return  # finished and the client already has everything
         while True:
-            try:
-                message = await asyncio.wait_for(layer.receive(channel), settings.SSE_KEEPALIVE_S)
-            except TimeoutError:
-                for event in await cursor.catch_up(run_id):  # the layer may have dropped the tail
+            message = await receive_within(layer, channel, settings.SSE_KEEPALIVE_S)
+            if message is None:  # quiet, or Redis unreachable for now
+                try:
+                    caught_up = await cursor.catch_up(run_id)  # the layer may have dropped the tail
+                except LAYER_ERRORS as exc:  # the log is in Redis too: keep the stream, try later
+                    logger.info("run %s: event log unreadable (%s); SSE stream kept open", run_id, exc)
+                    yield ": keep-alive\n\n"
+                    continue
+                for event in caught_up:
                     yield format_sse(event)
                     if event["type"] in TERMINAL_TYPES:
                         return

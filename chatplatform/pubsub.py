@@ -22,6 +22,10 @@ What it guarantees (:class:`Subscriber`):
 * A Redis that stops answering without closing the socket is noticed by a ``PING`` every
   ``ping_interval_s`` (15 s) that must be answered within the reply timeout; the connection is
   then dropped and re-opened.
+* ``on_state(False, error)`` is called when a connection carrying subscriptions is lost,
+  ``on_state(True, None)`` when a connection is ready (its subscriptions sent): the channel
+  layer uses them to end its receivers' waits when an outage lasts
+  (:mod:`chatplatform.layers`).
 
 Connection specs it understands (:func:`subscriber_target`): channels-redis host entries whose
 ``address`` is a ``redis://``, ``rediss://`` or ``unix://`` URL or a ``(host, port)`` pair,
@@ -199,15 +203,20 @@ class Subscriber:
     """The Pub/Sub subscriptions of one event loop on one Redis.
 
     ``on_message(channel, data)`` (both ``bytes``) is called on the loop for every message, in
-    the order Redis sent them; it must not block. Methods are called on that same loop."""
+    the order Redis sent them; it must not block. ``on_state(up, error)``, if given, is called
+    on the loop with ``(False, RedisConnectionError)`` when a connection with subscriptions is
+    lost and ``(True, None)`` when a connection is ready; it must not block either. Methods
+    are called on that same loop."""
 
     RECONNECT_FIRST_S = 0.1
     RECONNECT_MAX_S = 2.0
 
     def __init__(self, target: Target, on_message: Callable[[bytes, bytes], None], *,
-                 ping_interval_s: float = 15.0) -> None:
+                 ping_interval_s: float = 15.0,
+                 on_state: Callable[[bool, RedisConnectionError | None], None] | None = None) -> None:
         self.target = target
         self.on_message = on_message
+        self.on_state = on_state
         self.ping_interval_s = ping_interval_s
         self._wanted: set[str] = set()  # what the layer listens to; renewed on every connection
         self._subscribed: set[str] = set()  # confirmed on the current connection
@@ -306,6 +315,7 @@ class Subscriber:
             self._send_subscribe(proto, channel)
         if self._keepalive is None or self._keepalive.done():
             self._keepalive = loop.create_task(self._ping_forever())
+        self._tell(True, None)
         return proto
 
     def _send_subscribe(self, proto: _Protocol, channel: str) -> asyncio.Future:
@@ -336,8 +346,17 @@ class Subscriber:
         if self._closed or not self._wanted:
             return
         logger.warning("%s; reconnecting and renewing %d subscription(s)", error, len(self._wanted))
+        self._tell(False, error)
         if self._connecting is None or self._connecting.done():
             self._connecting = asyncio.get_running_loop().create_task(self._reconnect())
+
+    def _tell(self, up: bool, error: RedisConnectionError | None) -> None:
+        if self.on_state is None:
+            return
+        try:
+            self.on_state(up, error)
+        except Exception:  # a bug there must not stop the reconnect
+            logger.exception("pub/sub %s: on_state failed", self.target.describe())
 
     async def _reconnect(self) -> _Protocol | None:
         delay = self.RECONNECT_FIRST_S

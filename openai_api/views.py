@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
@@ -37,6 +38,7 @@ from agents.events import thread_group
 from agents.models import Run
 from agents.presentation import error_for_viewer
 from agents.replay import TERMINAL_TYPES, RunStreamCursor
+from chatplatform.layers import LAYER_ERRORS, receive_within
 
 from .services import (
     ApiRejected,
@@ -49,6 +51,7 @@ from .services import (
 )
 
 PARKED = "approval.requested"
+logger = logging.getLogger(__name__)
 
 
 def error(code: str, message: str, status: int) -> JsonResponse:
@@ -115,9 +118,11 @@ async def chat_completions(request):
 
 
 # --- following the run ------------------------------------------------------------------------
-async def run_events(run_id: str, thread_id: str):
+async def run_events(run_id: str, thread_id: str, *, every_event: bool = True):
     """The run's events in order until it ends, parks for approval, or the wait runs out
-    (then a final ``{"type": "wait.timeout"}``)."""
+    (then a final ``{"type": "wait.timeout"}``). While Redis is unreachable (the live feed and
+    the event log are both there) it waits for Redis — unless ``every_event`` is false and the
+    run has ended or parked: a caller that reads the answer from the database then stops."""
     layer = get_channel_layer()
     channel = await layer.new_channel()
     group = thread_group(thread_id)
@@ -135,16 +140,22 @@ async def run_events(run_id: str, thread_id: str):
             if left <= 0:
                 yield {"type": "wait.timeout"}
                 return
+            message = await receive_within(layer, channel, min(left, 2.0))
             try:
-                message = await asyncio.wait_for(layer.receive(channel), min(left, 2.0))
-                events = [] if str(message.get("event", {}).get("run_id")) != run_id else \
-                    await cursor.accept(message["event"])
-            except TimeoutError:
-                events = await cursor.catch_up(run_id)  # the layer may have dropped the tail
-                if not events and await sync_to_async(_parked_or_done)(run_id):
-                    events = await cursor.catch_up(run_id)
-                    if not events:
-                        return
+                if message is not None:
+                    events = [] if str(message.get("event", {}).get("run_id")) != run_id else \
+                        await cursor.accept(message["event"])
+                else:  # quiet, or Redis unreachable for now
+                    events = await cursor.catch_up(run_id)  # the layer may have dropped the tail
+                    if not events and await sync_to_async(_parked_or_done)(run_id):
+                        events = await cursor.catch_up(run_id)
+                        if not events:
+                            return
+            except LAYER_ERRORS as exc:  # the event log is in Redis too
+                logger.info("run %s: event log unreadable (%s)", run_id, exc)
+                if not every_event and await sync_to_async(_parked_or_done)(run_id):
+                    return
+                continue
             for event in events:
                 yield event
                 if event["type"] in TERMINAL_TYPES or event["type"] == PARKED:
@@ -176,7 +187,7 @@ def _platform(started: Started, status: str) -> dict:
 
 async def _complete(started: Started) -> tuple[int, dict]:
     note, failure = "", None
-    async for event in run_events(started.run_id, started.thread_id):
+    async for event in run_events(started.run_id, started.thread_id, every_event=False):
         if event["type"] == PARKED:
             note = _approval_note(event, started.thread_id)
         elif event["type"] == "wait.timeout":

@@ -192,6 +192,10 @@ if REDIS_URL:
             "CONFIG": {
                 "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}],
                 "capacity": 2000,
+                # A subscription down this long (Redis restarting, unreachable) closes the
+                # process's sockets with 4503: the page says "reconnecting…" instead of
+                # waiting in silence; a shorter outage is filled from the event log unseen.
+                "lost_after_s": env.float("CHANNEL_LAYER_LOST_AFTER_S", default=5.0),
             },
         }
     }

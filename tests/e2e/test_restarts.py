@@ -9,8 +9,10 @@ harness.
 from __future__ import annotations
 
 import json
+import threading
 import time
 
+import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -173,3 +175,62 @@ def test_a_redis_restart_under_an_open_socket_loses_no_event(platform, upstream,
         turn = flows.ws_turn(ws, "and now?")
     assert turn.events[-1]["type"] == "run.completed" and turn.text == "A new socket works."
     assert platform.procs["daphne"].poll() is None
+
+
+def read_sse(platform: Platform, token: str, run_id: str, into: list[dict], timeout: float = 120.0) -> None:
+    """Follow ``GET /api/v1/runs/{id}/events/`` to its end, appending each event to ``into``."""
+    with flows.http(platform, token) as client, client.stream(
+            "GET", f"/api/v1/runs/{run_id}/events/", timeout=httpx.Timeout(timeout)) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                into.append(json.loads(line[len("data: "):]))
+
+
+def test_a_long_redis_outage_closes_the_socket_and_keeps_the_sse_stream(platform, upstream, redis_server):
+    """Redis down longer than ``CHANNEL_LAYER_LOST_AFTER_S`` (5 s) under an open websocket and
+    an SSE stream of the same run. The socket is closed with 4503 while Redis is still down —
+    before, it stayed open and silent, and the page said "connected" while nothing arrived
+    (found trying a Stop during a Redis outage from a fresh clone) — and a resume once Redis is
+    back gives every event once. The SSE stream stays open through the outage (keep-alive
+    comments) and delivers every event through ``run.completed``."""
+    token = flows.login_token(platform, "alice")
+    thread_id = flows.create_thread(platform, token, provider="openai")
+    text = " ".join(f"w{n}" for n in range(60))
+    upstream.delay_s = 0.25
+    upstream.script(text_chunks(text, pieces=60))  # ~15 s of streaming
+    sse_events: list[dict] = []
+    try:
+        with flows.ws_connect(platform, thread_id, token=token) as ws:
+            ws.send(json.dumps({"type": "message.send", "content": "long, please"}))
+            seen: list[dict] = []
+            while sum(e.get("type") == "text.delta" for e in seen) < 3:
+                seen.append(flows.recv_json(ws, timeout=30))
+            run_id = next(e["run_id"] for e in seen if "seq" in e)
+            sse = threading.Thread(target=read_sse, args=(platform, token, run_id, sse_events), daemon=True)
+            sse.start()
+            wait_for(lambda: len(sse_events) >= 3, what="the SSE stream's first events")
+            redis_server.stop()
+            try:
+                code = None
+                while True:  # events may still come from before the outage; then the close
+                    seen.append(flows.recv_json(ws, timeout=30))
+            except ConnectionClosed as exc:
+                code = exc.rcvd.code if exc.rcvd else None
+            assert redis_server.proc is None  # closed while Redis is down, not after it came back
+            assert code == 4503, f"closed with {code}\n{platform.log_tail()}"
+        redis_server.start()
+        run_events = [e for e in seen if "seq" in e]
+        resumed = resume_like_the_browser(platform, token, thread_id, run_id, run_events[-1]["seq"])
+        sse.join(timeout=90)
+        assert not sse.is_alive(), f"the SSE stream did not end\n{platform.log_tail()}"
+    finally:
+        upstream.delay_s = 0.0
+        if redis_server.proc is None:
+            redis_server.start()
+    events = run_events + resumed
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))  # none lost, none twice
+    assert events[-1]["type"] == "run.completed"
+    assert "".join(e["delta"] for e in events if e["type"] == "text.delta") == text
+    assert [e["seq"] for e in sse_events] == [e["seq"] for e in events]  # the SSE stream: the same events
+    assert sse_events[-1]["type"] == "run.completed"

@@ -30,6 +30,7 @@ from agents.services import RunRejected, run_create
 from chat.models import Membership
 from chat.selectors import thread_get_for_user, workspace_get_for_user
 from chat.services import thread_create
+from chatplatform.layers import LAYER_ERRORS
 
 EXIT_OK, EXIT_FAILED, EXIT_AWAITING_APPROVAL = 0, 1, 3
 
@@ -97,6 +98,9 @@ class Command(BaseCommand):
                 message = run_coroutine(asyncio.wait_for(layer.receive(channel), opts["timeout"]))
             except TimeoutError:
                 self.stderr.write("timed out waiting for the run")
+                return EXIT_FAILED
+            except LAYER_ERRORS as exc:
+                self.stderr.write(f"lost the live feed from Redis ({exc}); the run goes on — read its thread")
                 return EXIT_FAILED
             event = message.get("event", {})
             if event.get("run_id") != run_id:

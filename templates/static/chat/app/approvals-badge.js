@@ -39,7 +39,7 @@ function connect() {
   };
   ws.onclose = (e) => {
     if (e.code === 4403) return;  // signed out
-    setTimeout(connect, Math.min(10000, 500 * 2 ** retry++));
+    setTimeout(connect, Math.min(10000, 500 * 2 ** retry++) * (0.5 + Math.random()));  // jittered
   };
 }
 

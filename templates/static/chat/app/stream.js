@@ -28,7 +28,8 @@ export class ThreadStream {
     ws.onclose = (e) => {
       if (e.code === 4403 || e.code === 4404) { this.closedForGood = true; this.onState("closed", "no access to this chat"); return; }
       if (this.closedForGood) return;
-      const wait = Math.min(10000, 500 * 2 ** this.retry++);
+      // Jittered (0.5–1.5 ×): a web process that lost Redis closes every socket at once.
+      const wait = Math.min(10000, 500 * 2 ** this.retry++) * (0.5 + Math.random());
       this.onState("reconnecting");
       setTimeout(() => this.connect(), wait);
     };
