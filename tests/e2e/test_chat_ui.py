@@ -537,6 +537,34 @@ def test_stop_then_escape_stops_once_without_an_error(session_for, fake):
     assert not s.errors, s.errors
 
 
+def test_a_quiet_run_says_for_how_long_nothing_came(session_for, fake):
+    """A model that takes 10 s for its first token: the page used to show a frozen, silent
+    turn — a slow model and a worker being replaced (~10 s) look alike from there (found by the
+    fresh-clone trials). After 8 s the turn says "nothing new for N s", counting; the first
+    token takes it away and the answer streams as usual."""
+    s = session_for()
+    s.new_chat()
+    page = s.page
+    reset(fake, text_chunks("Here it is at last.", pieces=4))
+    fake.first_token_delay_s = 10.0
+    try:
+        s.send("Take your time")
+        quiet = page.locator("article.msg.assistant .meta.quiet")
+        quiet.wait_for(timeout=RUN_MS)
+        first = quiet.inner_text()
+        assert re.fullmatch(r"nothing new for \d+ s", first), first
+        page.wait_for_function(  # it counts
+            "(first) => { const m = document.querySelector('article.msg.assistant .meta.quiet');"
+            " return m && m.textContent !== first; }", arg=first, timeout=RUN_MS)
+        s.shot("quiet")
+        s.wait_idle()
+    finally:
+        fake.first_token_delay_s = 0.0
+    assert page.locator(".meta.quiet").count() == 0
+    assert page.locator("article.msg.assistant .body").inner_text().strip() == "Here it is at last."
+    assert not s.errors, s.errors
+
+
 # --- rail, header, settings -------------------------------------------------------------------
 def open_rail(s):
     if s.width < 760:

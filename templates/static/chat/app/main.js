@@ -86,6 +86,7 @@ function start(box) {
     }
     if (ev.type === "run.started" && ev.run_id) stream.seen.set(ev.run_id, 0);
     if (!stream.accept(ev)) return;
+    if (app.live && ev.run_id === app.live.runId) heard(app.live);
     box.dispatchEvent(new CustomEvent("chat:event", {detail: ev}));  // e.g. budget.warning (usage/thread_usage.js)
     const handler = handlers[ev.type];
     if (handler) handler(ev);
@@ -146,6 +147,30 @@ function start(box) {
   }
 
   document.addEventListener("chat:stop", stopRun);
+
+  // A run that sends nothing for QUIET_S says so on its turn, counting ("nothing new for
+  // 12 s"): a slow model, a long tool call and a worker being replaced (~10 s) look alike from
+  // here, and a frozen "writing…" said none of them. The run's next event puts back what the
+  // turn said before. Not while it waits for an approval or is stopping: those say so.
+  const QUIET_S = 8;
+  function heard(live) {
+    live.heardAt = Date.now();
+    if (!live.quiet) return;
+    const meta = live.turn && live.turn.querySelector(".meta");
+    if (meta && meta.classList.contains("quiet")) { meta.textContent = live.quiet.text; meta.className = live.quiet.cls; }
+    live.quiet = null;
+  }
+  setInterval(() => {
+    const live = app.live;
+    const meta = live && live.turn && live.turn.querySelector(".meta");
+    if (!meta || live.stopping || meta.classList.contains("awaiting")) return;
+    if (!live.heardAt) live.heardAt = Date.now();  // followed from a reload: count from now
+    const quiet = Math.floor((Date.now() - live.heardAt) / 1000);
+    if (quiet < QUIET_S) return;
+    if (!live.quiet) live.quiet = {text: meta.textContent, cls: meta.className};
+    meta.textContent = "nothing new for " + quiet + " s";
+    meta.className = "meta quiet";
+  }, 1000);
 
   view.load().then((last) => {
     if (last.openRun) {
