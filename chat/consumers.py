@@ -25,7 +25,7 @@ from agents.presentation import event_for_viewer, sees_error_details
 from agents.ratelimit import rate_limit_hit
 from agents.replay import RunStreamCursor
 from chatplatform import safe_input
-from chatplatform.api import flatten_detail
+from chatplatform.api import UNAVAILABLE_MESSAGE, flatten_detail, is_unavailable
 from chatplatform.consumer_dispatch import ReceiveLoopsMixin
 from chatplatform.dbasync import db_async
 from chatplatform.errors import ServiceError
@@ -65,7 +65,8 @@ def _has_lone_surrogate(value) -> bool:
 class ClosesOnLayerLoss:
     """For a websocket consumer: if its channel layer breaks (Redis restarted or unreachable:
     the layer's receive, ``group_add`` or ``group_send`` raises; the production layer's
-    ``receive`` raises ``LayerLost`` once its subscription has been down ``lost_after_s``),
+    ``receive`` raises ``LayerLost`` once its subscription has been down ``lost_after_s``) or
+    the database is unreachable where no frame can be answered (``connect``: its access check),
     leave its groups (``disconnect``) and close the socket with ``4503``
     (``CLOSE_LAYER_LOST``) instead of leaving it open and silent. The browser reconnects with
     backoff, showing "reconnecting…", and sends ``run.resume`` for the run it was following
@@ -74,9 +75,11 @@ class ClosesOnLayerLoss:
     async def __call__(self, scope, receive, send) -> None:
         try:
             await super().__call__(scope, receive, send)
-        except LAYER_ERRORS as exc:
-            logger.warning("websocket %s: channel layer lost (%s: %s); closing %s so the client reconnects",
-                           scope.get("path", "?"), type(exc).__name__, exc, CLOSE_LAYER_LOST)
+        except Exception as exc:
+            if not (isinstance(exc, LAYER_ERRORS) or is_unavailable(exc)):
+                raise
+            logger.warning("websocket %s: channel layer or database lost (%s: %s); closing %s so the client "
+                           "reconnects", scope.get("path", "?"), type(exc).__name__, exc, CLOSE_LAYER_LOST)
             try:
                 async with asyncio.timeout(2.0):  # leaving a group may need the Redis that is gone
                     await self.disconnect(CLOSE_LAYER_LOST)
@@ -202,6 +205,14 @@ class ThreadConsumer(ClosesOnLayerLoss, ReceiveLoopsMixin, AsyncJsonWebsocketCon
             await self.send_error("invalid_frame", f"Invalid {content['type']} frame: {flatten_detail(exc.detail)}")
         except Http404:
             await self.close(code=CLOSE_NOT_FOUND)
+        except Exception as exc:
+            if not is_unavailable(exc):
+                raise
+            # The database (or broker) is unreachable or its pool stayed empty: the frame was
+            # not acted on — say so, keep the socket (the page keeps the message to send again).
+            logger.warning("websocket %s: %s not acted on: %s: %s", self.thread_id, content["type"],
+                           type(exc).__name__, exc)
+            await self.send_error("service_unavailable", UNAVAILABLE_MESSAGE, retry_after=5)
 
     async def resume(self, frame: dict) -> None:
         """``run.resume {run_id, after_seq}``: the run's logged events after ``after_seq``."""

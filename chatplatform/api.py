@@ -24,6 +24,10 @@ class ApiError(exceptions.APIException):
         self.extra_headers = headers or {}
 
 
+UNAVAILABLE_MESSAGE = ("A backing service (database or broker) is not reachable right now; nothing was lost — "
+                       "try again in a few seconds.")
+
+
 def flatten_detail(detail) -> str:
     """A DRF error detail (dict, list or string) as one readable line."""
     if isinstance(detail, dict):
@@ -40,10 +44,9 @@ def exception_handler(exc, context):
     if isinstance(exc, ServiceError):
         headers = {"Retry-After": str(max(1, round(exc.retry_after)))} if exc.retry_after else None
         exc = ApiError(exc.code, exc.message, exc.status, headers=headers)
-    elif _unavailable(exc):
+    elif is_unavailable(exc):
         logger.warning("service unavailable: %s: %s", type(exc).__name__, exc)
-        exc = ApiError("service_unavailable", "A backing service (database or broker) is not reachable right "
-                       "now; nothing was lost — try again in a few seconds.", 503, headers={"Retry-After": "5"})
+        exc = ApiError("service_unavailable", UNAVAILABLE_MESSAGE, 503, headers={"Retry-After": "5"})
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "Not found.")
     response = drf_exception_handler(exc, context)
@@ -65,8 +68,10 @@ def exception_handler(exc, context):
     return response
 
 
-def _unavailable(exc: Exception) -> bool:
-    """A lost connection to PostgreSQL or Redis (not a bug in our code)."""
+def is_unavailable(exc: BaseException) -> bool:
+    """A lost connection to PostgreSQL or Redis, or an empty database pool (not a bug in our
+    code): REST answers 503 ``service_unavailable``, the websocket an ``error`` event of that
+    code (``chat.consumers``)."""
     from django.db import InterfaceError, OperationalError
 
     if isinstance(exc, InterfaceError | OperationalError):

@@ -103,6 +103,12 @@ class _Loop:
         run = self.run
         assistant = self._resume_point()
         self.turn.started(assistant_message_id=assistant.pk)
+        if assistant.status != Message.Status.STREAMING and not assistant.tool_calls:
+            # An earlier attempt stored the whole answer, then lost the run before ending it
+            # (fenced: its lease could not be renewed): the run ends with it, nobody asks again.
+            if self.emitter.seq > 0:
+                self.emitter.emit("message.completed", message_id=str(assistant.pk), status=assistant.status)
+            return Outcome.completed()
         while True:
             if assistant.tool_calls:  # a resumed message whose calls still need results
                 state = self._execute_calls(assistant)
@@ -149,12 +155,17 @@ class _Loop:
         """The assistant message to continue with: a fresh one, or the unfinished one left by
         an earlier attempt (a streaming message is closed as truncated first, and when the
         run's events had begun, ``message.completed`` ``truncated`` tells live clients that
-        its text ended: the next ``text.delta`` starts the round asked again). On the run's
-        first claim (``run.first_claim``, agents.runs.driver) there is none to look for."""
+        its text ended: the next ``text.delta`` starts the round asked again), or the answer an
+        earlier attempt finished (complete, or cut by the output limit, with no tool calls)
+        before it lost the run. On the run's first claim (``run.first_claim``,
+        agents.runs.driver) there is none to look for."""
         if getattr(self.run, "first_claim", False):
             return self._new_assistant()
         last = Message.objects.filter(run=self.run).order_by("-position").first()
         if last is not None and last.role == Message.Role.ASSISTANT:
+            if not last.tool_calls and (last.status == Message.Status.COMPLETE or (
+                    last.status == Message.Status.TRUNCATED and (last.error or {}).get("code") == "output_limit")):
+                return last  # the answer is whole: advance() ends the run with it
             if last.status == Message.Status.STREAMING:
                 last.status = Message.Status.TRUNCATED
                 last.save(update_fields=["status", "updated_at"])

@@ -25,6 +25,7 @@ with ``internal_error``. A worker that lost its lease stops without writing anyt
 from __future__ import annotations
 
 import logging
+import threading
 
 from django.db import DatabaseError, connection
 
@@ -43,6 +44,7 @@ from .gate import SetupSlot, setup_slot
 from .lease import LeaseLost, RunLease, worker_identity
 
 logger = logging.getLogger(__name__)
+_claimed = threading.local()  # the run this thread's turn claimed (run_turn_or_fail)
 
 FAIL_RECORD_ATTEMPTS = 3  # tries to record a database_unavailable failure before the reaper's turn
 
@@ -64,6 +66,7 @@ def _run_turn(run_id, slot: SetupSlot) -> None:
     claimed_at = lifecycle.run_claim(run_id=run_id, owner=owner)
     if claimed_at is None:
         return
+    _claimed.run_id = str(run_id)  # run_turn_or_fail: a failure after this is this claim's
     # No ``user`` join: a turn uses ``run.user_id`` only (approvals load the user when they need
     # a name); each join of this read costs about 0.3 ms of CPU to build (bench/run_cpu.py).
     run = Run.objects.select_related("thread__workspace", "provider", "user_message").get(pk=run_id)
@@ -95,6 +98,11 @@ def _run_turn(run_id, slot: SetupSlot) -> None:
         return
     except Exception as exc:  # last line of defence: a bug still ends the run cleanly
         lease.stop()
+        if lease.lost:  # the run may be another worker's now (the reaper's re-queue): no writes
+            logger.warning("run %s: %s: %s after its lease was lost; this worker stops here", run.pk,
+                           type(exc).__name__, exc)
+            emitter.close(save_seq=False)
+            return
         if is_database_unavailable(exc):
             logger.warning("run %s: no database connection (%s: %s)", run.pk, type(exc).__name__, exc)
             code, message = DATABASE_UNAVAILABLE, unavailable_message(exc)
@@ -119,6 +127,7 @@ def run_turn_or_fail(*, run_id) -> None:
     ``run.failed`` with code ``database_unavailable``, the user's message kept — instead of
     staying queued or running with no event. If even that write finds no connection, the run
     is left to the reaper (``not_started`` / ``interrupted``), which needs the database too."""
+    _claimed.run_id = None
     try:
         run_turn(run_id=run_id)
     except DatabaseError as exc:
@@ -126,10 +135,12 @@ def run_turn_or_fail(*, run_id) -> None:
             raise
         logger.warning("run %s: no database connection (%s: %s); failing it", run_id, type(exc).__name__, exc)
         connection.close()  # a broken connection must not be reused
+        owner = worker_identity() if _claimed.run_id == str(run_id) else None
         for attempt in range(1, FAIL_RECORD_ATTEMPTS + 1):  # each waits up to DB_POOL_TIMEOUT_S
             try:
-                if not run_fail_unavailable(run_id=run_id, message=unavailable_message(exc)):
-                    logger.info("run %s: already ended when its database failure was recorded", run_id)
+                if not run_fail_unavailable(run_id=run_id, message=unavailable_message(exc), owner=owner):
+                    logger.info("run %s: already ended or another worker's when its database failure was "
+                                "recorded", run_id)
                 return
             except DatabaseError:
                 connection.close()
@@ -138,13 +149,17 @@ def run_turn_or_fail(*, run_id) -> None:
                                      run_id)
 
 
-def run_fail_unavailable(*, run_id, message: str) -> bool:
-    """Fail an active run with ``database_unavailable`` and publish ``run.failed`` after the
-    last seq in the event log (the turn may have published past the saved seq). False when the
-    run had already ended (a cancel or another worker got there first)."""
+def run_fail_unavailable(*, run_id, message: str, owner: str | None = None) -> bool:
+    """Fail a run with ``database_unavailable`` and publish ``run.failed`` after the last seq
+    in the event log (the turn may have published past the saved seq): a run this worker
+    claimed (``owner``) only while it still holds its lease; one it never claimed only while
+    it is still queued. False when the run had already ended (a cancel came first) or is
+    another worker's (the reaper re-queued it after this worker's lease expired, and another
+    took it up: failing it would end that worker's answer under it)."""
     run = Run.objects.select_related("thread").get(pk=run_id)
     error = {"code": DATABASE_UNAVAILABLE, "message": message}
-    if not lifecycle.run_finish(run=run, status=Run.Status.FAILED, error=error):
+    if not lifecycle.run_finish(run=run, status=Run.Status.FAILED, error=error,
+                                owner=owner if owner is not None else ""):
         return False
     lifecycle.run_release(run_id=run.pk, owner=run.lease_owner or "")
     emitter = RunEmitter.for_run(run, from_log=True)

@@ -5,9 +5,12 @@ process, one database connection, however many runs) renews its lease every
 ``min(RUN_HEARTBEAT_S, STREAM_PERSIST_INTERVAL_S)`` seconds for as long as the turn runs —
 independently of upstream traffic, so a model that takes 20 s to its first token (or stalls mid-stream) is not taken for
 a dead worker. The heartbeat renews through its own database alias (``LEASE_DB_ALIAS``: a
-pool of its own on PostgreSQL), so renewals never queue behind turns for connections —
-measured at 50 chats, a heartbeat waiting for the shared pool fenced healthy runs, which then
-stopped with no terminal event and were run again from the start. A worker that dies stops
+connection of its own on PostgreSQL, kept while the process lives and opened again at the
+next beat after an error), so renewals never queue behind turns for connections — measured at
+50 chats, a heartbeat waiting for the shared pool fenced healthy runs, which then stopped with
+no terminal event and were run again from the start; and a pool of its own, whose cut
+connections it re-opened only after a backoff, fenced runs after a few seconds of killed
+connections. A worker that dies stops
 renewing; the reaper (``agents.runs.reaper``) sees the expired lease within ``RUN_LEASE_S`` +
 ``RUN_REAPER_PERIOD_S`` seconds of the last renewal and re-queues the run, at most
 ``RUN_MAX_ATTEMPTS`` times (``Run.attempts`` counts these recoveries).
@@ -46,6 +49,7 @@ from . import lifecycle
 logger = logging.getLogger(__name__)
 
 FENCE_FRACTION = 0.8  # of RUN_LEASE_S without a successful renewal: stop writing
+IDLE_WAIT_S = 60.0  # an idle heartbeat (its own alias) wakes this often, or at a new lease
 
 
 class LeaseLost(Exception):
@@ -178,6 +182,7 @@ class _Heartbeat:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="run-heartbeat", daemon=True)
                 self._thread.start()
+        self._woken.set()  # an idle heartbeat beats for it now
 
     def discard(self, lease: RunLease) -> None:
         with self._lock:
@@ -187,10 +192,14 @@ class _Heartbeat:
         while True:
             with self._lock:
                 leases = list(self._leases)
-                if not leases:
+                if not leases and _alias() == "default":  # no connection of its own to keep
                     self._thread = None
-                    connections[_alias()].close()  # this thread's own database connection
+                    connections[_alias()].close()
                     return
+            if not leases:  # idle: keep the thread and its connection for the next run's renewals
+                self._woken.wait(IDLE_WAIT_S)
+                self._woken.clear()
+                continue
             interval = min(lease.interval for lease in leases)
             started = time.monotonic()
             with self._lock:

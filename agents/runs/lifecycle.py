@@ -177,12 +177,14 @@ def run_take_for_failure(*, run_id, expected_lease) -> bool:
 
 @retry_transient
 def run_finish(*, run: Run, status: str, error: dict | None = None, iterations: int | None = None,
-               last_event_seq: int | None = None) -> bool:
+               last_event_seq: int | None = None, owner: str | None = None) -> bool:
     """queued | running | awaiting_approval → ``status`` (completed or failed), with
     ``error`` ``{code, message}`` for failures; the lease is cleared in the same write (a
     finished run holds none), and ``iterations`` / ``last_event_seq`` (it never moves back)
-    are saved with it when given. False when the run already ended — a cancel that came first
-    wins. Updates ``run.status`` in place when it happened."""
+    are saved with it when given. ``owner``: only while that worker holds the run's lease
+    (``""``: only while the run is queued, claimed by nobody). False when the run already ended
+    — a cancel that came first wins — or is not ``owner``'s. Updates ``run.status`` in place
+    when it happened."""
     if status not in (S.COMPLETED, S.FAILED):
         raise ValueError(f"run_finish ends a run completed or failed, not {status!r}")
     extra: dict = {}
@@ -190,7 +192,10 @@ def run_finish(*, run: Run, status: str, error: dict | None = None, iterations: 
         extra["iterations"] = iterations
     if last_event_seq is not None:
         extra["last_event_seq"] = Greatest(F("last_event_seq"), last_event_seq)
-    updated = Run.objects.filter(pk=run.pk, status__in=ACTIVE).update(
+    rows = Run.objects.filter(pk=run.pk, status__in=ACTIVE)
+    if owner is not None:
+        rows = rows.filter(lease_owner=owner) if owner else rows.filter(status=S.QUEUED)
+    updated = rows.update(
         status=status, error=error or {}, finished_at=timezone.now(), lease_owner="", lease_expires_at=None,
         **extra)
     if updated:

@@ -295,12 +295,17 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
             "timeout": DB_POOL_TIMEOUT_S,
             "max_idle": 60.0,
         }
-        # The lease heartbeat's own alias and pool (one thread per process, agents.runs.lease):
-        # renewals never wait behind turns for a connection. Same database; tests mirror it.
+        # The lease heartbeat's own alias (one thread per process, agents.runs.lease): renewals
+        # never wait behind turns for a connection. One connection of its own, kept for the
+        # thread's life and opened again at the next beat after an error — not a pool: a pool
+        # whose connections were cut backs off before reconnecting, and a heartbeat that cannot
+        # renew for 0.8 × RUN_LEASE_S fences healthy runs (found killing connections mid-run).
+        # Same database; tests mirror it.
+        _lease_options = {k: v for k, v in DATABASES["default"]["OPTIONS"].items() if k != "pool"}
         DATABASES["leases"] = {
             **DATABASES["default"],
-            "OPTIONS": {**DATABASES["default"]["OPTIONS"],
-                        "pool": {"min_size": 1, "max_size": 2, "timeout": DB_POOL_TIMEOUT_S, "max_idle": 60.0}},
+            "CONN_MAX_AGE": None,
+            "OPTIONS": {**_lease_options, "connect_timeout": 3},
         }
     else:
         DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))

@@ -208,3 +208,37 @@ async def test_catch_up_outlives_an_unreadable_event_log(monkeypatch):
     await asyncio.wait_for(consumer._watchdog, 5)
     assert reads == ["r1", "r1"] and [e["type"] for e in sent] == ["run.cancelled"]
     assert consumer._watchdog is None and consumer._last_event_at == {}  # a later run starts a new one
+
+
+async def test_a_send_while_the_database_is_unreachable_is_refused_visibly_and_the_socket_stays(
+        thread, users, settings, monkeypatch):
+    """The pool stayed empty (or PostgreSQL refused): the frame used to end the consumer with
+    an exception — the socket closed, nothing was stored and the page kept the text read-only
+    (found killing database connections from a fresh clone). Now an ``error`` event
+    ``service_unavailable`` says so, nothing is stored, and the same socket sends it again."""
+    from django.db import OperationalError
+
+    from chat import ws_actions
+    from chat.models import Message
+
+    settings.OFFLINE_DELTA_DELAY_S = 0.0
+    comm, connected, _ = await connect(thread.pk, token_headers(users["alice"]))
+    assert connected
+    real = ws_actions.frame_act
+    failures = []
+
+    def pool_empty(**kwargs):
+        if not failures:
+            failures.append(1)
+            raise OperationalError("couldn't get a connection after 10.00 sec")
+        return real(**kwargs)
+
+    monkeypatch.setattr(ws_actions, "frame_act", pool_empty)
+    await comm.send_json_to({"type": "message.send", "content": "How does the with statement work?"})
+    refused = await comm.receive_json_from(timeout=10)
+    assert (refused["type"], refused["code"], refused["retry_after"]) == ("error", "service_unavailable", 5)
+    assert not await Message.objects.filter(thread=thread).aexists()
+    await comm.send_json_to({"type": "message.send", "content": "How does the with statement work?"})
+    seen = await until(comm, "run.completed")
+    assert seen[0]["type"] == "run.started"
+    await comm.disconnect()

@@ -313,6 +313,55 @@ def test_a_recovered_round_is_asked_again_without_the_half_answer(thread, users,
     assert sent == [("user", "tell me everything"), ("assistant", "Here is the whole answer."), ("user", "and then?")]
 
 
+def test_an_answer_stored_whole_before_its_worker_lost_the_run_is_not_asked_again(thread, users, scripted_model,
+                                                                                   sink_for, settings):
+    """The worker stored the whole answer, then lost the run before it ended it (fenced: its
+    heartbeat could not renew while database connections were being killed — found from a
+    fresh clone), and the reaper re-queued it. The next worker ends the run with that answer:
+    the model was asked again, with its own answer in the history, and the thread got two."""
+    settings.RUN_EXECUTOR = "none"
+    created = run_create(thread=thread, user=users["alice"], content="tell me once")
+    answer = message_create(thread_id=thread.pk, run=created.run, role="assistant", status="complete",
+                            content="The one answer.")
+    Run.objects.filter(pk=created.run.pk).update(attempts=1, last_event_seq=9, started_at=timezone.now())
+    sink = sink_for(thread.pk)
+    settings.RUN_EXECUTOR = "embedded"
+    enqueue_run(created.run.pk)
+    events = sink.until_terminal(created.run.pk)
+    assert [(e["type"], e.get("message_id")) for e in events if e["type"] != "run.started"] == [
+        ("message.completed", str(answer.pk)), ("run.completed", None)]
+    assert events[-1]["seq"] > 9
+    assert scripted_model.requests == []  # nobody asked the model again
+    run = Run.objects.get(pk=created.run.pk)
+    assert run.status == Run.Status.COMPLETED
+    assert [(m.status, m.content) for m in Message.objects.filter(run=run, role="assistant")] == [
+        ("complete", "The one answer.")]
+
+
+def test_a_database_failure_is_recorded_only_by_the_runs_owner(thread, users, settings):
+    """A worker whose turn found no database connection fails the run — unless the run is no
+    longer its own: its lease expired meanwhile and the reaper handed the run to another
+    worker, whose answer a late failure ended under it (found killing database connections
+    mid-run from a fresh clone: the page stayed "writing…" for good)."""
+    from agents.runs.driver import run_fail_unavailable
+
+    settings.RUN_EXECUTOR = "none"
+    created = run_create(thread=thread, user=users["alice"], content="hello")
+    assert run_fail_unavailable(run_id=created.run.pk, message="m", owner="") is True
+    created.run.refresh_from_db()
+    assert created.run.status == Run.Status.FAILED  # never claimed and still queued: it fails visibly
+
+    created = run_create(thread=thread, user=users["alice"], content="again")
+    assert lifecycle.run_claim(run_id=created.run.pk, owner="second:1") is not None  # another worker has it
+    assert run_fail_unavailable(run_id=created.run.pk, message="m", owner="first:1") is False
+    assert run_fail_unavailable(run_id=created.run.pk, message="m", owner="") is False  # not queued either
+    created.run.refresh_from_db()
+    assert (created.run.status, created.run.lease_owner) == (Run.Status.RUNNING, "second:1")
+    assert run_fail_unavailable(run_id=created.run.pk, message="m", owner="second:1") is True
+    created.run.refresh_from_db()
+    assert (created.run.status, created.run.error["code"]) == (Run.Status.FAILED, "database_unavailable")
+
+
 def test_a_half_answer_nobody_was_told_of_is_closed_without_an_event(thread, users, scripted_model, sink_for,
                                                                       settings):
     """The worker died after creating its message but before ``run.started`` went out: the
