@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 
 from agents.backends import Outcome, Turn, backend_for
 from agents.events import RunEmitter
@@ -313,7 +313,8 @@ def _close_streaming(run: Run, emitter: RunEmitter, *, status: str = Message.Sta
 
 def run_fail_not_started(*, run_id, expected_queued_at) -> bool:
     """The reaper's end for a run no worker picked up after ``RUN_MAX_ATTEMPTS`` enqueues: it
-    fails visibly (``run.failed`` with code ``not_started``; the user's message is kept). A
+    fails visibly (``run.failed`` with code ``not_started``; the user's message is kept, and
+    an empty assistant message ``error`` with that error shows it in the thread). A
     run that had started before its worker was lost (re-queued, then never taken up again)
     fails ``interrupted`` instead: its streaming messages are kept as ``truncated`` and the
     budget hold of its lost round is given back, as when its workers keep dying. False when
@@ -328,6 +329,12 @@ def run_fail_not_started(*, run_id, expected_queued_at) -> bool:
         return False
     emitter = RunEmitter.for_run(run)
     _close_lost_round(run, emitter)
+    if not Message.objects.filter(run=run, role=Message.Role.ASSISTANT).exists():
+        # The turn shows its failure after a reload too (with the page's Retry), as a
+        # failure of the model does; an empty message is never sent to a model.
+        with transaction.atomic():
+            message_create(thread_id=run.thread_id, run=run, role=Message.Role.ASSISTANT,
+                           status=Message.Status.ERROR, error=error)
     emitter.emit("run.failed", status=Run.Status.FAILED, error=error, retryable=True)
     emitter.close()
     return True

@@ -565,6 +565,41 @@ def test_a_quiet_run_says_for_how_long_nothing_came(session_for, fake):
     assert not s.errors, s.errors
 
 
+def test_a_run_that_fails_before_it_starts_frees_the_composer(session_for, fake):
+    """A run that ends with ``run.failed`` before any ``run.started`` (the reaper's
+    ``not_started``: no worker took it up): the composer used to stay read-only with Send
+    disabled until a reload (found from a fresh clone). The page's socket is routed here so
+    that the server's frames pass both ways except the send, which gets that failure."""
+    s = session_for()
+    thread_id = s.new_chat()
+    page = s.page
+    failure = {"code": "not_started", "message": "No worker picked this run up; try again, or ask an admin to "
+                                                 "check the workers and the broker."}
+
+    def route(ws):
+        server = ws.connect_to_server()
+
+        def from_page(message):
+            frame = json.loads(message)
+            if frame.get("type") != "message.send":
+                server.send(message)
+                return
+            ws.send(json.dumps({"type": "run.failed", "run_id": str(uuid.uuid4()), "seq": 1, "status": "failed",
+                                "error": failure, "retryable": True}))
+
+        ws.on_message(from_page)
+
+    page.route_web_socket(re.compile(r".*/ws/threads/.*"), route)
+    s.open(thread_id)
+    s.send("Is anyone there?")
+    page.wait_for_function("() => !document.getElementById('send').disabled"
+                           " && !document.getElementById('input').readOnly", timeout=RUN_MS)
+    page.wait_for_function("(text) => document.getElementById('conn').textContent === text",
+                           arg=failure["message"], timeout=STEP_MS)
+    page.fill("#input", "next")  # editable again
+    assert not s.errors, s.errors
+
+
 # --- rail, header, settings -------------------------------------------------------------------
 def open_rail(s):
     if s.width < 760:

@@ -161,6 +161,10 @@ def test_a_run_no_worker_ever_takes_fails_visibly_and_frees_the_thread(thread, u
     run = Run.objects.get(pk=created.run.pk)
     assert run.status == Run.Status.FAILED and run.last_event_seq == 1
     assert Message.objects.get(pk=created.user_message.pk).content == "anyone?"  # nothing lost
+    # The failure stays visible after a reload (it used to vanish: only the question was left).
+    shown = Message.objects.get(run=run, role="assistant")
+    assert (shown.status, shown.content, shown.error) == ("error", "", events[0]["error"])
+    assert shown.parent_id == created.user_message.pk
     run_create(thread=thread, user=users["alice"], content="again")  # the thread takes a new send
 
 

@@ -57,6 +57,9 @@ function start(box) {
     },
     endLive(ev) {
       app.busy(false);
+      // A run that ended before run.started (no worker took it up, no database connection):
+      // its message is stored, so the composer takes the next one instead of staying locked.
+      if (composer) composer.accepted();
       app.live = null;
       stream.resumeRun = null;
       refreshTitle();
