@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
 from agents.backends import Outcome, Turn, backend_for
@@ -311,18 +312,26 @@ def _close_streaming(run: Run, emitter: RunEmitter, *, status: str = Message.Sta
     return len(streaming)
 
 
-def run_fail_not_started(*, run_id, expected_queued_at) -> bool:
+def busy_message() -> str:
+    minutes = settings.RUN_QUEUE_MAX_WAIT_S / 60
+    return (f"Every worker stayed busy for {minutes:g} minute{'s' if minutes != 1 else ''}, so this run never "
+            "started; try again, or ask an admin to add workers.")
+
+
+def run_fail_not_started(*, run_id, expected_queued_at, busy: bool = False) -> bool:
     """The reaper's end for a run no worker picked up after ``RUN_MAX_ATTEMPTS`` enqueues: it
     fails visibly (``run.failed`` with code ``not_started``; the user's message is kept, and
     an empty assistant message ``error`` with that error shows it in the thread). A
     run that had started before its worker was lost (re-queued, then never taken up again)
     fails ``interrupted`` instead: its streaming messages are kept as ``truncated`` and the
     budget hold of its lost round is given back, as when its workers keep dying. False when
-    a worker claimed it meanwhile."""
+    a worker claimed it meanwhile. ``busy``: every worker stayed busy for
+    ``RUN_QUEUE_MAX_WAIT_S`` while the broker held the run's turn (the message says so)."""
     run = Run.objects.get(pk=run_id)  # still current if the update below takes it: nobody writes a queued run
     error = ({"code": "interrupted", "message": "The run was interrupted: its worker stopped and no worker took it "
                                                 "up again; try again, or ask an admin to check the workers."}
              if run.started_at is not None else
+             {"code": "not_started", "message": busy_message()} if busy else
              {"code": "not_started", "message": "No worker picked this run up; try again, or ask an admin to "
                                                 "check the workers and the broker."})
     if not lifecycle.run_fail_unclaimed(run_id=run_id, expected_queued_at=expected_queued_at, error=error):

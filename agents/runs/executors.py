@@ -96,3 +96,31 @@ def drain_embedded(timeout_s: float = 10.0) -> int:
         return 0
     _done, not_done = concurrent.futures.wait(pending, timeout=timeout_s)
     return len(not_done)
+
+
+def backlog() -> int | None:
+    """How many turns wait for a free worker thread: the Celery broker's messages in the turn
+    task's queue (``celery``; a passive ``queue_declare``, one Redis round trip), or the
+    embedded pool's turns not started yet. None when it cannot be known (the broker is
+    unreachable, ``RUN_EXECUTOR`` is ``none``). The reaper tells a queue that is only backed up
+    (every worker busy) from a lost broker message with it (``agents.runs.reaper``)."""
+    if settings.RUN_EXECUTOR == "celery":
+        from celery.exceptions import CeleryError
+        from kombu.exceptions import ChannelError, KombuError
+
+        from chatplatform.celery import app
+
+        try:
+            with app.connection_for_read() as conn:
+                try:
+                    return conn.default_channel.queue_declare(queue=app.conf.task_default_queue,
+                                                              passive=True).message_count
+                except ChannelError:  # the Redis transport has no key for an empty queue
+                    return 0
+        except (CeleryError, KombuError, OSError) as exc:
+            logger.info("broker backlog unknown: %s: %s", type(exc).__name__, exc)
+            return None
+    if settings.RUN_EXECUTOR == "embedded":
+        with _pool_lock:
+            return _pool._work_queue.qsize() if _pool is not None else 0
+    return None

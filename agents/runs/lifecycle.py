@@ -151,12 +151,15 @@ def run_requeue_expired(*, run_id, expected_lease) -> bool:
 
 
 @retry_transient
-def run_requeue_stale(*, run_id, expected_queued_at) -> bool:
+def run_requeue_stale(*, run_id, expected_queued_at, count: bool = True) -> bool:
     """A queued run no worker claimed since ``expected_queued_at`` (its broker message was
     lost) stays queued with a fresh ``queued_at`` and ``attempts`` + 1; the caller enqueues it
-    again. Exactly one reaper wins."""
-    return bool(Run.objects.filter(pk=run_id, status=S.QUEUED, queued_at=expected_queued_at).update(
-        queued_at=timezone.now(), attempts=F("attempts") + 1))
+    again. ``count=False``: only ``queued_at`` moves (the run waits for a busy worker; the
+    reaper looks again ``RUN_QUEUED_DEADLINE_S`` later). Exactly one reaper wins."""
+    changes = {"queued_at": timezone.now()}
+    if count:
+        changes["attempts"] = F("attempts") + 1
+    return bool(Run.objects.filter(pk=run_id, status=S.QUEUED, queued_at=expected_queued_at).update(**changes))
 
 
 @retry_transient

@@ -39,7 +39,7 @@ from django.utils import timezone
 
 from agents.models import Run
 
-from . import lifecycle
+from . import executors, lifecycle
 from .driver import run_close_abandoned_cancel, run_fail_interrupted, run_fail_not_started
 from .executors import enqueue_run
 
@@ -82,9 +82,20 @@ def reap_expired_runs() -> list[str]:
         if run_close_abandoned_cancel(run_id=run_id, expected_lease=lease):
             acted.append(str(run_id))
     stale = now - timedelta(seconds=settings.RUN_QUEUED_DEADLINE_S)
-    due = Run.objects.filter(Q(status=Run.Status.QUEUED, queued_at__lt=stale)
-                             | Q(status=Run.Status.RUNNING, lease_expires_at__lt=now))
-    for run in due.only("pk", "status", "attempts", "queued_at", "lease_expires_at").order_by("status"):
+    due = list(Run.objects.filter(Q(status=Run.Status.QUEUED, queued_at__lt=stale)
+                                  | Q(status=Run.Status.RUNNING, lease_expires_at__lt=now))
+               .only("pk", "status", "attempts", "queued_at", "created_at", "lease_expires_at").order_by("status"))
+    stale_queued = sum(run.status == Run.Status.QUEUED for run in due)
+    waiting = stale_queued and _backed_up(stale_queued)
+    for run in due:
+        if run.status == Run.Status.QUEUED and waiting:
+            # Every worker is busy and the broker still holds the turns: not lost, waiting.
+            if now - run.created_at > timedelta(seconds=settings.RUN_QUEUE_MAX_WAIT_S):
+                if run_fail_not_started(run_id=run.pk, expected_queued_at=run.queued_at, busy=True):
+                    acted.append(str(run.pk))
+            else:
+                lifecycle.run_requeue_stale(run_id=run.pk, expected_queued_at=run.queued_at, count=False)
+            continue
         if run.status == Run.Status.QUEUED:
             if run.attempts >= settings.RUN_MAX_ATTEMPTS:
                 if run_fail_not_started(run_id=run.pk, expected_queued_at=run.queued_at):
@@ -105,6 +116,18 @@ def reap_expired_runs() -> list[str]:
             enqueue_run(run.pk)
             acted.append(str(run.pk))
     return acted
+
+
+def _backed_up(stale_queued: int) -> bool:
+    """Whether the executor still holds at least ``stale_queued`` turns waiting for a worker
+    thread (``executors.backlog``): then the runs queued past ``RUN_QUEUED_DEADLINE_S`` wait
+    for a free worker — every one is busy — rather than having lost their broker message,
+    which the reaper would enqueue again and, after ``RUN_MAX_ATTEMPTS``, fail as never
+    started (a healthy but busy worker pool failed its waiting runs after about two minutes).
+    The broker serves the oldest message first, so a lost message among them is enqueued
+    again as soon as the backlog falls below the stale runs. Unknown backlog: False."""
+    backlog = executors.backlog()
+    return backlog is not None and backlog >= stale_queued
 
 
 NEXT_KEY = "run-reaper:next"  # the default cache's key for the deployment's next pass (Unix s)

@@ -470,6 +470,10 @@ RUN_MAX_ATTEMPTS = env.int("RUN_MAX_ATTEMPTS", default=3)
 # connection this long before the error ends the turn (chatplatform.db.retry_transient).
 DB_RETRY_S = env.float("DB_RETRY_S", default=10.0)
 RUN_QUEUED_DEADLINE_S = env.float("RUN_QUEUED_DEADLINE_S", default=30.0)
+# A queued run waiting for a free worker thread (the broker still holds its turn: every worker
+# is busy) is not taken for a lost message; it fails visibly ("not_started", saying every worker
+# stayed busy) once it has waited this many seconds since it was sent.
+RUN_QUEUE_MAX_WAIT_S = env.float("RUN_QUEUE_MAX_WAIT_S", default=600.0)
 # Extra modules with @tool declarations (e.g. site-specific tools), imported at start-up.
 EXTRA_TOOL_MODULES = env.list("EXTRA_TOOL_MODULES", default=[])
 RUN_REAPER_ENABLED = env.bool("RUN_REAPER_ENABLED", default=True)

@@ -168,6 +168,45 @@ def test_a_run_no_worker_ever_takes_fails_visibly_and_frees_the_thread(thread, u
     run_create(thread=thread, user=users["alice"], content="again")  # the thread takes a new send
 
 
+def test_a_run_waiting_for_a_busy_worker_is_not_taken_for_a_lost_message(thread, users, sink_for, settings,
+                                                                           monkeypatch):
+    """Every worker thread busy for minutes: the broker still holds the run's turn, so the
+    reaper neither enqueues it again nor counts an attempt (a healthy, busy pool failed its
+    waiting runs after about two minutes, "No worker picked this run up", and left a duplicate
+    message per re-enqueue — found from a fresh clone). It fails visibly only after
+    ``RUN_QUEUE_MAX_WAIT_S``, saying why. With the broker's queue empty, its message was lost:
+    enqueued again, as before."""
+    from agents.runs import executors
+
+    settings.RUN_EXECUTOR = "none"
+    settings.RUN_QUEUE_MAX_WAIT_S = 600.0
+    created = run_create(thread=thread, user=users["alice"], content="busy?")
+    sink = sink_for(thread.pk)
+    enqueued = []
+    monkeypatch.setattr("agents.runs.reaper.enqueue_run", enqueued.append)
+    monkeypatch.setattr(executors, "backlog", lambda: 1)  # the broker holds one turn: this run's
+    long_ago = timezone.now() - timedelta(seconds=31)
+    Run.objects.filter(pk=created.run.pk).update(queued_at=long_ago, created_at=long_ago)
+    assert reap_expired_runs() == []
+    run = Run.objects.get(pk=created.run.pk)
+    assert (run.status, run.attempts, enqueued) == (Run.Status.QUEUED, 0, [])
+    assert run.queued_at > long_ago  # looked at again a deadline later, not every pass
+
+    Run.objects.filter(pk=created.run.pk).update(queued_at=long_ago,
+                                                 created_at=timezone.now() - timedelta(seconds=601))
+    assert reap_expired_runs() == [str(created.run.pk)]
+    events = sink.until_terminal(created.run.pk)
+    assert events[-1]["error"] == {"code": "not_started", "message": "Every worker stayed busy for 10 minutes, so "
+                                   "this run never started; try again, or ask an admin to add workers."}
+    assert Message.objects.get(run=run, role="assistant").error == events[-1]["error"]
+
+    lost = run_create(thread=thread, user=users["alice"], content="lost?")
+    monkeypatch.setattr(executors, "backlog", lambda: 0)  # nothing waits in the broker: lost
+    Run.objects.filter(pk=lost.run.pk).update(queued_at=long_ago)
+    assert reap_expired_runs() == [str(lost.run.pk)]
+    assert (Run.objects.get(pk=lost.run.pk).attempts, enqueued) == (1, [lost.run.pk])
+
+
 def test_a_started_run_no_worker_takes_up_again_fails_interrupted_and_keeps_its_partial_text(thread, users, sink_for,
                                                                                              settings):
     """Its worker died mid-answer, the reaper re-queued it, and no worker came back: it fails
