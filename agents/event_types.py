@@ -65,6 +65,10 @@ _ALL = (
     # requester and its earlier approvers: state pending | progress | closed. Clients re-read
     # GET /api/v1/approvals/ (the inbox, the rail badge).
     EventType("inbox.changed", ("tool_call_id", "state"), run_event=False),
+    # The reply to this socket's message.send: the run was created and waits for a worker
+    # (run.started follows when one takes it up). user_message_id: null for a send of tool
+    # results only.
+    EventType("run.queued", ("run_id", "user_message_id"), run_event=False),
     EventType("error", ("code", "message"),
               optional=("run_id", "from_seq", "to_seq", "retry_after", "status", "tool_call_id", "resets_at"),
               run_event=False),

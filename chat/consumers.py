@@ -190,15 +190,17 @@ class ThreadConsumer(ClosesOnLayerLoss, ReceiveLoopsMixin, AsyncJsonWebsocketCon
             await self.send_error("unknown_type", f"Unknown frame type {content['type']!r}. Known: {known}.")
             return
         try:  # the re-check and the action in one database hop
-            allowed = await db_async(ws_actions.frame_act)(
+            replies = await db_async(ws_actions.frame_act)(
                 action=action, user=self.scope["user"], thread_id=self.thread_id, frame=content,
                 session_key=getattr(self.scope.get("session"), "session_key", None),
                 token=ws_actions.token_from_scope(self.scope),
             )
-            self._allowed_at = time.monotonic() if allowed else 0.0
-            if not allowed:
+            self._allowed_at = time.monotonic() if replies is not None else 0.0
+            if replies is None:
                 await self.close(code=CLOSE_FORBIDDEN)
                 return
+            for reply in replies:  # run.queued: the send was taken (run.started follows)
+                await self.send_json(reply)
         except ServiceError as exc:
             await self.send_service_error(exc)
         except ValidationError as exc:

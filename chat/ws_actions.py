@@ -12,6 +12,7 @@ from __future__ import annotations
 from django.http import Http404
 
 from agents.approvals.selectors import tool_call_get_for_decider
+from agents.event_types import check_event
 from agents.models import AuditEvent
 from agents.selectors import run_get_for_user
 from agents.services import run_cancel, run_create, tool_call_decide
@@ -38,8 +39,11 @@ def message_send(*, user, thread: Thread, frame: dict) -> list[dict]:
     data.is_valid(raise_exception=True)
     if not thread_may_write(thread=thread, user=user):
         raise ServiceError("not_allowed", "You cannot send messages in this thread.", 403)
-    run_create(thread=thread, user=user, **data.validated_data)
-    return []
+    created = run_create(thread=thread, user=user, **data.validated_data)
+    queued = {"run_id": str(created.run.pk),
+              "user_message_id": str(created.user_message.pk) if created.user_message else None}
+    check_event("run.queued", queued)
+    return [{"type": "run.queued", **queued}]
 
 
 def run_cancel_frame(*, user, thread: Thread, frame: dict) -> list[dict]:
@@ -110,15 +114,16 @@ def socket_thread(*, user, thread_id: str, session_key: str | None, token: str |
         return None
 
 
-def frame_act(*, action, user, thread_id: str, frame: dict, session_key: str | None, token: str | None) -> bool:
+def frame_act(*, action, user, thread_id: str, frame: dict, session_key: str | None,
+              token: str | None) -> list[dict] | None:
     """One client frame in one database hop: the socket's access re-check, then ``action``
-    (one of :data:`ACTIONS`) on the thread the check found. False (nothing done) when the
-    socket may no longer act; a refusal raises as the action does."""
+    (one of :data:`ACTIONS`) on the thread the check found. Returns the action's events for
+    this socket (``run.queued`` for a send); None (nothing done) when the socket may no longer
+    act; a refusal raises as the action does."""
     thread = socket_thread(user=user, thread_id=thread_id, session_key=session_key, token=token)
     if thread is None:
-        return False
-    action(user=user, thread=thread, frame=frame)
-    return True
+        return None
+    return action(user=user, thread=thread, frame=frame)
 
 
 def approval_decide(*, user, thread: Thread, frame: dict) -> list[dict]:

@@ -190,7 +190,8 @@ def test_second_tab_opening_mid_run_gets_the_text_so_far(thread, users, keys, se
         return a, b
 
     a, b = asyncio.run(go())
-    assert b == a  # the late tab got seq 1.. (replayed) then the live rest, no gap, no duplicate
+    assert a[0]["type"] == "run.queued"  # the reply to the first tab's send: not a run event
+    assert b == a[1:]  # the late tab got seq 1.. (replayed) then the live rest, no gap, no duplicate
     assert [e["seq"] for e in b] == list(range(1, len(b) + 1))
 
 

@@ -538,7 +538,7 @@ def test_stop_then_escape_stops_once_without_an_error(session_for, fake):
 
 
 def test_a_quiet_run_says_for_how_long_nothing_came(session_for, fake):
-    """A model that takes 10 s for its first token: the page used to show a frozen, silent
+    """A model that takes 14 s for its first token: the page used to show a frozen, silent
     turn — a slow model and a worker being replaced (~10 s) look alike from there (found by the
     fresh-clone trials). After 8 s the turn says "nothing new for N s", counting; the first
     token takes it away and the answer streams as usual."""
@@ -546,7 +546,7 @@ def test_a_quiet_run_says_for_how_long_nothing_came(session_for, fake):
     s.new_chat()
     page = s.page
     reset(fake, text_chunks("Here it is at last.", pieces=4))
-    fake.first_token_delay_s = 10.0
+    fake.first_token_delay_s = 14.0  # the turn goes quiet at 8–9 s, then counts for a few seconds
     try:
         s.send("Take your time")
         quiet = page.locator("article.msg.assistant .meta.quiet")

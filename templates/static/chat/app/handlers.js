@@ -50,6 +50,10 @@ function baseHandlers(app) {
       }).catch((e) => app.showConn("could not load messages: " + e.message, "bad"));
     },
 
+    "run.queued"(ev) {  // the reply to this page's send: taken, waiting for a worker
+      app.queued(ev.run_id);
+    },
+
     "text.delta"(ev) {
       const live = app.live;
       if (!live) return;

@@ -68,6 +68,26 @@ function start(box) {
         if (ev.type === "run.failed" && ev.error) showConn(ev.error.message, "bad");
       });
     },
+    // run.queued: the send was taken, so the composer clears. A run that no worker takes up
+    // within a second (every worker busy) is drawn as "waiting for a free worker…", with Stop.
+    queued(runId) {
+      app.composerSent();
+      app.busy(true, {canStop: false});
+      setTimeout(() => {
+        if (app.live || stream.seen.get(runId)) return;  // started, or ended, meanwhile
+        const live = app.startLive(runId);
+        app.busy(true, {canStop: true});
+        view.load().then(() => {
+          if (app.live !== live) return;
+          live.turn = view.newTurn(runId);
+          const meta = live.turn.querySelector(".meta");
+          meta.textContent = "waiting for a free worker…";
+          meta.className = "meta awaiting";
+          app.liveReady(live);
+          box.scrollTop = box.scrollHeight;
+        }).catch((e) => showConn("could not load messages: " + e.message, "bad"));
+      }, 1000);
+    },
     busy(on, opts) { if (composer) composer.setRunning(on, opts); },
     composerSent() { if (composer) composer.accepted(); },
     composerRejected(ev) { if (composer) composer.rejected(ev.message); },

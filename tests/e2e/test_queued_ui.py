@@ -1,0 +1,68 @@
+"""A run that waits for a free worker, in a real browser (system Chromium, Playwright).
+
+The platform runs with one turn thread (``EMBEDDED_EXECUTOR_THREADS=1``), so a second run
+waits while a first one holds it — as every run does when all of a deployment's worker threads
+are busy. Found from a fresh clone: the page showed nothing for such a run (not even the
+person's own message, the text read-only in the composer, no Stop) until a worker took it up.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAI, text_chunks
+
+from . import flows
+from .harness import Platform, PlatformError
+from .test_chat_ui import RUN_MS, Session, reset
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def fake():
+    server = FakeOpenAI(api_key="sk-test").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def one_thread_platform(fake):
+    platform = Platform("embedded", extra_env={
+        "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake.base_url, "OPENAI_MODEL": "fake-model",
+        "EMBEDDED_EXECUTOR_THREADS": "1",
+    })
+    try:
+        platform.start()
+    except PlatformError as exc:
+        pytest.fail(f"embedded platform did not start: {exc}", pytrace=False)
+    yield platform
+    platform.stop()
+
+
+def test_a_run_waiting_for_a_worker_shows_the_message_waiting_and_stop(browser, one_thread_platform, fake):
+    reset(fake, text_chunks("First answer, slowly.", pieces=4), text_chunks("Second answer.", pieces=2))
+    fake.first_token_delay_s = 6.0  # the first run holds the only turn thread this long
+    s = Session(browser, one_thread_platform, 1280)
+    try:
+        token = flows.login_token(one_thread_platform, "bob")
+        other = flows.create_thread(one_thread_platform, token, provider="openai")
+        with flows.http(one_thread_platform, token) as client:
+            assert client.post(f"/api/v1/threads/{other}/runs/", json={"content": "go first"}).status_code == 202
+        s.new_chat()
+        page = s.page
+        s.send("Am I in the queue?")
+        waiting = page.locator("article.msg.assistant .meta.awaiting")
+        waiting.wait_for(timeout=RUN_MS)
+        assert waiting.inner_text() == "waiting for a free worker…"
+        assert "Am I in the queue?" in page.locator("article.msg.user").last.inner_text()  # drawn
+        assert page.input_value("#input") == ""  # taken: the composer is clear
+        assert page.locator("#stop").is_visible()
+        s.shot("queued")
+        page.locator("article.msg.assistant .body").filter(has_text="Second answer.").wait_for(timeout=RUN_MS)
+        s.wait_idle()
+        assert page.locator(".meta.awaiting").count() == 0
+        assert not s.errors, s.errors
+    finally:
+        fake.first_token_delay_s = 0.0
+        s.context.close()
