@@ -182,6 +182,10 @@ def _end_waiting_run(run: Run, *, reason: str, decision: str, run_message: str =
     emitter = RunEmitter.for_run(run)
     # A run re-queued after its worker died still holds that worker's round: close it too.
     close_round_cancelled(run, emitter)
+    if not Message.objects.filter(run=run, role=Message.Role.ASSISTANT).exists():
+        # Cancelled while it waited for a worker: the turn says so after a reload too.
+        message_create(thread_id=run.thread_id, run=run, role=Message.Role.ASSISTANT,
+                       status=Message.Status.CANCELLED)
     closed = close_open_calls(run=run, reason=reason)
     for ledger_id in closed:
         emitter.emit("approval.resolved", tool_call_id=ledger_id, decision=decision, decided_by=None)

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connections, transaction
+from django.db import DatabaseError, OperationalError, connections, transaction
 
 from agents.models import Run
 from chat.services import messages_save_streamed
@@ -206,7 +206,11 @@ class _Heartbeat:
                 due = [lease for lease in leases if lease in self._leases]
             due = [lease for lease in due if not lease.lost and not lease._cancelled.is_set()]
             try:
-                self._beat(due)
+                try:
+                    self._beat(due)
+                except OperationalError:  # its connection was dropped while idle: one fresh try
+                    connections[_alias()].close()
+                    self._beat(due)
             except Exception:  # the database is unreachable: retry at the next beat
                 logger.warning("lease renewal of %d runs failed", len(due), exc_info=True)
                 connections[_alias()].close()

@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import close_old_connections
+from django.db import OperationalError, close_old_connections, connection
 from django.db.models import Min, Q
 from django.utils import timezone
 
@@ -86,7 +86,7 @@ def reap_expired_runs() -> list[str]:
                                   | Q(status=Run.Status.RUNNING, lease_expires_at__lt=now))
                .only("pk", "status", "attempts", "queued_at", "created_at", "lease_expires_at").order_by("status"))
     stale_queued = sum(run.status == Run.Status.QUEUED for run in due)
-    waiting = stale_queued and _backed_up(stale_queued)
+    waiting = stale_queued and _backed_up(stale_queued, now)
     for run in due:
         if run.status == Run.Status.QUEUED and waiting:
             # Every worker is busy and the broker still holds the turns: not lost, waiting.
@@ -118,14 +118,18 @@ def reap_expired_runs() -> list[str]:
     return acted
 
 
-def _backed_up(stale_queued: int) -> bool:
-    """Whether the executor still holds at least ``stale_queued`` turns waiting for a worker
-    thread (``executors.backlog``): then the runs queued past ``RUN_QUEUED_DEADLINE_S`` wait
-    for a free worker — every one is busy — rather than having lost their broker message,
-    which the reaper would enqueue again and, after ``RUN_MAX_ATTEMPTS``, fail as never
-    started (a healthy but busy worker pool failed its waiting runs after about two minutes).
-    The broker serves the oldest message first, so a lost message among them is enqueued
-    again as soon as the backlog falls below the stale runs. Unknown backlog: False."""
+def _backed_up(stale_queued: int, now) -> bool:
+    """Whether every worker is busy and the executor still holds at least ``stale_queued``
+    turns waiting for a thread (``executors.backlog``): then the runs queued past
+    ``RUN_QUEUED_DEADLINE_S`` wait for a free worker rather than having lost their broker
+    message, which the reaper would enqueue again and, after ``RUN_MAX_ATTEMPTS``, fail as
+    never started (a healthy but busy worker pool failed its waiting runs after about two
+    minutes). Busy means a worker holds a live lease: with no worker running at all the
+    messages also stay in the broker, and those runs fail as never started, as before. The
+    broker serves the oldest message first, so a lost message among them is enqueued again as
+    soon as the backlog falls below the stale runs. Unknown backlog: False."""
+    if not Run.objects.filter(status=Run.Status.RUNNING, lease_expires_at__gt=now).exists():
+        return False  # no worker is working: not busy (none running, or all dead)
     backlog = executors.backlog()
     return backlog is not None and backlog >= stale_queued
 
@@ -215,7 +219,11 @@ def reaper_wake(now: float | None = None) -> float:
         return now + period
     try:
         close_old_connections()
-        due = reaper_pass()
+        try:
+            due = reaper_pass()
+        except OperationalError:  # a connection the server dropped while idle: one fresh try
+            connection.close()
+            due = reaper_pass()
     except Exception:
         logger.exception("reaper pass failed")
         return now + period

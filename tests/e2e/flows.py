@@ -91,6 +91,16 @@ def recv_json(ws: ClientConnection, timeout: float = RUN_TIMEOUT) -> dict:
     return json.loads(ws.recv(timeout=timeout))
 
 
+def send_and_read_deltas(ws: ClientConnection, content: str, deltas: int) -> tuple[list[dict], str]:
+    """Send ``message.send`` and read frames until ``deltas`` text deltas came; returns the
+    frames (``run.queued`` first) and the run's id."""
+    ws.send(json.dumps({"type": "message.send", "content": content}))
+    seen: list[dict] = []
+    while sum(e.get("type") == "text.delta" for e in seen) < deltas:
+        seen.append(recv_json(ws, timeout=30))
+    return seen, next(e["run_id"] for e in seen if "seq" in e)
+
+
 def events_until(ws: ClientConnection, predicate, timeout: float = 60.0) -> list[dict]:
     """Events from ``ws`` up to and including the first for which ``predicate`` is true;
     AssertionError (naming the types seen) after ``timeout`` seconds."""

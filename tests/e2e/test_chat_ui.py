@@ -36,20 +36,29 @@ def fake():
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def ui_platform(fake):
+def embedded_platform(fake: FakeOpenAI, **env: str):
+    """An embedded platform whose ``openai`` provider is ``fake``, started (a test failure if
+    it does not start); the caller stops it."""
     platform = Platform("embedded", extra_env={
-        "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake.base_url, "OPENAI_MODEL": "fake-model",
-        "EXTRA_TOOL_MODULES": "tests.e2e.ui_tools",
-    })
+        "OPENAI_API_KEY": fake.api_key, "OPENAI_BASE_URL": fake.base_url, "OPENAI_MODEL": "fake-model", **env})
     try:
         platform.start()
+    except PlatformError as exc:
+        pytest.fail(f"embedded platform did not start: {exc}", pytrace=False)
+    return platform
+
+
+@pytest.fixture(scope="module")
+def ui_platform(fake):
+    platform = embedded_platform(fake, EXTRA_TOOL_MODULES="tests.e2e.ui_tools")
+    try:
         platform.manage("shell", "-c", (
             "from agents.models import Environment\n"
             "Environment.objects.get_or_create(name='prod-eu', defaults={'tier': 'prod'})\n"
             "Environment.objects.get_or_create(name='staging-1', defaults={'tier': 'staging'})\n"
         ))
     except PlatformError as exc:
+        platform.stop()
         pytest.fail(f"embedded platform did not start: {exc}", pytrace=False)
     yield platform
     platform.stop()

@@ -17,7 +17,6 @@ and its text kept; either way the model is asked once and the thread takes the n
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
@@ -66,11 +65,7 @@ def test_connections_killed_near_an_answers_end_ask_the_model_once(platform, ups
     killed: list[int] = []
     try:
         with flows.ws_connect(platform, thread_id, token=token) as ws:
-            ws.send(json.dumps({"type": "message.send", "content": "twelve words, please"}))
-            seen: list[dict] = []
-            while sum(e.get("type") == "text.delta" for e in seen) < 8:
-                seen.append(flows.recv_json(ws, timeout=30))
-            run_id = next(e["run_id"] for e in seen if "seq" in e)
+            seen, run_id = flows.send_and_read_deltas(ws, "twelve words, please", 8)
             killer = threading.Thread(target=lambda: killed.append(kill_connections(platform.db_name)))
             killer.start()
             try:

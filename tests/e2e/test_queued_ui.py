@@ -10,39 +10,25 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAI, text_chunks
+from tests.fakes.openai_server import text_chunks
 
 from . import flows
-from .harness import Platform, PlatformError
-from .test_chat_ui import RUN_MS, Session, reset
+from .test_chat_ui import RUN_MS, STEP_MS, Session, embedded_platform, reset
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def fake():
-    server = FakeOpenAI(api_key="sk-test").start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def one_thread_platform(fake):
-    platform = Platform("embedded", extra_env={
-        "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": fake.base_url, "OPENAI_MODEL": "fake-model",
-        "EMBEDDED_EXECUTOR_THREADS": "1",
-    })
-    try:
-        platform.start()
-    except PlatformError as exc:
-        pytest.fail(f"embedded platform did not start: {exc}", pytrace=False)
+def one_thread_platform(upstream):
+    platform = embedded_platform(upstream, EMBEDDED_EXECUTOR_THREADS="1")
     yield platform
     platform.stop()
 
 
-def test_a_run_waiting_for_a_worker_shows_the_message_waiting_and_stop(browser, one_thread_platform, fake):
+def test_a_run_waiting_for_a_worker_shows_the_message_waiting_and_stop(browser, one_thread_platform, upstream):
+    fake = upstream
     reset(fake, text_chunks("First answer, slowly.", pieces=4), text_chunks("Second answer.", pieces=2))
-    fake.first_token_delay_s = 6.0  # the first run holds the only turn thread this long
+    fake.first_token_delay_s = 10.0  # the first run holds the only turn thread this long
     s = Session(browser, one_thread_platform, 1280)
     try:
         token = flows.login_token(one_thread_platform, "bob")
@@ -59,6 +45,9 @@ def test_a_run_waiting_for_a_worker_shows_the_message_waiting_and_stop(browser, 
         assert page.input_value("#input") == ""  # taken: the composer is clear
         assert page.locator("#stop").is_visible()
         s.shot("queued")
+        page.reload()  # still waiting after a reload (it showed the question alone, Send enabled)
+        waiting.wait_for(timeout=STEP_MS)
+        assert waiting.inner_text() == "waiting for a free worker…" and page.locator("#stop").is_visible()
         page.locator("article.msg.assistant .body").filter(has_text="Second answer.").wait_for(timeout=RUN_MS)
         s.wait_idle()
         assert page.locator(".meta.awaiting").count() == 0

@@ -142,9 +142,7 @@ def test_a_redis_restart_under_an_open_socket_loses_no_event(platform, upstream,
     seen: list[dict] = []
     try:
         with flows.ws_connect(platform, thread_id, token=token) as ws:
-            ws.send(json.dumps({"type": "message.send", "content": "long, please"}))
-            while len([e for e in seen if e.get("type") == "text.delta"]) < 3:
-                seen.append(flows.recv_json(ws, timeout=30))
+            seen, _ = flows.send_and_read_deltas(ws, "long, please", 3)
             redis_server.restart(down_s=2.0)
             code = None
             try:
@@ -202,11 +200,7 @@ def test_a_long_redis_outage_closes_the_socket_and_keeps_the_sse_stream(platform
     sse_events: list[dict] = []
     try:
         with flows.ws_connect(platform, thread_id, token=token) as ws:
-            ws.send(json.dumps({"type": "message.send", "content": "long, please"}))
-            seen: list[dict] = []
-            while sum(e.get("type") == "text.delta" for e in seen) < 3:
-                seen.append(flows.recv_json(ws, timeout=30))
-            run_id = next(e["run_id"] for e in seen if "seq" in e)
+            seen, run_id = flows.send_and_read_deltas(ws, "long, please", 3)
             sse = threading.Thread(target=read_sse, args=(platform, token, run_id, sse_events), daemon=True)
             sse.start()
             wait_for(lambda: len(sse_events) >= 3, what="the SSE stream's first events")

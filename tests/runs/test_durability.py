@@ -185,6 +185,9 @@ def test_a_run_waiting_for_a_busy_worker_is_not_taken_for_a_lost_message(thread,
     enqueued = []
     monkeypatch.setattr("agents.runs.reaper.enqueue_run", enqueued.append)
     monkeypatch.setattr(executors, "backlog", lambda: 1)  # the broker holds one turn: this run's
+    busy = make_thread(users["bob"], thread.workspace, thread.provider, grounded=False)
+    holding = run_create(thread=busy, user=users["bob"], content="a long one")  # a worker holds it
+    assert lifecycle.run_claim(run_id=holding.run.pk, owner="busy:1") is not None
     long_ago = timezone.now() - timedelta(seconds=31)
     Run.objects.filter(pk=created.run.pk).update(queued_at=long_ago, created_at=long_ago)
     assert reap_expired_runs() == []
@@ -205,6 +208,16 @@ def test_a_run_waiting_for_a_busy_worker_is_not_taken_for_a_lost_message(thread,
     Run.objects.filter(pk=lost.run.pk).update(queued_at=long_ago)
     assert reap_expired_runs() == [str(lost.run.pk)]
     assert (Run.objects.get(pk=lost.run.pk).attempts, enqueued) == (1, [lost.run.pk])
+
+    # No worker working at all (none holds a lease): the broker keeps the message, but nobody
+    # is busy — enqueued again and counted, to fail as never started (found from a fresh clone:
+    # with the worker stopped the run waited ten minutes, "every worker stayed busy").
+    assert lifecycle.run_finish(run=holding.run, status=Run.Status.COMPLETED)
+    stranded = run_create(thread=busy, user=users["bob"], content="anyone at all?")
+    monkeypatch.setattr(executors, "backlog", lambda: 1)
+    Run.objects.filter(pk=stranded.run.pk).update(queued_at=long_ago)
+    assert str(stranded.run.pk) in reap_expired_runs()
+    assert Run.objects.get(pk=stranded.run.pk).attempts == 1 and enqueued[-1] == stranded.run.pk
 
 
 def test_a_started_run_no_worker_takes_up_again_fails_interrupted_and_keeps_its_partial_text(thread, users, sink_for,
@@ -290,6 +303,20 @@ def test_an_unclosed_cancel_brings_the_reapers_next_pass_forward(thread, users, 
     assert run_earliest_deadline() == lease
     run_cancel(run=run, user=users["alice"])
     assert run_earliest_deadline() == lease  # no longer running, still the reaper's
+
+
+def test_a_run_cancelled_while_it_waits_for_a_worker_says_so_in_the_thread(thread, users, sink_for, settings):
+    """Stop on a run no worker took up yet: ``run.cancelled`` at once, and the turn shows
+    "cancelled" after a reload too (it showed the question with nothing under it — found from
+    a fresh clone); the thread takes the next message."""
+    settings.RUN_EXECUTOR = "none"
+    created = run_create(thread=thread, user=users["alice"], content="never mind")
+    sink = sink_for(thread.pk)
+    run_cancel(run=created.run, user=users["alice"])
+    assert types(sink.until_terminal(created.run.pk)) == ["run.cancelled"]
+    shown = Message.objects.get(run=created.run, role="assistant")
+    assert (shown.status, shown.content, shown.parent_id) == ("cancelled", "", created.user_message.pk)
+    run_create(thread=thread, user=users["alice"], content="and now?")
 
 
 def test_cancelling_a_run_requeued_after_its_worker_died_closes_what_the_worker_left(thread, users, sink_for,

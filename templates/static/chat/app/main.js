@@ -18,7 +18,7 @@ function start(box) {
     canWrite: d.canWrite === "1",
     canSaveKnowledge: d.canSaveKnowledge === "1",
     urls: {messages: d.urlMessages, branch: d.urlBranch, regenerate: d.urlRegenerate, edit: d.urlEdit,
-           knowledgeItem: d.urlKnowledgeItem, thread: d.urlThread, runCancel: d.urlRunCancel},
+           knowledgeItem: d.urlKnowledgeItem, thread: d.urlThread, runCancel: d.urlRunCancel, run: d.urlRun},
     showProd: () => { const b = document.getElementById("prod-banner"); if (b) b.hidden = false; },
   };
 
@@ -76,16 +76,8 @@ function start(box) {
       setTimeout(() => {
         if (app.live || stream.seen.get(runId)) return;  // started, or ended, meanwhile
         const live = app.startLive(runId);
-        app.busy(true, {canStop: true});
-        view.load().then(() => {
-          if (app.live !== live) return;
-          live.turn = view.newTurn(runId);
-          const meta = live.turn.querySelector(".meta");
-          meta.textContent = "waiting for a free worker…";
-          meta.className = "meta awaiting";
-          app.liveReady(live);
-          box.scrollTop = box.scrollHeight;
-        }).catch((e) => showConn("could not load messages: " + e.message, "bad"));
+        view.load().then(() => { if (app.live === live) showWaiting(live); })
+          .catch((e) => showConn("could not load messages: " + e.message, "bad"));
       }, 1000);
     },
     busy(on, opts) { if (composer) composer.setRunning(on, opts); },
@@ -171,6 +163,17 @@ function start(box) {
 
   document.addEventListener("chat:stop", stopRun);
 
+  // A run that waits for a worker, drawn after the thread: its turn says so, Stop cancels it.
+  function showWaiting(live) {
+    live.turn = view.newTurn(live.runId);
+    const meta = live.turn.querySelector(".meta");
+    meta.textContent = "waiting for a free worker…";
+    meta.className = "meta awaiting";
+    app.busy(true, {canStop: true});
+    app.liveReady(live);
+    box.scrollTop = box.scrollHeight;
+  }
+
   // A run that sends nothing for QUIET_S says so on its turn, counting ("nothing new for
   // 12 s"): a slow model, a long tool call and a worker being replaced (~10 s) look alike from
   // here, and a frozen "writing…" said none of them. The run's next event puts back what the
@@ -202,6 +205,14 @@ function start(box) {
       app.live = {runId: last.openRun, turn: last.turn, textView: null, ready: true, queue: []};
       stream.follow(last.openRun, true);
       app.busy(!last.waiting, {canStop: true});
+    } else if (last.unanswered) {
+      // The last question has no answer: is its run still queued (a reload while it waits)?
+      return api("GET", urlFor(config.urls.run, last.unanswered)).then((run) => {
+        if (run.status !== "queued" || app.live) return;
+        const live = app.startLive(run.id);
+        stream.seen.set(run.id, 0);
+        showWaiting(live);
+      }).catch(() => {});
     }
   }).catch((e) => showConn("could not load messages: " + e.message, "bad")).finally(() => stream.connect());
 }

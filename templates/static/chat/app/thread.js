@@ -104,7 +104,10 @@ export class ThreadView {
     this.box.scrollTop = this.box.scrollHeight;
     // Listeners (usage/thread_usage.js: tokens and cost per turn and thread) read the list.
     this.box.dispatchEvent(new CustomEvent("chat:messages", {detail: messages}));
-    return {turn, runId: lastRun, openRun, waiting};
+    // A question with no answer under it: its run may still wait for a worker (main.js asks).
+    const tail = messages.filter((m) => m.role === "user" || m.role === "assistant").pop();
+    const unanswered = tail && tail.role === "user" && tail.run_id ? tail.run_id : null;
+    return {turn, runId: lastRun, openRun, waiting, unanswered};
   }
 
   userMessage(m) {
