@@ -23,7 +23,7 @@ from .ratelimit import rate_limit_hit
 from .runs import lifecycle
 from .runs.calls import CANCELLED_RESULT, close_open_calls
 from .runs.control import run_check_now
-from .runs.driver import close_round_cancelled
+from .runs.driver import close_round_cancelled, mark_unanswered
 from .runs.executors import enqueue_run
 from .selectors import model_allowed, role_names_for_user
 from .ui_context import ui_context_accept
@@ -182,10 +182,7 @@ def _end_waiting_run(run: Run, *, reason: str, decision: str, run_message: str =
     emitter = RunEmitter.for_run(run)
     # A run re-queued after its worker died still holds that worker's round: close it too.
     close_round_cancelled(run, emitter)
-    if not Message.objects.filter(run=run, role=Message.Role.ASSISTANT).exists():
-        # Cancelled while it waited for a worker: the turn says so after a reload too.
-        message_create(thread_id=run.thread_id, run=run, role=Message.Role.ASSISTANT,
-                       status=Message.Status.CANCELLED)
+    mark_unanswered(run, Message.Status.CANCELLED)  # cancelled while it waited for a worker
     closed = close_open_calls(run=run, reason=reason)
     for ledger_id in closed:
         emitter.emit("approval.resolved", tool_call_id=ledger_id, decision=decision, decided_by=None)

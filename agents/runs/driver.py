@@ -312,6 +312,18 @@ def _close_streaming(run: Run, emitter: RunEmitter, *, status: str = Message.Sta
     return len(streaming)
 
 
+def mark_unanswered(run: Run, status: str, *, error: dict | None = None) -> None:
+    """A run that ends before it wrote an assistant message (never started, or cancelled while
+    it waited for a worker) gets an empty one with ``status`` (and ``error``), so the thread
+    shows how the turn ended after a reload too. An empty message is never sent to a model
+    (``agents.loop.prompt``)."""
+    if Message.objects.filter(run=run, role=Message.Role.ASSISTANT).exists():
+        return
+    with transaction.atomic():  # message_create locks the thread's row
+        message_create(thread_id=run.thread_id, run=run, role=Message.Role.ASSISTANT, status=status,
+                       error=error or {})
+
+
 def busy_message() -> str:
     minutes = settings.RUN_QUEUE_MAX_WAIT_S / 60
     return (f"Every worker stayed busy for {minutes:g} minute{'s' if minutes != 1 else ''}, so this run never "
@@ -338,12 +350,7 @@ def run_fail_not_started(*, run_id, expected_queued_at, busy: bool = False) -> b
         return False
     emitter = RunEmitter.for_run(run)
     _close_lost_round(run, emitter)
-    if not Message.objects.filter(run=run, role=Message.Role.ASSISTANT).exists():
-        # The turn shows its failure after a reload too (with the page's Retry), as a
-        # failure of the model does; an empty message is never sent to a model.
-        with transaction.atomic():
-            message_create(thread_id=run.thread_id, run=run, role=Message.Role.ASSISTANT,
-                           status=Message.Status.ERROR, error=error)
+    mark_unanswered(run, Message.Status.ERROR, error=error)  # shown after a reload, with Retry
     emitter.emit("run.failed", status=Run.Status.FAILED, error=error, retryable=True)
     emitter.close()
     return True
