@@ -100,3 +100,32 @@ def bad_request(request, exception=None):
             return JsonResponse({"error": {"code": "too_large", "message": "The request body is too large."}}, status=413)
         return JsonResponse({"error": {"code": "bad_request", "message": "Bad request."}}, status=400)
     return page_bad_request(request, exception)
+
+
+def server_error(request):
+    """``handler500``: an unhandled exception that is a lost backing service (:func:`is_unavailable`:
+    PostgreSQL down or its pool empty past ``DB_POOL_TIMEOUT_S``, Redis down) answers **503** with
+    ``Retry-After: 5`` — the JSON error shape (``service_unavailable``) under ``/api/`` and
+    ``/v1/``, elsewhere a short page that says so and reloads itself after 5 s. It touches no
+    database (no session, no user). Any other exception: Django's default 500 page.
+
+    Django calls it inside the ``except`` block of the failed request, so ``sys.exc_info()``
+    is the exception (with ``DEBUG`` on, Django shows its technical page instead)."""
+    import sys
+
+    from django.http import HttpResponse, JsonResponse
+    from django.template.loader import render_to_string
+    from django.views.defaults import server_error as page_server_error
+
+    exc = sys.exc_info()[1]
+    if exc is None or not is_unavailable(exc):
+        return page_server_error(request)
+    logger.warning("service unavailable (%s %s): %s: %s", request.method, request.path, type(exc).__name__, exc)
+    if request.path.startswith(("/api/", "/v1/")):
+        response = JsonResponse({"error": {"code": "service_unavailable", "message": UNAVAILABLE_MESSAGE}}, status=503)
+    else:
+        response = HttpResponse(render_to_string("503.html", {"message": UNAVAILABLE_MESSAGE}),
+                                status=503, content_type="text/html; charset=utf-8")
+        response["Refresh"] = "5"  # the browser reloads the page by itself
+    response["Retry-After"] = "5"
+    return response

@@ -77,3 +77,4 @@ urlpatterns = [
 ]
 
 handler400 = "chatplatform.api.bad_request"
+handler500 = "chatplatform.api.server_error"

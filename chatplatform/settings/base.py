@@ -10,6 +10,8 @@ from pathlib import Path
 
 import environ
 
+from chatplatform.dbpool import keep_trying_for_waiters
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 env = environ.Env()
@@ -276,6 +278,10 @@ _turn_threads = EMBEDDED_EXECUTOR_THREADS if RUN_EXECUTOR == "embedded" else WOR
 DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=-(-_turn_threads // 2) + WEB_DB_THREADS + 4)
 DB_POOL_MIN_SIZE = env.int("DB_POOL_MIN_SIZE", default=2)
 DB_POOL_TIMEOUT_S = env.float("DB_POOL_TIMEOUT_S", default=10.0)
+# After PostgreSQL was unreachable, the pool gives up a reconnection attempt after this long and,
+# while requests wait, starts a new one at once (chatplatform.dbpool): a waiting request is
+# served within about a second of the server's return, not after psycopg's growing backoff.
+DB_POOL_RECONNECT_S = env.float("DB_POOL_RECONNECT_S", default=2.0)
 # Server-side parameter binding and prepared statements (psycopg): a statement a connection
 # has run DB_PREPARE_THRESHOLD times is prepared on it, so PostgreSQL parses and plans it once
 # per connection, not per run (a run's ~50 statements are the same each time). Measured with
@@ -294,6 +300,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
             "max_size": DB_POOL_MAX_SIZE,
             "timeout": DB_POOL_TIMEOUT_S,
             "max_idle": 60.0,
+            "reconnect_timeout": DB_POOL_RECONNECT_S,
+            "reconnect_failed": keep_trying_for_waiters,
         }
         # The lease heartbeat's own alias (one thread per process, agents.runs.lease): renewals
         # never wait behind turns for a connection. One connection of its own, kept for the

@@ -81,3 +81,28 @@ def test_a_database_blip_during_a_write_tool_loses_nothing(platform, upstream, p
     assert msgs[-1]["content"] == "Written once." and msgs[-1]["status"] == "complete"
     tool_msgs = [m for m in msgs if m["role"] == "tool"]
     assert len(tool_msgs) == 1 and not tool_msgs[0]["is_error"]
+
+
+def test_pages_and_the_api_say_the_database_is_unreachable_then_serve_again(platform, postgres):
+    """PostgreSQL down: a page answers 503 saying so (and reloads itself), not Django's bare 500;
+    the API answers its JSON ``service_unavailable``; once the server is back the next page and
+    API call are served (each request here waits out ``DB_POOL_TIMEOUT_S`` first, so the
+    outage lasts over 20 s; the pool's prompt reconnection itself: tests/test_services_dbpool)."""
+    page = flows.login_session(platform, "alice")
+    api = flows.http(platform, flows.login_token(platform, "alice"))
+    chat = page.get("/chat/")
+    assert chat.status_code == 200, chat.text[:300]
+    postgres.stop()
+    try:
+        down_page = page.get("/chat/")
+        down_api = api.get("/api/v1/threads/")
+    finally:
+        postgres.start()
+    assert down_page.status_code == 503, (down_page.status_code, down_page.text[:300])
+    assert down_page.headers["Retry-After"] == "5" and down_page.headers["Refresh"] == "5"
+    assert "database or broker) is not reachable right now" in down_page.text
+    assert down_api.status_code == 503 and down_api.headers["Retry-After"] == "5"
+    assert down_api.json()["error"]["code"] == "service_unavailable"
+    back = page.get("/chat/")
+    assert back.status_code == 200, (back.status_code, back.text[:300], platform.log_tail())
+    assert api.get("/api/v1/threads/").status_code == 200
