@@ -8,6 +8,8 @@ person's own message, the text read-only in the composer, no Stop) until a worke
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.fakes.openai_server import text_chunks
@@ -54,4 +56,39 @@ def test_a_run_waiting_for_a_worker_shows_the_message_waiting_and_stop(browser, 
         assert not s.errors, s.errors
     finally:
         fake.first_token_delay_s = 0.0
+        s.context.close()
+
+
+def test_the_question_is_drawn_as_soon_as_the_send_is_taken(browser, one_thread_platform, upstream):
+    """``run.queued`` draws the question from the text sent: it used to appear only once the
+    page had read the thread again (at ``run.started``, or a second later as waiting), so for
+    that long the text had left the composer and was nowhere. Every read of the thread is held
+    here: only the page's own drawing can show the question."""
+    reset(upstream, text_chunks("Drawn answer.", pieces=2))
+    s = Session(browser, one_thread_platform, 1280)
+    messages_url = re.compile(r"/api/v1/threads/[^/]+/messages/")
+    held, released = [], []
+
+    def hold(route):
+        if released:
+            route.continue_()
+        else:
+            held.append(route)
+
+    try:
+        s.new_chat()
+        page = s.page
+        page.route(messages_url, hold)
+        s.send("Am I drawn at once?")
+        question = page.locator("article.msg.user").filter(has_text="Am I drawn at once?")
+        question.wait_for(timeout=STEP_MS)
+        assert page.input_value("#input") == ""
+        released.append(True)
+        for route in held:
+            route.continue_()
+        page.locator("article.msg.assistant .body").filter(has_text="Drawn answer.").wait_for(timeout=RUN_MS)
+        s.wait_idle()
+        assert question.count() == 1  # the thread read again replaces it, not doubles it
+        assert not s.errors, s.errors
+    finally:
         s.context.close()

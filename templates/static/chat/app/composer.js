@@ -56,12 +56,15 @@ export class Composer {
     this.update();
   }
 
-  // The server accepted a message: clear the box if it is the one we sent.
+  // The server accepted a message: clear the box if it is the one we sent. Returns the text
+  // sent (null when nothing was pending).
   accepted() {
+    const sent = this.pending;
     if (this.pending !== null && this.input.value === this.pending) this.input.value = "";
     this.pending = null;
     this.input.readOnly = false;
     this.update();
+    return sent;
   }
 
   // The server refused the send: the text stays, editable, with the reason.

@@ -51,7 +51,7 @@ function baseHandlers(app) {
     },
 
     "run.queued"(ev) {  // the reply to this page's send: taken, waiting for a worker
-      app.queued(ev.run_id);
+      app.queued(ev.run_id, ev.user_message_id);
     },
 
     "text.delta"(ev) {

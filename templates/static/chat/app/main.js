@@ -68,10 +68,17 @@ function start(box) {
         if (ev.type === "run.failed" && ev.error) showConn(ev.error.message, "bad");
       });
     },
-    // run.queued: the send was taken, so the composer clears. A run that no worker takes up
-    // within a second (every worker busy) is drawn as "waiting for a free worker…", with Stop.
-    queued(runId) {
-      app.composerSent();
+    // run.queued: the send was taken, so the composer clears and the question is drawn at
+    // once from the text sent (the thread is read again at run.started). A run that no worker
+    // takes up within a second (every worker busy) is drawn as "waiting for a free worker…",
+    // with Stop.
+    queued(runId, userMessageId) {
+      const sent = composer ? composer.accepted() : null;
+      if (sent !== null && userMessageId && !app.live
+          && !box.querySelector('article.msg.user[data-message-id="' + CSS.escape(userMessageId) + '"]')) {
+        box.appendChild(view.userMessage({id: userMessageId, content: sent, created_at: new Date().toISOString()}));
+        box.scrollTop = box.scrollHeight;
+      }
       app.busy(true, {canStop: false});
       setTimeout(() => {
         if (app.live || stream.seen.get(runId)) return;  // started, or ended, meanwhile
