@@ -82,3 +82,37 @@ class RunStreamCursor:
         if event["type"] in TERMINAL_TYPES:
             self._finished.add(run_id)
         return [event]
+
+
+def shown_text(events: list[dict]) -> str:
+    """The text a live client shows for a run's last message, from the run's events in order:
+    the ``text.delta`` deltas after the last ``message.completed`` (where the chat page starts a
+    turn's text anew: a round's end, or an attempt's half answer closed), joined."""
+    pieces: list[str] = []
+    for event in events:
+        if event.get("type") == "message.completed":
+            pieces = []
+        elif event.get("type") == "text.delta":
+            pieces.append(str(event.get("delta") or ""))
+    return "".join(pieces)
+
+
+def fill_from_log(run_id, saved: str, *, timeout_s: float = 5.0) -> str:
+    """The text to keep for ``run_id``'s last message when its worker was lost: what live
+    clients were shown (:func:`shown_text` over the event log) when that continues ``saved``
+    (the text the lease heartbeat last stored, up to ``STREAM_PERSIST_INTERVAL_S`` older — or
+    much older when the database was unreachable while the model kept streaming), else
+    ``saved``. The log is read on the publisher loop (sync callers only); a log that cannot
+    be read, has expired or does not continue ``saved`` leaves ``saved`` as it is."""
+    from .events import run_coroutine
+
+    try:
+        events = run_coroutine(event_log().read(str(run_id), 0), timeout=timeout_s)
+    except Exception:  # noqa: BLE001 — the stored text stays; the log is an improvement only
+        import logging
+
+        logging.getLogger(__name__).warning("run %s: could not read the event log to fill its text", run_id,
+                                            exc_info=True)
+        return saved
+    shown = shown_text(events)
+    return shown if len(shown) > len(saved) and shown.startswith(saved) else saved

@@ -42,6 +42,7 @@ from agents.providers import (
     provider_for,
 )
 from agents.providers.wire import arelay
+from agents.replay import fill_from_log
 from agents.runs.calls import CANCELLED_RESULT, all_answered, answered_ids, close_open_calls
 from agents.runs.dbconn import release_db_connection
 from chat.models import Message
@@ -155,7 +156,8 @@ class _Loop:
         """The assistant message to continue with: a fresh one, or the unfinished one left by
         an earlier attempt (a streaming message is closed as truncated first, and when the
         run's events had begun, ``message.completed`` ``truncated`` tells live clients that
-        its text ended: the next ``text.delta`` starts the round asked again), or the answer an
+        its text ended: the next ``text.delta`` starts the round asked again; its text is what
+        those clients were shown, ``agents.replay.fill_from_log``), or the answer an
         earlier attempt finished (complete, or cut by the output limit, with no tool calls)
         before it lost the run. On the run's first claim (``run.first_claim``,
         agents.runs.driver) there is none to look for."""
@@ -168,7 +170,10 @@ class _Loop:
                 return last  # the answer is whole: advance() ends the run with it
             if last.status == Message.Status.STREAMING:
                 last.status = Message.Status.TRUNCATED
-                last.save(update_fields=["status", "updated_at"])
+                # All the text live clients were shown (the event log), not only the lost
+                # worker's last save: it may have streamed on while the database was away.
+                last.content = fill_from_log(self.run.pk, last.content)
+                last.save(update_fields=["status", "content", "updated_at"])
                 if self.emitter.seq > 0:  # else nobody was told of it: run.started comes next
                     self.emitter.emit("message.completed", message_id=str(last.pk), status=last.status)
                 if last.tool_calls:

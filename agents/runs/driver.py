@@ -34,6 +34,7 @@ from agents.backends import Outcome, Turn, backend_for
 from agents.events import RunEmitter
 from agents.metering import meter
 from agents.models import Run, ToolCall
+from agents.replay import fill_from_log
 from agents.tools import ToolContext
 from chat.models import Membership, Message
 from chat.services import message_create
@@ -110,9 +111,12 @@ def _run_turn(run_id, slot: SetupSlot) -> None:
         else:
             logger.exception("run %s crashed", run.pk)
             code, message = "internal_error", f"internal error: {type(exc).__name__}"
+        # Its streaming message gets all the text the turn streamed (what the page showed), not
+        # the heartbeat's last save (up to STREAM_PERSIST_INTERVAL_S older); run_turn_or_fail
+        # writes it if this cannot.
+        _claimed.latest = latest = lease.streamed_text()
         try:
-            # Its streaming message keeps the text the heartbeat saved (STREAM_PERSIST_INTERVAL_S).
-            _close_streaming(run, emitter, code=code, message=message)
+            _close_streaming(run, emitter, code=code, message=message, latest=latest)
             _fail(run, emitter, code, message)
         except DatabaseError:
             emitter.close(save_seq=False)  # what was published is in the event log
@@ -128,7 +132,7 @@ def run_turn_or_fail(*, run_id) -> None:
     ``run.failed`` with code ``database_unavailable``, the user's message kept — instead of
     staying queued or running with no event. If even that write finds no connection, the run
     is left to the reaper (``not_started`` / ``interrupted``), which needs the database too."""
-    _claimed.run_id = None
+    _claimed.run_id = _claimed.latest = None
     try:
         run_turn(run_id=run_id)
     except DatabaseError as exc:
@@ -137,9 +141,11 @@ def run_turn_or_fail(*, run_id) -> None:
         logger.warning("run %s: no database connection (%s: %s); failing it", run_id, type(exc).__name__, exc)
         connection.close()  # a broken connection must not be reused
         owner = worker_identity() if _claimed.run_id == str(run_id) else None
+        latest = _claimed.latest if owner is not None else None
         for attempt in range(1, FAIL_RECORD_ATTEMPTS + 1):  # each waits up to DB_POOL_TIMEOUT_S
             try:
-                if not run_fail_unavailable(run_id=run_id, message=unavailable_message(exc), owner=owner):
+                if not run_fail_unavailable(run_id=run_id, message=unavailable_message(exc), owner=owner,
+                                            latest=latest):
                     logger.info("run %s: already ended or another worker's when its database failure was "
                                 "recorded", run_id)
                 return
@@ -150,13 +156,20 @@ def run_turn_or_fail(*, run_id) -> None:
                                      run_id)
 
 
-def run_fail_unavailable(*, run_id, message: str, owner: str | None = None) -> bool:
+def run_fail_unavailable(*, run_id, message: str, owner: str | None = None,
+                         latest: tuple | None = None) -> bool:
     """Fail a run with ``database_unavailable`` and publish ``run.failed`` after the last seq
     in the event log (the turn may have published past the saved seq): a run this worker
     claimed (``owner``) only while it still holds its lease; one it never claimed only while
     it is still queued. False when the run had already ended (a cancel came first) or is
     another worker's (the reaper re-queued it after this worker's lease expired, and another
-    took it up: failing it would end that worker's answer under it)."""
+    took it up: failing it would end that worker's answer under it).
+
+    The run's messages still ``streaming`` are closed ``truncated`` with the error (a
+    ``message.completed`` each; ``latest`` — ``(message_id, fields)`` from
+    ``RunLease.streamed_text`` — gives that message all the text the turn streamed); a run
+    with no assistant message gets an empty one, status ``error``, so a reload shows how the
+    turn ended."""
     run = Run.objects.select_related("thread").get(pk=run_id)
     error = {"code": DATABASE_UNAVAILABLE, "message": message}
     if not lifecycle.run_finish(run=run, status=Run.Status.FAILED, error=error,
@@ -164,6 +177,8 @@ def run_fail_unavailable(*, run_id, message: str, owner: str | None = None) -> b
         return False
     lifecycle.run_release(run_id=run.pk, owner=run.lease_owner or "")
     emitter = RunEmitter.for_run(run, from_log=True)
+    _close_streaming(run, emitter, code=DATABASE_UNAVAILABLE, message=message, latest=latest)
+    mark_unanswered(run, Message.Status.ERROR, error=error)
     emitter.emit("run.failed", status=Run.Status.FAILED, error=error, retryable=True)
     emitter.close()
     return True
@@ -215,10 +230,14 @@ def _end(turn: Turn, backend, outcome: Outcome, owner: str) -> None:
 
 
 def _fail(run: Run, emitter: RunEmitter, code: str, message: str, *, retryable: bool = False) -> None:
+    """Fail ``run`` with ``{code, message}`` and publish ``run.failed`` — or ``run.cancelled``
+    when a cancel came first. A run it fails that wrote no assistant message (no longer a
+    member, no database at set-up) gets an empty one with the error (:func:`mark_unanswered`)."""
     error = {"code": code, "message": message}
-    if lifecycle.run_finish(run=run, status=Run.Status.FAILED, error=error) or not lifecycle.run_is_cancelled(
-        run_id=run.pk
-    ):
+    finished = lifecycle.run_finish(run=run, status=Run.Status.FAILED, error=error)
+    if finished or not lifecycle.run_is_cancelled(run_id=run.pk):
+        if finished:
+            mark_unanswered(run, Message.Status.ERROR, error=error)
         emitter.emit("run.failed", status=Run.Status.FAILED, error=error, retryable=retryable)
     else:  # a cancel came first and wins
         lifecycle.run_cancel_finished(run_id=run.pk)
@@ -289,21 +308,29 @@ def close_round_cancelled(run: Run, emitter: RunEmitter) -> int:
 def _close_lost_round(run: Run, emitter: RunEmitter) -> None:
     """The round a lost worker was in, when the reaper fails its run: the budget hold recorded
     for it is given back (``Meter.recover``, once) and its streaming messages are kept as
-    ``truncated``."""
+    ``truncated`` — the last with all the text live clients were shown (``fill_from_log``)."""
     if run.budget_hold:
         meter().recover(run_id=run.pk)
-    _close_streaming(run, emitter, code="interrupted", message="the worker stopped while writing this")
+    last = Message.objects.filter(run=run, status=Message.Status.STREAMING).order_by("-position").first()
+    latest = (last.pk, {"content": fill_from_log(run.pk, last.content)}) if last is not None else None
+    _close_streaming(run, emitter, code="interrupted", message="the worker stopped while writing this", latest=latest)
 
 
 def _close_streaming(run: Run, emitter: RunEmitter, *, status: str = Message.Status.TRUNCATED, code: str = "",
-                     message: str = "") -> int:
-    """Close ``run``'s messages still ``streaming`` as ``status`` (their text as last saved),
-    with ``error`` ``{code, message}`` when ``code`` is given, and a ``message.completed``
-    each. Returns how many it closed."""
+                     message: str = "", latest: tuple | None = None) -> int:
+    """Close ``run``'s messages still ``streaming`` as ``status`` (their text as last saved, or
+    for ``latest``'s message — ``(message_id, {"content": str, "reasoning": str?})`` — that
+    text), with ``error`` ``{code, message}`` when ``code`` is given, and a
+    ``message.completed`` each. Returns how many it closed."""
     streaming = list(Message.objects.filter(run=run, status=Message.Status.STREAMING))
     for msg in streaming:
         msg.status = status
         fields = ["status", "updated_at"]
+        if latest is not None and str(latest[0]) == str(msg.pk):
+            for name, value in latest[1].items():
+                if value is not None:
+                    setattr(msg, name, value)
+                    fields.append(name)
         if code:
             msg.error = {"code": code, "message": message}
             fields.append("error")

@@ -83,6 +83,7 @@ class RunLease:
         self.cleared = False  # the run's final transition cleared the lease already
         # (message id, () -> fields) the heartbeat saves; the last saved (message id, fields)
         self._streamed: tuple[Any, Callable[[], dict[str, str]]] | None = None
+        self._last_streamed: tuple[Any, Callable[[], dict[str, str]]] | None = None  # kept after the stream
         self._saved: tuple[Any, dict[str, str]] | None = None
 
     # -- the worker thread's side -------------------------------------------------------------
@@ -110,6 +111,17 @@ class RunLease:
         on the heartbeat thread: it must only read (e.g. join the pieces the turn appends).
         Called with no arguments, it stops; the turn then saves the message itself."""
         self._streamed = (message_id, fields) if fields is not None else None
+        if fields is not None:
+            self._last_streamed = self._streamed
+
+    def streamed_text(self) -> tuple[Any, dict[str, str]] | None:
+        """``(message_id, fields)`` of the text the turn streamed last (the current stream, or the
+        last one that ended), read now — all of it, not what the heartbeat last saved (up to an
+        interval older): for closing that message when the turn fails after its stream (the
+        message's own save found no database). None when the turn streamed nothing. Call on
+        the turn's thread."""
+        source = self._last_streamed
+        return (source[0], source[1]()) if source is not None else None
 
     def start(self) -> RunLease:
         """Join the process's heartbeat."""

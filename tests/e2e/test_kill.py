@@ -127,6 +127,10 @@ def test_worker_killed_while_streaming_keeps_the_partial_text(platform, upstream
     assert (after[ended]["message_id"], after[ended]["status"]) == (partial["id"], "truncated")
     resumed = "".join(e["delta"] for e in after[ended:] if e["type"] == "text.delta")
     assert resumed == "Picking up after the interruption."
+    # The half answer keeps every word the socket was shown before the kill (the event log),
+    # not only the dead worker's last save.
+    shown = "".join(e["delta"] for e in seen + after[:ended] if e["type"] == "text.delta")
+    assert partial["content"] == shown
 
 
 def test_stop_while_the_worker_is_dead_is_finished_by_the_reaper(platform, upstream):

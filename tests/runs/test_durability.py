@@ -339,15 +339,18 @@ def test_cancelling_a_run_requeued_after_its_worker_died_closes_what_the_worker_
 
 
 def recover_lost_worker(thread, user, scripted_model, sink_for, settings, *, question: str, half_answer: str,
-                        answer: str, last_event_seq: int):
+                        answer: str, last_event_seq: int, logged: list[dict] | None = None):
     """A run whose worker died while streaming ``half_answer`` (its message still
-    ``streaming``, the branch's leaf, ``last_event_seq`` events published) is claimed again
+    ``streaming``, the branch's leaf, ``last_event_seq`` events published — ``logged``, when
+    given, are the lost worker's events as its event log holds them) is claimed again
     and the model answers ``answer``. Returns (created, the half answer's message, the
     thread's sink, the recovered attempt's events up to the terminal one)."""
     settings.RUN_EXECUTOR = "none"
     created = run_create(thread=thread, user=user, content=question)
     partial = message_create(thread_id=thread.pk, run=created.run, role="assistant", status="streaming",
                              content=half_answer)
+    for event in logged or ():
+        assert run_coroutine(event_log().append(str(created.run.pk), {**event, "run_id": str(created.run.pk)}))
     Run.objects.filter(pk=created.run.pk).update(attempts=1, last_event_seq=last_event_seq, started_at=timezone.now())
     scripted_model.script(says(answer))
     sink = sink_for(thread.pk)
@@ -557,3 +560,93 @@ def test_a_lost_backing_service_is_a_json_503_not_an_html_500(thread, users, api
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "service_unavailable"
     assert response["Retry-After"] == "5"
+
+
+class _MeterWithoutDatabase:
+    """The real meter, except that recording a round's usage finds no database connection —
+    as when PostgreSQL went away between the model's last token and the turn's next write."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def after_round(self, **kwargs):
+        from django.db import OperationalError
+
+        raise OperationalError("connection failed: server closed the connection unexpectedly")
+
+
+def test_a_turn_that_loses_the_database_after_its_stream_keeps_every_word(thread, users, scripted_model, sink_for,
+                                                                          settings, monkeypatch):
+    """The text a failed turn keeps is all it streamed — what the page showed — not the lease
+    heartbeat's last save (up to ``STREAM_PERSIST_INTERVAL_S`` older; here never, the interval
+    is longer than the turn)."""
+    from agents.metering import meter as real_meter
+
+    settings.STREAM_PERSIST_INTERVAL_S = 30.0
+    monkeypatch.setattr("agents.backends.model.meter", lambda: _MeterWithoutDatabase(real_meter()))
+    scripted_model.script(says("Every word the page showed."))
+    sink = sink_for(thread.pk)
+    created = run_create(thread=thread, user=users["alice"], content="go")
+    events = sink.until_terminal(created.run.pk)
+    assert events[-1]["type"] == "run.failed" and events[-1]["error"]["code"] == "database_unavailable"
+    assert joined_text(events) == "Every word the page showed."
+    answer = Message.objects.get(run=created.run, role="assistant")
+    assert (answer.status, answer.content, answer.error["code"]) == (
+        "truncated", "Every word the page showed.", "database_unavailable")
+    closed = [e for e in events if e["type"] == "message.completed"]
+    assert [(e["message_id"], e["status"]) for e in closed] == [(str(answer.pk), "truncated")]
+
+
+def test_a_database_failure_recorded_later_closes_the_answer_or_leaves_an_empty_one(thread, users, settings):
+    """``run_fail_unavailable`` (the worker's second try, once a connection is free): the run's
+    streaming message is closed with all the text the turn streamed, and a run with no answer
+    at all gets an empty ``error`` message — either way a reload shows how the turn ended, not
+    "writing…" for good or the question alone."""
+    from agents.runs.driver import run_fail_unavailable
+
+    settings.RUN_EXECUTOR = "none"
+    created = run_create(thread=thread, user=users["alice"], content="hello")
+    assert lifecycle.run_claim(run_id=created.run.pk, owner="w:1") is not None
+    streaming = message_create(thread_id=thread.pk, run=created.run, role=Message.Role.ASSISTANT,
+                               status=Message.Status.STREAMING, content="Half")  # the heartbeat's last save
+    assert run_fail_unavailable(run_id=created.run.pk, message="no database", owner="w:1",
+                                latest=(streaming.pk, {"content": "Half and the rest"})) is True
+    streaming.refresh_from_db()
+    assert (streaming.status, streaming.content, streaming.error) == (
+        "truncated", "Half and the rest", {"code": "database_unavailable", "message": "no database"})
+
+    created = run_create(thread=thread, user=users["alice"], content="again")
+    assert run_fail_unavailable(run_id=created.run.pk, message="no database", owner="") is True  # still queued
+    [empty] = Message.objects.filter(run=created.run, role="assistant")
+    assert (empty.status, empty.content, empty.error["code"]) == ("error", "", "database_unavailable")
+
+
+def test_a_half_answer_keeps_all_the_text_live_clients_were_shown(thread, users, scripted_model, sink_for,
+                                                                   settings):
+    """The lost worker streamed on after its last save (here the database was away while the
+    model kept answering): the half answer keeps all the text its events carried — what the
+    page showed — not the last save (found stopping PostgreSQL for 25 s mid-answer: 140
+    characters kept of ~650 shown)."""
+    shown = ["Here is ", "half an ", "answer that ", "went on."]
+    logged = [{"type": "run.started", "seq": 1},
+              *({"type": "text.delta", "seq": n, "delta": d} for n, d in enumerate(shown, start=2))]
+    created, partial, _sink, events = recover_lost_worker(
+        thread, users["alice"], scripted_model, sink_for, settings, question="go on",
+        half_answer="Here is half", answer="The whole answer.", last_event_seq=2, logged=logged)
+    assert types(events)[-1] == "run.completed" and joined_text(events) == "The whole answer."
+    assert (events[0]["type"], events[0]["seq"], events[0]["message_id"]) == ("message.completed", 6, str(partial.pk))
+    partial.refresh_from_db()
+    assert (partial.status, partial.content) == ("truncated", "".join(shown))
+
+
+def test_shown_text_starts_again_after_each_closed_message():
+    from agents.replay import shown_text
+
+    events = [{"type": "text.delta", "delta": "Let me look."}, {"type": "message.completed"},
+              {"type": "tool.started"}, {"type": "text.delta", "delta": "Found "},
+              {"type": "text.delta", "delta": "it."}]
+    assert shown_text(events) == "Found it."
+    assert shown_text(events[:2]) == "" and shown_text([]) == ""
