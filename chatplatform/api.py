@@ -128,4 +128,5 @@ def server_error(request):
                                 status=503, content_type="text/html; charset=utf-8")
         response["Refresh"] = "5"  # the browser reloads the page by itself
     response["Retry-After"] = "5"
+    response._has_been_logged = True  # the warning above says it: no ERROR with a traceback per request
     return response

@@ -39,6 +39,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 
+from chatplatform.api import UNAVAILABLE_MESSAGE, is_unavailable
+
 logger = logging.getLogger(__name__)
 
 _caller: contextvars.ContextVar = contextvars.ContextVar("mcp_knowledge_caller")
@@ -291,14 +293,22 @@ class KnowledgeMCPApp:
             return
         scheme, _, key = _header(scope, b"authorization").partition(" ")
         user = None
-        if scheme.lower() in ("bearer", "token") and key.strip():
-            user = await sync_to_async(_token_user)(key.strip())
+        try:
+            if scheme.lower() in ("bearer", "token") and key.strip():
+                user = await sync_to_async(_token_user)(key.strip())
+            writable = user is not None and await sync_to_async(may_write)(user)
+        except Exception as exc:
+            if not is_unavailable(exc):
+                raise
+            # The database (or Redis) is unreachable: the API's JSON 503, not a bare 500.
+            logger.warning("mcp: service unavailable: %s: %s", type(exc).__name__, exc)
+            await _reply(send, 503, "service_unavailable", UNAVAILABLE_MESSAGE, [(b"retry-after", b"5")])
+            return
         if user is None:
             await _reply(send, 401, "not_authenticated",
                          "Send an API token: Authorization: Bearer <token> (or Token <token>).",
                          [(b"www-authenticate", b'Bearer realm="chatplatform"')])
             return
-        writable = await sync_to_async(may_write)(user)
         manager = await self._manager(writable)
         token = _caller.set(user)
         try:

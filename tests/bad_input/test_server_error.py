@@ -44,8 +44,11 @@ def test_an_unreachable_database_is_a_json_503_on_the_apis(client, url):
     assert response.json() == {"error": {"code": "service_unavailable", "message": UNAVAILABLE_MESSAGE}}
 
 
-def test_an_unreachable_database_is_a_503_page_that_reloads_itself(client):
+def test_an_unreachable_database_is_a_503_page_that_reloads_itself(client, caplog):
     response = client.get("/page/broken/")
+    # One warning line per request, not an ERROR with a traceback (an outage logged thousands).
+    assert [(r.name, r.levelname) for r in caplog.records if r.name in ("django.request", "chatplatform.api")] == [
+        ("chatplatform.api", "WARNING")]
     assert response.status_code == 503 and response["Retry-After"] == "5" and response["Refresh"] == "5"
     assert response["Content-Type"].startswith("text/html")
     body = response.content.decode()

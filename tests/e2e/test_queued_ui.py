@@ -92,3 +92,31 @@ def test_the_question_is_drawn_as_soon_as_the_send_is_taken(browser, one_thread_
         assert not s.errors, s.errors
     finally:
         s.context.close()
+
+
+def test_an_error_shown_during_a_run_clears_when_the_run_is_heard_again(browser, one_thread_platform, upstream):
+    """A Stop that failed (the database was away: "could not stop: …") left that error in the
+    header while the answer went on streaming, until the run's end. The run's next event
+    says the page is hearing it again."""
+    reset(upstream, text_chunks("One two three four five six seven eight.", pieces=8), delay_s=0.5)
+    upstream.first_token_delay_s = 3.0
+    s = Session(browser, one_thread_platform, 1280)
+    cancel_url = re.compile(r"/api/v1/runs/[^/]+/cancel/")
+    try:
+        s.new_chat()
+        page = s.page
+        page.route(cancel_url, lambda route: route.fulfill(status=503, json={"error": {
+            "code": "service_unavailable", "message": "A backing service is not reachable right now."}}))
+        s.send("Stop me if you can")
+        page.locator("#stop").wait_for(state="visible", timeout=STEP_MS)
+        page.click("#stop")
+        page.locator("#conn.bad").wait_for(timeout=STEP_MS)
+        assert page.locator("#conn").inner_text().startswith("could not stop")
+        page.locator("article.msg.assistant .body.streaming").filter(has_text="One").wait_for(timeout=RUN_MS)
+        assert page.locator("#conn").inner_text() == "connected"  # while it still streams
+        assert page.locator("article.msg.assistant .body.streaming").count() == 1
+        s.wait_idle()
+    finally:
+        upstream.first_token_delay_s = 0.0
+        upstream.delay_s = 0.0
+        s.context.close()

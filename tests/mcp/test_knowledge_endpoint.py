@@ -111,6 +111,24 @@ def test_no_token_or_a_bad_one_is_401(server_url, users):
         assert err.value.headers["WWW-Authenticate"].startswith("Bearer")
 
 
+def test_an_unreachable_database_is_the_json_503(server_url, users, monkeypatch):
+    """The token look-up finds no database (PostgreSQL down, its pool empty past
+    ``DB_POOL_TIMEOUT_S``): the API's JSON 503 with ``Retry-After``, not a bare text 500 (found
+    stopping PostgreSQL from a fresh clone: ``/mcp/`` was the one endpoint that answered 500)."""
+    from django.db import OperationalError
+
+    def no_database(key):
+        raise OperationalError("couldn't get a connection after 10.00 sec")
+
+    monkeypatch.setattr("knowledge.mcp_server._token_user", no_database)
+    request = urllib.request.Request(server_url, method="POST", data=b"{}", headers={
+        "Content-Type": "application/json", "Authorization": f"Bearer {token_for(users['alice'])}"})
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(request, timeout=10)
+    assert err.value.code == 503 and err.value.headers["Retry-After"] == "5"
+    assert json.loads(err.value.read())["error"]["code"] == "service_unavailable"
+
+
 @pytest.mark.parametrize(("who", "tools"), [("carol", READ_TOOLS), ("alice", READ_TOOLS | WRITE_TOOLS),
                                             ("admin", READ_TOOLS | WRITE_TOOLS)])
 def test_tools_per_role(server_url, users, who, tools):

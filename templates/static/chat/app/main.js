@@ -188,6 +188,9 @@ function start(box) {
   const QUIET_S = 8;
   function heard(live) {
     live.heardAt = Date.now();
+    // An error shown meanwhile ("could not stop: …" while the database was away) is stale
+    // once the run is heard from again.
+    if (conn && stream.open && conn.classList.contains("bad")) showConn("connected", "ok");
     if (!live.quiet) return;
     const meta = live.turn && live.turn.querySelector(".meta");
     if (meta && meta.classList.contains("quiet")) { meta.textContent = live.quiet.text; meta.className = live.quiet.cls; }
