@@ -7,6 +7,8 @@ service; a service's ``ServiceError`` becomes the JSON error shape in the except
 
 from __future__ import annotations
 
+import copy
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
 from rest_framework.response import Response
@@ -14,9 +16,9 @@ from rest_framework.views import APIView
 
 from agents.presentation import sees_error_details
 from agents.selectors import run_get_for_user
-from agents.services import run_cancel, run_create
+from agents.services import model_check, run_cancel, run_create
 from chat.export import thread_export_json, thread_export_markdown
-from chat.models import Membership
+from chat.models import Membership, Thread
 from chat.selectors import (
     custom_instructions_for_user,
     message_branch_for_thread,
@@ -96,6 +98,9 @@ class ThreadListCreateApi(generics.ListAPIView):
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
         workspace = workspace_get_for_user(user=request.user, workspace=values.pop("workspace"))
+        if values.get("model"):  # no model: the provider's default, always usable
+            model_check(thread=Thread(workspace=workspace, owner=request.user, provider=values.get("provider"),
+                                      model=values["model"]), user=request.user)
         thread = thread_create(workspace=workspace, owner=request.user, **values)
         return Response(ThreadSerializer(thread).data, status=status.HTTP_201_CREATED)
 
@@ -110,7 +115,15 @@ class ThreadDetailApi(APIView):
         thread = thread_get_for_user(user=request.user, thread_id=thread_id, write=True)
         data = ThreadUpdateSerializer(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
-        thread = thread_update(thread=thread, user=request.user, **data.validated_data)
+        changes = data.validated_data
+        if "model" in changes or "provider" in changes:
+            # A model the caller's role may not use is refused now, not at every later send.
+            candidate = copy.copy(thread)
+            for field in ("provider", "model"):
+                if field in changes:
+                    setattr(candidate, field, changes[field])
+            model_check(thread=candidate, user=request.user)
+        thread = thread_update(thread=thread, user=request.user, **changes)
         return Response(ThreadSerializer(thread).data)
 
     @extend_schema(responses={204: None})

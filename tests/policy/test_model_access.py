@@ -11,7 +11,7 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from agents.models import LLMModel, Run
-from chat.models import Message
+from chat.models import Message, Thread
 from chatplatform.asgi import application
 from tests.conftest import make_thread
 from tests.fakes.openai_server import text_chunks
@@ -157,3 +157,27 @@ def test_an_allowed_model_runs(users, workspaces, catalogue, fake_openai, conver
     run, events = converse(make_thread(users["admin"], workspaces["demo"], catalogue, model="big-model"),
                            users["admin"], "Hello")
     assert run.status == "completed" and fake_openai.requests[0]["model"] == "big-model"
+
+
+@pytest.mark.parametrize(("user", "model", "allowed"), [
+    ("alice", "fake-model", True), ("alice", "big-model", False), ("admin", "big-model", True),
+    ("admin", "retired", False), ("alice", "gpt-9000", False),
+])
+def test_a_thread_takes_only_a_model_the_callers_role_may_use(users, workspaces, catalogue, api_for, user, model,
+                                                              allowed):
+    """Set on a thread (create or PATCH), a model the caller may not use is refused then — it
+    used to be saved, and every later send refused (found from a fresh clone)."""
+    client = api_for(users[user])
+    thread = make_thread(users[user], workspaces["demo"], catalogue, model="fake-model")
+    patched = client.patch(f"/api/v1/threads/{thread.pk}/", {"model": model}, format="json")
+    created = client.post("/api/v1/threads/", {"workspace": "demo", "provider": catalogue.slug, "model": model},
+                          format="json")
+    thread.refresh_from_db()
+    if allowed:
+        assert (patched.status_code, created.status_code, thread.model) == (200, 201, model)
+        return
+    assert patched.status_code == 403 and patched.json()["error"]["code"] == "model_not_allowed"
+    assert created.status_code == 403 and created.json()["error"]["code"] == "model_not_allowed"
+    assert repr(model) in patched.json()["error"]["message"]
+    assert thread.model == "fake-model"  # unchanged
+    assert list(Thread.objects.filter(owner=users[user]).values_list("pk", flat=True)) == [thread.pk]  # none created

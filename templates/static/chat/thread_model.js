@@ -1,7 +1,7 @@
 // Thread header: provider / model / prompt-tier selectors. Saves with PATCH
 // /api/v1/threads/{id}/ (session cookie + CSRF); model suggestions come from the catalogue
 // (GET /api/v1/providers/{slug}/models/?workspace=: the models the user's role may use); a name
-// can be typed, but a send with a model not enabled for the role is refused (model_not_allowed). An ES module.
+// can be typed, and one not enabled for the role is refused with the reason (model_not_allowed). An ES module.
 import { api as request } from "./app/api.js";
 
 (function () {
