@@ -70,7 +70,15 @@ class ClosesOnLayerLoss:
     leave its groups (``disconnect``) and close the socket with ``4503``
     (``CLOSE_LAYER_LOST``) instead of leaving it open and silent. The browser reconnects with
     backoff, showing "reconnecting…", and sends ``run.resume`` for the run it was following
-    (``stream.js``); the next connection joins the groups again on a fresh layer connection."""
+    (``stream.js``); the next connection joins the groups again on a fresh layer connection.
+    A socket not accepted yet (the loss came during ``connect``) is accepted first: a close
+    before the accept is a refused handshake (HTTP 403), and the client never sees 4503."""
+
+    _accepted = False
+
+    async def accept(self, subprotocol=None, headers=None) -> None:
+        await super().accept(subprotocol, headers)
+        self._accepted = True
 
     async def __call__(self, scope, receive, send) -> None:
         try:
@@ -86,6 +94,8 @@ class ClosesOnLayerLoss:
             except (TimeoutError, *LAYER_ERRORS) as leave_exc:
                 logger.info("websocket %s: leaving its groups failed: %s", scope.get("path", "?"), leave_exc)
             try:
+                if not self._accepted:
+                    await send({"type": "websocket.accept"})
                 await send({"type": "websocket.close", "code": CLOSE_LAYER_LOST})
             except Exception as close_exc:  # noqa: BLE001 - the client is gone already
                 logger.info("websocket %s: close after layer loss failed: %s", scope.get("path", "?"), close_exc)

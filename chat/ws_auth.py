@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from urllib.parse import urlparse
 
 from channels.auth import AuthMiddleware
@@ -11,6 +12,8 @@ from django.contrib.auth.models import AnonymousUser
 from django.http.request import validate_host
 
 from chatplatform.dbasync import db_async
+
+logger = logging.getLogger(__name__)
 
 
 def _header(scope, name: bytes) -> str | None:
@@ -129,7 +132,36 @@ class WebsocketSessionMiddleware(SessionMiddleware):
         return await self.inner(wrapper.scope, receive, send)
 
 
+class ClosesWhenUnavailable:
+    """Outermost: the session, user or token look-up found no database (PostgreSQL down, its
+    pool empty past ``DB_POOL_TIMEOUT_S``) or no Redis — before any consumer ran. The socket is
+    accepted and closed with ``4503`` (``chat.consumers.CLOSE_LAYER_LOST``): the page says
+    "reconnecting…" and tries again with backoff. It used to end in the server's handshake
+    error (HTTP 500), which a browser reports as a failed connection, nothing more. A consumer's
+    own loss is handled inside it (``chat.consumers.ClosesOnLayerLoss``)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    async def __call__(self, scope, receive, send):
+        try:
+            return await self.inner(scope, receive, send)
+        except Exception as exc:
+            from chat.consumers import CLOSE_LAYER_LOST
+            from chatplatform.api import is_unavailable
+            from chatplatform.layers import LAYER_ERRORS
+
+            if not (is_unavailable(exc) or isinstance(exc, LAYER_ERRORS)):
+                raise
+            logger.warning("websocket %s: no database or channel layer before the consumer (%s: %s); closing %s",
+                           scope.get("path", "?"), type(exc).__name__, exc, CLOSE_LAYER_LOST)
+            await send({"type": "websocket.accept"})
+            await send({"type": "websocket.close", "code": CLOSE_LAYER_LOST})
+
+
 def WebsocketAuthStack(inner):  # noqa: N802 - mirrors channels' AuthMiddlewareStack
     """Channels' ``AuthMiddlewareStack`` (cookies, session, user) with
-    :class:`WebsocketSessionMiddleware`, then :class:`TokenAndOriginMiddleware`."""
-    return CookieMiddleware(WebsocketSessionMiddleware(AuthMiddleware(TokenAndOriginMiddleware(inner))))
+    :class:`WebsocketSessionMiddleware`, then :class:`TokenAndOriginMiddleware`, inside
+    :class:`ClosesWhenUnavailable`."""
+    return ClosesWhenUnavailable(
+        CookieMiddleware(WebsocketSessionMiddleware(AuthMiddleware(TokenAndOriginMiddleware(inner)))))

@@ -120,6 +120,14 @@ def test_a_thread_socket_closes_4503_and_leaves_its_groups_when_the_layer_is_los
         assert group not in loop_layer._shards[0]._subscriber._wanted
         assert not loop_layer.channels
         await comm.wait()
+        # A new socket while Redis is still down is accepted, then closed 4503: a close before
+        # the accept is a refused handshake (HTTP 403), and a browser never sees the 4503.
+        refused = WebsocketCommunicator(application, f"/ws/threads/{thread.pk}/",
+                                        headers=[(b"authorization", f"Token {key}".encode())])
+        connected, _ = await refused.connect(timeout=15)
+        assert connected
+        assert await refused.receive_output(timeout=15) == {"type": "websocket.close", "code": CLOSE_LAYER_LOST}
+        await refused.wait()
         await asyncio.to_thread(private_redis.start)
 
         comm = WebsocketCommunicator(application, f"/ws/threads/{thread.pk}/",

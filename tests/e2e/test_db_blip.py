@@ -13,6 +13,7 @@ import json
 import time
 
 import pytest
+from websockets.sync.client import connect
 
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
 
@@ -42,7 +43,7 @@ def platform(upstream, postgres, tmp_path_factory):
         # machine: this test is about the retries, not the lease (tests/runs/test_durability).
         "RUN_LEASE_S": "40", "DB_RETRY_S": "30",
     }
-    p = Platform("services", extra_env=env, pg_admin_dsn=postgres.admin_dsn,
+    p = Platform("services", extra_env=env, pg_admin_dsn=postgres.admin_dsn, asgi_server="uvicorn",
                  pg_url_base=f"postgres://postgres@127.0.0.1:{postgres.port}")
     p.ledger = ledger
     yield from started(p)
@@ -85,17 +86,24 @@ def test_a_database_blip_during_a_write_tool_loses_nothing(platform, upstream, p
 
 def test_pages_and_the_api_say_the_database_is_unreachable_then_serve_again(platform, postgres):
     """PostgreSQL down: a page answers 503 saying so (and reloads itself), not Django's bare 500;
-    the API answers its JSON ``service_unavailable``; once the server is back the next page and
+    the API answers its JSON ``service_unavailable``; the page's websocket is closed 4503; once the server is back the next page and
     API call are served (each request here waits out ``DB_POOL_TIMEOUT_S`` first, so the
     outage lasts over 20 s; the pool's prompt reconnection itself: tests/test_services_dbpool)."""
     page = flows.login_session(platform, "alice")
     api = flows.http(platform, flows.login_token(platform, "alice"))
     chat = page.get("/chat/")
     assert chat.status_code == 200, chat.text[:300]
+    thread_id = flows.create_thread(platform, flows.login_token(platform, "alice"))
     postgres.stop()
     try:
         down_page = page.get("/chat/")
         down_api = api.get("/api/v1/threads/")
+        # The page's socket (session cookie): its session look-up finds no database before any
+        # consumer runs — accepted and closed 4503 ("reconnecting…"), not a refused handshake.
+        with connect(platform.ws_url(thread_id), additional_headers={"Cookie": f"sessionid={page.cookies['sessionid']}"},
+                     origin=platform.base_url, proxy=None, open_timeout=30, close_timeout=5,
+                     ping_interval=None) as ws:
+            down_ws = flows.close_code(ws, timeout=30)
     finally:
         postgres.start()
     assert down_page.status_code == 503, (down_page.status_code, down_page.text[:300])
@@ -103,6 +111,7 @@ def test_pages_and_the_api_say_the_database_is_unreachable_then_serve_again(plat
     assert "database or broker) is not reachable right now" in down_page.text
     assert down_api.status_code == 503 and down_api.headers["Retry-After"] == "5"
     assert down_api.json()["error"]["code"] == "service_unavailable"
+    assert down_ws == 4503
     back = page.get("/chat/")
     assert back.status_code == 200, (back.status_code, back.text[:300], platform.log_tail())
     assert api.get("/api/v1/threads/").status_code == 200
