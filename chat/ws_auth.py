@@ -138,16 +138,26 @@ class ClosesWhenUnavailable:
     accepted and closed with ``4503`` (``chat.consumers.CLOSE_LAYER_LOST``): the page says
     "reconnecting…" and tries again with backoff. It used to end in the server's handshake
     error (HTTP 500), which a browser reports as a failed connection, nothing more. A consumer's
-    own loss is handled inside it (``chat.consumers.ClosesOnLayerLoss``)."""
+    own loss is handled inside it (``chat.consumers.ClosesOnLayerLoss``). While the database
+    pool is known to reach no server (``chatplatform.dbpool.unreachable``) it closes at once."""
 
     def __init__(self, inner):
         self.inner = inner
 
     async def __call__(self, scope, receive, send):
+        from chat.consumers import CLOSE_LAYER_LOST
+        from chatplatform.dbpool import unreachable
+        from chatplatform.middleware import default_pool
+
+        pool = default_pool()
+        if pool is not None and unreachable(pool):  # known down: at once, not after DB_POOL_TIMEOUT_S
+            logger.warning("websocket %s: PostgreSQL unreachable; closing %s", scope.get("path", "?"), CLOSE_LAYER_LOST)
+            await send({"type": "websocket.accept"})
+            await send({"type": "websocket.close", "code": CLOSE_LAYER_LOST})
+            return None
         try:
             return await self.inner(scope, receive, send)
         except Exception as exc:
-            from chat.consumers import CLOSE_LAYER_LOST
             from chatplatform.api import is_unavailable
             from chatplatform.layers import LAYER_ERRORS
 

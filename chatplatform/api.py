@@ -113,14 +113,22 @@ def server_error(request):
     is the exception (with ``DEBUG`` on, Django shows its technical page instead)."""
     import sys
 
-    from django.http import HttpResponse, JsonResponse
-    from django.template.loader import render_to_string
     from django.views.defaults import server_error as page_server_error
 
     exc = sys.exc_info()[1]
     if exc is None or not is_unavailable(exc):
         return page_server_error(request)
     logger.warning("service unavailable (%s %s): %s: %s", request.method, request.path, type(exc).__name__, exc)
+    return unavailable_response(request)
+
+
+def unavailable_response(request):
+    """The 503 for a request that needs a backing service that is not reachable: the JSON error
+    shape ``service_unavailable`` under ``/api/`` and ``/v1/``, elsewhere the page
+    ``503.html`` with ``Refresh: 5``; ``Retry-After: 5`` on both. Touches no database."""
+    from django.http import HttpResponse, JsonResponse
+    from django.template.loader import render_to_string
+
     if request.path.startswith(("/api/", "/v1/")):
         response = JsonResponse({"error": {"code": "service_unavailable", "message": UNAVAILABLE_MESSAGE}}, status=503)
     else:
@@ -128,5 +136,5 @@ def server_error(request):
                                 status=503, content_type="text/html; charset=utf-8")
         response["Refresh"] = "5"  # the browser reloads the page by itself
     response["Retry-After"] = "5"
-    response._has_been_logged = True  # the warning above says it: no ERROR with a traceback per request
+    response._has_been_logged = True  # the caller logs one warning line: no ERROR with a traceback per request
     return response

@@ -13,22 +13,63 @@ requests are waiting for a connection it starts a new attempt at once, so a wait
 sees an attempt about every second and is served within about a second of the server coming
 back; with nobody waiting it stops, and the next request's own attempt connects at once.
 
+The same give-up marks the pool *unreachable* (:func:`unreachable`) until a connection
+attempt succeeds: requests and websockets that need the database are then answered 503 /
+closed 4503 at once instead of each waiting out ``DB_POOL_TIMEOUT_S`` (10 s) for a server that
+refuses (found from a fresh clone: every page, API call and send hung 10 s during an outage).
+
 Imports nothing from Django: the settings module refers to it.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 
 logger = logging.getLogger(__name__)
 
+_down: dict[int, int] = {}  # id(pool) → its successful connections when it last gave up
+_down_lock = threading.Lock()
+
+
+def _successes(stats: dict) -> int:
+    """Connection attempts that succeeded (psycopg_pool counts attempts and failed attempts)."""
+    return stats.get("connections_num", 0) - stats.get("connections_errors", 0)
+
+
+def unreachable(pool) -> bool:
+    """True while ``pool`` is known to reach no server: its last reconnection attempts failed
+    for ``reconnect_timeout`` (``DB_POOL_RECONNECT_S``), none has succeeded since and it holds
+    no idle connection. Each True starts a new attempt (``pool.check()``), so the server's
+    return is noticed within about a second while requests keep coming. False for a pool
+    that never gave up (one merely busy: its requests wait, as they should). Cheap: the
+    pool's counters, no I/O but that attempt."""
+    if id(pool) not in _down:
+        return False
+    stats = pool.get_stats()
+    with _down_lock:
+        given_up_at = _down.get(id(pool))
+        if given_up_at is None:
+            return False
+        if _successes(stats) > given_up_at or stats.get("pool_available", 0) > 0:
+            del _down[id(pool)]
+            return False
+    try:
+        pool.check()  # grows the empty pool: one attempt, on its maintenance thread
+    except Exception:  # noqa: BLE001 — a closed pool: the caller's own request says so
+        logger.debug("database pool check failed", exc_info=True)
+    return True
+
 
 def keep_trying_for_waiters(pool) -> None:
-    """``reconnect_failed`` callback of a ``psycopg_pool.ConnectionPool``: when requests are
-    waiting (``get_stats()["requests_waiting"]`` > 0), ``pool.check()`` — which starts a fresh
+    """``reconnect_failed`` callback of a ``psycopg_pool.ConnectionPool``: marks the pool
+    unreachable (:func:`unreachable`) and, when requests are waiting
+    (``get_stats()["requests_waiting"]`` > 0), calls ``pool.check()`` — which starts a fresh
     connection attempt when the pool has room to grow — so they are not left waiting out their
     timeout behind a give-up. Runs on the pool's maintenance thread; never raises."""
     try:
+        with _down_lock:
+            _down[id(pool)] = _successes(pool.get_stats())
         waiting = pool.get_stats().get("requests_waiting", 0)
         if waiting and not pool.closed:
             pool.check()

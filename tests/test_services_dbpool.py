@@ -25,6 +25,7 @@ import pytest
 from django.conf import settings
 from django.db import OperationalError, connections
 
+from chatplatform.dbpool import unreachable
 from tests.e2e.harness import require_services
 from tests.e2e.private_services import PrivatePostgres, missing_reason
 
@@ -77,7 +78,10 @@ def test_the_pool_serves_requests_as_soon_as_postgresql_is_back(outage_alias):
 
     pg.stop()
     stopped = time.monotonic()
-    assert _query() == "PoolTimeout"  # starts the pool's reconnection attempts
+    assert not unreachable(connections[ALIAS].pool)  # no give-up yet: a busy pool is never "unreachable"
+    assert _query() == "PoolTimeout"  # starts the pool's reconnection attempts; they give up after 2 s
+    # Known to reach no server: requests are answered at once (chatplatform.middleware).
+    assert unreachable(connections[ALIAS].pool)
 
     waiting: dict[str, str] = {}
 
@@ -101,4 +105,5 @@ def test_the_pool_serves_requests_as_soon_as_postgresql_is_back(outage_alias):
     # itself can serve it (psycopg's came at ~15 and ~31 s; a give-up without the callback: none).
     waiter.join(timeout=30)
     assert waiting == {"result": "ok"}
+    assert not unreachable(connections[ALIAS].pool)  # a connection succeeded since
     assert _query() == "ok"

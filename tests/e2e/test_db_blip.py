@@ -96,8 +96,8 @@ def test_pages_and_the_api_say_the_database_is_unreachable_then_serve_again(plat
     thread_id = flows.create_thread(platform, flows.login_token(platform, "alice"))
     postgres.stop()
     try:
-        down_page = page.get("/chat/")
-        down_api = api.get("/api/v1/threads/")
+        down_page = page.get("/chat/")  # waits DB_POOL_TIMEOUT_S: the pool's attempts give up meanwhile
+        down_api = api.get("/api/v1/threads/")  # known unreachable now: answered without waiting
         # The page's socket (session cookie): its session look-up finds no database before any
         # consumer runs — accepted and closed 4503 ("reconnecting…"), not a refused handshake.
         with connect(platform.ws_url(thread_id), additional_headers={"Cookie": f"sessionid={page.cookies['sessionid']}"},
@@ -112,6 +112,7 @@ def test_pages_and_the_api_say_the_database_is_unreachable_then_serve_again(plat
     assert down_api.status_code == 503 and down_api.headers["Retry-After"] == "5"
     assert down_api.json()["error"]["code"] == "service_unavailable"
     assert down_ws == 4503
+    assert "PostgreSQL unreachable" in platform.log_tail()  # the requests after the first did not wait
     back = page.get("/chat/")
     assert back.status_code == 200, (back.status_code, back.text[:300], platform.log_tail())
     assert api.get("/api/v1/threads/").status_code == 200
