@@ -4,8 +4,7 @@ psycopg_pool replaces a lost connection with attempts that back off exponentiall
 4 s, 8 s … until ``reconnect_timeout``), and lets only one such attempt grow the pool at a
 time. After a 20 s outage its next attempt could be 10 s or more away, so every request
 and turn waited out ``DB_POOL_TIMEOUT_S`` and failed although PostgreSQL was back (measured:
-8.7 s of ``PoolTimeout`` after the server returned, ``bench``-less repro in
-``tests/test_services_dbpool.py``).
+8.7 s of ``PoolTimeout`` after the server returned; ``tests/test_services_dbpool.py``).
 
 The settings give the pool a short ``reconnect_timeout`` (``DB_POOL_RECONNECT_S``, 2 s:
 attempts at 0, ~1 and 2 s, then it gives up) and this callback as ``reconnect_failed``: while
@@ -13,10 +12,12 @@ requests are waiting for a connection it starts a new attempt at once, so a wait
 sees an attempt about every second and is served within about a second of the server coming
 back; with nobody waiting it stops, and the next request's own attempt connects at once.
 
-The same give-up marks the pool *unreachable* (:func:`unreachable`) until a connection
-attempt succeeds: requests and websockets that need the database are then answered 503 /
-closed 4503 at once instead of each waiting out ``DB_POOL_TIMEOUT_S`` (10 s) for a server that
-refuses (found from a fresh clone: every page, API call and send hung 10 s during an outage).
+The same give-up, when nothing listens at the server's address, marks the pool *unreachable*
+(:func:`unreachable`) until a connection attempt succeeds: requests and websockets that need
+the database are then answered 503 / closed 4503 at once instead of each waiting out
+``DB_POOL_TIMEOUT_S`` (10 s) for a server that refuses (found from a fresh clone: every page,
+API call and send hung 10 s during an outage). A server at its connection limit still
+listens: its requests keep waiting for a connection another thread hands back.
 
 Imports nothing from Django: the settings module refers to it.
 """
@@ -24,6 +25,7 @@ Imports nothing from Django: the settings module refers to it.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 
 logger = logging.getLogger(__name__)
@@ -61,15 +63,34 @@ def unreachable(pool) -> bool:
     return True
 
 
+def _server_listening(pool) -> bool:
+    """Whether anything accepts TCP connections at the pool's server address (its ``kwargs``'
+    ``host`` and ``port``, as Django passes them). A server at its connection limit, or one
+    refusing a login, still listens: its pool is not "unreachable", and requests wait for a
+    connection another thread hands back. A Unix socket is not checked (True)."""
+    kwargs = pool.kwargs if isinstance(pool.kwargs, dict) else {}
+    host = str(kwargs.get("host") or "localhost").split(",")[0]
+    if host.startswith("/"):
+        return True
+    try:
+        port = int(str(kwargs.get("port") or 5432).split(",")[0])
+        socket.create_connection((host, port), timeout=1.0).close()
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def keep_trying_for_waiters(pool) -> None:
     """``reconnect_failed`` callback of a ``psycopg_pool.ConnectionPool``: marks the pool
-    unreachable (:func:`unreachable`) and, when requests are waiting
+    unreachable (:func:`unreachable`) when nothing listens at its server's address (a refused
+    TCP connection: the server is down or restarting) and, when requests are waiting
     (``get_stats()["requests_waiting"]`` > 0), calls ``pool.check()`` — which starts a fresh
     connection attempt when the pool has room to grow — so they are not left waiting out their
     timeout behind a give-up. Runs on the pool's maintenance thread; never raises."""
     try:
-        with _down_lock:
-            _down[id(pool)] = _successes(pool.get_stats())
+        if not _server_listening(pool):  # a server refusing for its connection limit is not "down"
+            with _down_lock:
+                _down[id(pool)] = _successes(pool.get_stats())
         waiting = pool.get_stats().get("requests_waiting", 0)
         if waiting and not pool.closed:
             pool.check()

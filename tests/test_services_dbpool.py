@@ -107,3 +107,30 @@ def test_the_pool_serves_requests_as_soon_as_postgresql_is_back(outage_alias):
     assert waiting == {"result": "ok"}
     assert not unreachable(connections[ALIAS].pool)  # a connection succeeded since
     assert _query() == "ok"
+
+
+def test_a_server_at_its_connection_limit_is_not_taken_for_a_down_one(outage_alias):
+    """A pool refused by a server that listens (its connection limit reached: "too many
+    connections for role") gives its growth up just the same, but is not marked unreachable:
+    its requests keep waiting for the connections its other threads hand back, as they did."""
+    import psycopg
+    from psycopg_pool import ConnectionPool, PoolTimeout
+
+    pg = outage_alias
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+        admin.execute("CREATE ROLE limited LOGIN CONNECTION LIMIT 1")
+    options = settings.DATABASES["default"]["OPTIONS"]["pool"]
+    pool = ConnectionPool(kwargs={"host": "127.0.0.1", "port": pg.port, "user": "limited", "dbname": "postgres"},
+                          min_size=1, max_size=2, timeout=4, open=True,
+                          reconnect_timeout=options["reconnect_timeout"], reconnect_failed=options["reconnect_failed"])
+    try:
+        held = pool.getconn(timeout=5)  # the role's one connection
+        with pytest.raises(PoolTimeout):
+            pool.getconn(timeout=4)  # the second is refused for longer than reconnect_timeout: a give-up
+        assert pool.get_stats()["connections_errors"] >= 2
+        assert not unreachable(pool)
+        pool.putconn(held)
+        again = pool.getconn(timeout=5)  # handed back: served
+        pool.putconn(again)
+    finally:
+        pool.close()
