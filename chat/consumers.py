@@ -28,7 +28,7 @@ from chatplatform import safe_input
 from chatplatform.api import UNAVAILABLE_MESSAGE, flatten_detail, is_unavailable
 from chatplatform.consumer_dispatch import ReceiveLoopsMixin
 from chatplatform.dbasync import db_async
-from chatplatform.dbpool import unreachable
+from chatplatform.dbpool import maybe_unreachable, unreachable
 from chatplatform.errors import ServiceError
 from chatplatform.layers import LAYER_ERRORS
 from chatplatform.middleware import default_pool
@@ -202,7 +202,8 @@ class ThreadConsumer(ClosesOnLayerLoss, ReceiveLoopsMixin, AsyncJsonWebsocketCon
             await self.send_error("unknown_type", f"Unknown frame type {content['type']!r}. Known: {known}.")
             return
         pool = default_pool()
-        if pool is not None and unreachable(pool):  # known down: say so now, not after DB_POOL_TIMEOUT_S
+        if (pool is not None and maybe_unreachable(pool)
+                and await asyncio.to_thread(unreachable, pool)):  # known down: say so now, not after DB_POOL_TIMEOUT_S
             await self.send_error("service_unavailable", UNAVAILABLE_MESSAGE, retry_after=5)
             return
         try:  # the re-check and the action in one database hop

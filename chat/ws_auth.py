@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from urllib.parse import urlparse
 
@@ -146,11 +147,12 @@ class ClosesWhenUnavailable:
 
     async def __call__(self, scope, receive, send):
         from chat.consumers import CLOSE_LAYER_LOST
-        from chatplatform.dbpool import unreachable
+        from chatplatform.dbpool import maybe_unreachable, unreachable
         from chatplatform.middleware import default_pool
 
         pool = default_pool()
-        if pool is not None and unreachable(pool):  # known down: at once, not after DB_POOL_TIMEOUT_S
+        if (pool is not None and maybe_unreachable(pool)
+                and await asyncio.to_thread(unreachable, pool)):  # known down: at once, not after DB_POOL_TIMEOUT_S
             logger.warning("websocket %s: PostgreSQL unreachable; closing %s", scope.get("path", "?"), CLOSE_LAYER_LOST)
             await send({"type": "websocket.accept"})
             await send({"type": "websocket.close", "code": CLOSE_LAYER_LOST})

@@ -39,14 +39,23 @@ def _successes(stats: dict) -> int:
     return stats.get("connections_num", 0) - stats.get("connections_errors", 0)
 
 
+def maybe_unreachable(pool) -> bool:
+    """Cheap (no I/O): whether ``pool`` gave up reconnecting to a server that was not listening
+    and has not connected since — then :func:`unreachable` tells for sure. For an event loop:
+    call :func:`unreachable` off the loop only when this is True."""
+    return id(pool) in _down
+
+
 def unreachable(pool) -> bool:
     """True while ``pool`` is known to reach no server: its last reconnection attempts failed
-    for ``reconnect_timeout`` (``DB_POOL_RECONNECT_S``), none has succeeded since and it holds
-    no idle connection. Each True starts a new attempt (``pool.check()``), so the server's
-    return is noticed within about a second while requests keep coming. False for a pool
-    that never gave up (one merely busy: its requests wait, as they should). Cheap: the
-    pool's counters, no I/O but that attempt."""
-    if id(pool) not in _down:
+    for ``reconnect_timeout`` (``DB_POOL_RECONNECT_S``), none has succeeded since, it holds no
+    idle connection, and nothing accepts TCP connections at the server's address now (a
+    probe of at most 1 s: a refused connection answers in microseconds). Each call while
+    marked starts a new connection attempt (``pool.check()``), so once the server listens
+    again the request that noticed is served by that attempt instead of being refused. False
+    for a pool that never gave up (one merely busy: its requests wait, as they should).
+    Blocking: call it off the event loop (see :func:`maybe_unreachable`)."""
+    if not maybe_unreachable(pool):
         return False
     stats = pool.get_stats()
     with _down_lock:
@@ -60,7 +69,7 @@ def unreachable(pool) -> bool:
         pool.check()  # grows the empty pool: one attempt, on its maintenance thread
     except Exception:  # noqa: BLE001 — a closed pool: the caller's own request says so
         logger.debug("database pool check failed", exc_info=True)
-    return True
+    return not _server_listening(pool)
 
 
 def _server_listening(pool) -> bool:

@@ -44,8 +44,9 @@ class DatabaseUnreachableMiddleware(MiddlewareMixin):
     its reconnection attempts failed for ``DB_POOL_RECONNECT_S`` and none succeeded since), a
     request is answered 503 at once (``chatplatform.api.unavailable_response``) instead of
     waiting ``DB_POOL_TIMEOUT_S`` for a connection and then failing. Static files are served
-    before it (WhiteNoise). Each such request starts a connection attempt, so the first
-    request after the server's return is served, or the one a second later."""
+    before it (WhiteNoise). Each such request probes the server's address and starts a
+    connection attempt, so the first request once the server listens again goes on to the
+    pool and is served by that attempt."""
 
     def process_request(self, request):
         from .api import unavailable_response
