@@ -179,6 +179,7 @@ class _Heartbeat:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._woken = threading.Event()  # beat now instead of at the end of the interval
+        self._failing = False  # the last beat failed (an outage: its traceback was logged once)
 
     def wake(self, run_id) -> bool:
         """Beat now when this process holds ``run_id``'s lease; False when it does not."""
@@ -223,9 +224,18 @@ class _Heartbeat:
                 except OperationalError:  # its connection was dropped while idle: one fresh try
                     connections[_alias()].close()
                     self._beat(due)
-            except Exception:  # the database is unreachable: retry at the next beat
-                logger.warning("lease renewal of %d runs failed", len(due), exc_info=True)
+            except Exception as exc:  # the database is unreachable: retry at the next beat
+                # The traceback once per outage; each later beat one line (an outage logged a
+                # traceback every second per worker).
+                first = not self._failing
+                self._failing = True
+                logger.warning("lease renewal of %d runs failed: %s: %s", len(due), type(exc).__name__,
+                               str(exc).strip().splitlines()[0] if str(exc).strip() else "", exc_info=first)
                 connections[_alias()].close()
+            else:
+                if self._failing:
+                    logger.info("lease renewal works again")
+                self._failing = False
             # A wake during the beat is kept: the next wait returns at once and beats again.
             self._woken.wait(max(0.05, interval - (time.monotonic() - started)))
             self._woken.clear()

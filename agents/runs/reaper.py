@@ -40,6 +40,7 @@ from django.utils import timezone
 from agents.models import Run
 
 from . import executors, lifecycle
+from .dbconn import is_database_unavailable
 from .driver import run_close_abandoned_cancel, run_fail_interrupted, run_fail_not_started
 from .executors import enqueue_run
 
@@ -224,8 +225,12 @@ def reaper_wake(now: float | None = None) -> float:
         except OperationalError:  # a connection the server dropped while idle: one fresh try
             connection.close()
             due = reaper_pass()
-    except Exception:
-        logger.exception("reaper pass failed")
+    except Exception as exc:
+        if is_database_unavailable(exc):  # an outage: one line per pass, not a traceback each time
+            logger.warning("reaper pass skipped: no database connection (%s: %s)", type(exc).__name__,
+                           str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+        else:
+            logger.exception("reaper pass failed")
         return now + period
     finally:
         close_old_connections()

@@ -125,3 +125,19 @@ def test_a_failed_pass_is_logged_and_tried_again_a_period_later(monkeypatch, cap
     monkeypatch.setattr(reaper, "reaper_pass", broken)
     assert reaper_wake(1000.0) == 1002.0
     assert "reaper pass failed" in caplog.text and cache.get(reaper.NEXT_KEY) is None
+
+
+def test_a_pass_without_a_database_is_one_warning_line(monkeypatch, caplog):
+    """An outage is not a bug: each skipped pass says so in one line (a traceback per pass
+    made most of the 6,842 lines a worker logged during four minutes of outages)."""
+    from django.db import OperationalError
+
+    def no_database():
+        raise OperationalError("connection failed: connection to server at 127.0.0.1 failed: Connection refused")
+
+    monkeypatch.setattr(reaper, "reaper_pass", no_database)
+    assert reaper_wake(1000.0) == 1002.0
+    [record] = [r for r in caplog.records if r.name == "agents.runs.reaper"]
+    assert record.levelname == "WARNING" and not record.exc_info
+    assert record.getMessage() == ("reaper pass skipped: no database connection (OperationalError: connection "
+                                   "failed: connection to server at 127.0.0.1 failed: Connection refused)")
