@@ -28,10 +28,9 @@ from chatplatform import safe_input
 from chatplatform.api import UNAVAILABLE_MESSAGE, flatten_detail, is_unavailable
 from chatplatform.consumer_dispatch import ReceiveLoopsMixin
 from chatplatform.dbasync import db_async
-from chatplatform.dbpool import maybe_unreachable, unreachable
+from chatplatform.dbpool import adatabase_down
 from chatplatform.errors import ServiceError
 from chatplatform.layers import LAYER_ERRORS
-from chatplatform.middleware import default_pool
 from chatplatform.safe_input import BadInput
 
 from . import ws_actions
@@ -201,9 +200,7 @@ class ThreadConsumer(ClosesOnLayerLoss, ReceiveLoopsMixin, AsyncJsonWebsocketCon
             known = ", ".join(sorted([*ws_actions.ACTIONS, "run.resume"]))
             await self.send_error("unknown_type", f"Unknown frame type {content['type']!r}. Known: {known}.")
             return
-        pool = default_pool()
-        if (pool is not None and maybe_unreachable(pool)
-                and await asyncio.to_thread(unreachable, pool)):  # known down: say so now, not after DB_POOL_TIMEOUT_S
+        if await adatabase_down():  # known down: say so now, not after DB_POOL_TIMEOUT_S
             await self.send_error("service_unavailable", UNAVAILABLE_MESSAGE, retry_after=5)
             return
         try:  # the re-check and the action in one database hop

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from urllib.parse import urlparse
 
@@ -147,12 +146,9 @@ class ClosesWhenUnavailable:
 
     async def __call__(self, scope, receive, send):
         from chat.consumers import CLOSE_LAYER_LOST
-        from chatplatform.dbpool import maybe_unreachable, unreachable
-        from chatplatform.middleware import default_pool
+        from chatplatform.dbpool import adatabase_down
 
-        pool = default_pool()
-        if (pool is not None and maybe_unreachable(pool)
-                and await asyncio.to_thread(unreachable, pool)):  # known down: at once, not after DB_POOL_TIMEOUT_S
+        if await adatabase_down():  # known down: at once, not after DB_POOL_TIMEOUT_S
             logger.warning("websocket %s: PostgreSQL unreachable; closing %s", scope.get("path", "?"), CLOSE_LAYER_LOST)
             await send({"type": "websocket.accept"})
             await send({"type": "websocket.close", "code": CLOSE_LAYER_LOST})

@@ -28,6 +28,12 @@ TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
 F = TypeVar("F", bound=Callable)
 
 
+def error_line(exc: BaseException) -> str:
+    """``"<class>: <first line of its message>"`` — a database error for a one-line log."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+
+
 def retry_transient(func: F | None = None, *, budget_s: float | None = None, using: str = DEFAULT_DB_ALIAS):
     """Decorator: call the function again when the database connection was lost.
 

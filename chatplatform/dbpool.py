@@ -24,6 +24,7 @@ Imports nothing from Django: the settings module refers to it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import threading
@@ -105,3 +106,24 @@ def keep_trying_for_waiters(pool) -> None:
             pool.check()
     except Exception:  # a callback must not kill the pool's worker thread
         logger.exception("database pool %r: could not start a new connection attempt", getattr(pool, "name", "?"))
+
+
+def default_pool():
+    """The ``default`` alias's psycopg pool, or None (SQLite, ``DB_POOL=false``)."""
+    from django.db import connections
+
+    return getattr(connections["default"], "pool", None)
+
+
+def database_down() -> bool:
+    """:func:`unreachable` for the ``default`` pool (False without one). No I/O unless the pool
+    is marked (:func:`maybe_unreachable`): cheap on every request and frame."""
+    pool = default_pool()
+    return pool is not None and maybe_unreachable(pool) and unreachable(pool)
+
+
+async def adatabase_down() -> bool:
+    """:func:`database_down` for an event loop: the probe, only while the pool is marked, runs
+    in a thread."""
+    pool = default_pool()
+    return pool is not None and maybe_unreachable(pool) and await asyncio.to_thread(unreachable, pool)

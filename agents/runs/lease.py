@@ -43,6 +43,7 @@ from django.db import DatabaseError, OperationalError, connections, transaction
 
 from agents.models import Run
 from chat.services import messages_save_streamed
+from chatplatform.db import error_line
 
 from . import lifecycle
 
@@ -229,8 +230,7 @@ class _Heartbeat:
                 # traceback every second per worker).
                 first = not self._failing
                 self._failing = True
-                logger.warning("lease renewal of %d runs failed: %s: %s", len(due), type(exc).__name__,
-                               str(exc).strip().splitlines()[0] if str(exc).strip() else "", exc_info=first)
+                logger.warning("lease renewal of %d runs failed: %s", len(due), error_line(exc), exc_info=first)
                 connections[_alias()].close()
             else:
                 if self._failing:

@@ -38,6 +38,7 @@ from django.db.models import Min, Q
 from django.utils import timezone
 
 from agents.models import Run
+from chatplatform.db import error_line
 
 from . import executors, lifecycle
 from .dbconn import is_database_unavailable
@@ -227,8 +228,7 @@ def reaper_wake(now: float | None = None) -> float:
             due = reaper_pass()
     except Exception as exc:
         if is_database_unavailable(exc):  # an outage: one line per pass, not a traceback each time
-            logger.warning("reaper pass skipped: no database connection (%s: %s)", type(exc).__name__,
-                           str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+            logger.warning("reaper pass skipped: no database connection (%s)", error_line(exc))
         else:
             logger.exception("reaper pass failed")
         return now + period
