@@ -7,31 +7,42 @@ from inspect import iscoroutinefunction
 
 from django.http import HttpResponseBadRequest, JsonResponse
 from django.utils.decorators import sync_and_async_middleware
-from django.utils.deprecation import MiddlewareMixin
 
 logger = logging.getLogger(__name__)
 
 
-class RejectNulMiddleware(MiddlewareMixin):
+def _has_nul(request) -> bool:
+    if "\x00" in request.path or "\x00" in request.headers.get("Last-Event-ID", ""):
+        return True
+    return any("\x00" in key or any("\x00" in v for v in values) for key, values in request.GET.lists())
+
+
+def _nul_refused(request):
+    message = "The request contains a NUL character (\\u0000) in its path or parameters."
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": {"code": "invalid_text", "message": message}}, status=400)
+    return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+
+
+@sync_and_async_middleware
+def reject_nul_middleware(get_response):
     """A NUL character in the path, a query parameter (name or value) or the ``Last-Event-ID``
     header is refused with 400 (``invalid_text``; the JSON error shape under ``/api/``) before
     any view runs — PostgreSQL cannot compare text containing NUL, so it would be a 500.
-    Sync and async capable (``MiddlewareMixin``): it never forces the async stack (SSE, the
-    streaming OpenAI-compatible API) through a thread hop."""
-
-    def process_request(self, request):
-        if self._has_nul(request):
-            message = "The request contains a NUL character (\\u0000) in its path or parameters."
-            if request.path.startswith("/api/"):
-                return JsonResponse({"error": {"code": "invalid_text", "message": message}}, status=400)
-            return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
-        return None
-
-    @staticmethod
-    def _has_nul(request) -> bool:
-        if "\x00" in request.path or "\x00" in request.headers.get("Last-Event-ID", ""):
-            return True
-        return any("\x00" in key or any("\x00" in v for v in values) for key, values in request.GET.lists())
+    Sync and async: on the async stack (SSE, the streaming OpenAI-compatible API) the check
+    runs on the event loop — a ``MiddlewareMixin``'s ``process_request`` would be run through
+    ``sync_to_async`` on Django's one thread-sensitive executor for every request."""
+    if iscoroutinefunction(get_response):
+        async def middleware(request):
+            if _has_nul(request):
+                return _nul_refused(request)
+            return await get_response(request)
+    else:
+        def middleware(request):
+            if _has_nul(request):
+                return _nul_refused(request)
+            return get_response(request)
+    return middleware
 
 
 @sync_and_async_middleware

@@ -49,7 +49,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_permissions_policy.PermissionsPolicyMiddleware",
-    "chatplatform.middleware.RejectNulMiddleware",
+    "chatplatform.middleware.reject_nul_middleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "chatplatform.middleware.database_unreachable_middleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
