@@ -639,6 +639,11 @@ class RunEmitter:
         # later event is dropped, so a stale writer never publishes a seq the new owner uses.
         self.fence: Callable[[], bool] = lambda: False
         self.fenced_count = 0
+        # () -> bool: True while this writer cannot show the run is still its own (its lease
+        # suspended: no renewal for a while): events are held, unnumbered, and go out in order
+        # once it is False again — or are dropped once ``fence`` is True.
+        self.hold: Callable[[], bool] = lambda: False
+        self._held: list[dict] = []
 
     @classmethod
     def for_run(cls, run, *, from_log: bool = False, **kwargs) -> RunEmitter:
@@ -741,6 +746,8 @@ class RunEmitter:
     def _flush_locked(self, *, on_loop: bool = False) -> None:
         self._due = 0.0
         if not self._buffer:
+            if self._held and not self.hold() and not self.fence():  # renewed since: what was held goes out
+                self._release_held_locked(on_loop=on_loop)
             return
         delta = "".join(self._buffer)
         self._buffer.clear()
@@ -748,11 +755,38 @@ class RunEmitter:
         self._send_locked({"type": "text.delta", "delta": delta}, on_loop=on_loop)
 
     def _send_locked(self, body: dict, *, on_loop: bool = False) -> dict:
-        """Number ``body`` and queue it for the drain. ``on_loop``: called on the publisher
-        loop itself (the sweep), which needs no cross-thread wake-up."""
+        """Number ``body`` and queue it for the drain — after any events held while the run's
+        lease was suspended — or hold it (``hold``), or drop it (``fence``). ``on_loop``: called
+        on the publisher loop itself (the sweep), which needs no cross-thread wake-up."""
         if self.fence():
-            self.fenced_count += 1
+            self.fenced_count += 1 + len(self._held)
+            self._held.clear()
             return {"type": body["type"], "run_id": self.run_id, "seq": None, "fenced": True}
+        if self.hold():
+            self._hold_locked(body)
+            return {"type": body["type"], "run_id": self.run_id, "seq": None, "held": True}
+        self._release_held_locked(on_loop=on_loop)
+        return self._number_locked(body, on_loop=on_loop)
+
+    def _release_held_locked(self, *, on_loop: bool = False) -> None:
+        """Number and queue the events held while the lease was suspended, in order."""
+        if self._held:
+            held, self._held = self._held, []
+            for earlier in held:
+                self._number_locked(earlier, on_loop=on_loop)
+
+    HELD_DELTA_MAX_CHARS = 65536  # held text deltas merge up to this size per event
+
+    def _hold_locked(self, body: dict) -> None:
+        """Keep ``body`` until the lease is renewed; consecutive text deltas merge into one."""
+        last = self._held[-1] if self._held else None
+        if (body["type"] == "text.delta" and last is not None and last["type"] == "text.delta"
+                and len(last["delta"]) < self.HELD_DELTA_MAX_CHARS):
+            last["delta"] += body["delta"]
+        else:
+            self._held.append(body)
+
+    def _number_locked(self, body: dict, *, on_loop: bool = False) -> dict:
         self._seq += 1
         event = {"type": body.pop("type"), "run_id": self.run_id, "seq": self._seq, **body}
         self._last_sent = time.monotonic()

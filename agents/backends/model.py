@@ -298,6 +298,9 @@ class _Loop:
             if close:
                 close()
             span.__exit__(None, None, None)
+        # The writes below need the database: with the lease suspended or the heartbeat failing
+        # (a PostgreSQL restart under the stream), wait for a renewal rather than fail them.
+        self.turn.lease.wait_owned()
         usage = streamed.finish.usage if streamed.finish else None
         metrics.record_round(provider=provider, first_token_s=first_text, duration_s=time.monotonic() - started,
                              output_tokens=usage.output_tokens if usage else None)

@@ -81,7 +81,8 @@ def _run_turn(run_id, slot: SetupSlot) -> None:
     emitter = RunEmitter.for_run(run)
     control.listen()  # a cancel elsewhere wakes this process's heartbeat (agents.runs.control)
     lease = RunLease(run_id=run.pk, owner=owner, seq_source=lambda: emitter.settled_seq).start()
-    emitter.fence = lambda: lease.lost  # a worker that may have lost the run publishes nothing
+    emitter.fence = lambda: lease.lost  # a worker that lost the run publishes nothing
+    emitter.hold = lambda: lease.suspended  # one that cannot renew holds its events meanwhile
     turn = _turn(run, emitter, lease, slot)
     backend = backend_for(run.provider)
     try:
@@ -90,7 +91,10 @@ def _run_turn(run_id, slot: SetupSlot) -> None:
                 outcome = Outcome.failed("forbidden", "you are no longer a member of this workspace")
             else:
                 outcome = backend.advance(turn)
-            lease.tick()  # raises LeaseLost: a fenced worker never writes the end
+            # Raises LeaseLost: a worker that lost the run never writes the end; one that cannot
+            # renew right now (the database away) waits for a renewal first.
+            lease.wait_owned()
+            lease.tick()
             lease.stop()  # the end below is one transition; no renewal may race it
             _end(turn, backend, outcome, owner)
     except LeaseLost:

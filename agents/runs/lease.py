@@ -15,11 +15,21 @@ renewing; the reaper (``agents.runs.reaper``) sees the expired lease within ``RU
 ``RUN_REAPER_PERIOD_S`` seconds of the last renewal and re-queues the run, at most
 ``RUN_MAX_ATTEMPTS`` times (``Run.attempts`` counts these recoveries).
 
-Fencing: a worker whose lease may have expired must not write. The lease counts as *lost*
-when a renewal finds another owner, and also — before anyone else can take it — when no
-renewal has succeeded for ``FENCE_FRACTION`` × ``RUN_LEASE_S`` (the database unreachable, the
-process frozen). From then on ``tick()`` raises :class:`LeaseLost` and the run's emitter drops
-every event (``RunEmitter.fence``), so two writers never publish the same seq.
+Fencing: a worker whose lease may have expired must not write. When no renewal has succeeded
+for ``FENCE_FRACTION`` × ``RUN_LEASE_S`` (the database unreachable, the process frozen) — before
+anyone else can take the run — the lease is *suspended*: the run's emitter holds its events
+(``RunEmitter.hold``) instead of publishing them, and the turn's thread waits at its next
+check (``tick()``, ``wait_owned()``) while the model's stream, read on the event loop, goes on
+into the held events. A renewal that succeeds proves the run is still this worker's (the
+renewal's UPDATE matches its owner and ``running``) and extends the lease: the held events go
+out in order and the turn goes on — a PostgreSQL restart of a minute in the middle of an answer
+no longer costs the answer (the model was asked again). The lease is *lost* when a renewal
+finds another owner, or after ``RUN_LEASE_HOLD_S`` of suspension: from then on ``tick()``
+raises :class:`LeaseLost` and the emitter drops every event, held ones too, so two writers
+never publish the same seq. While its beats fail, the heartbeat tells the reaper through the
+default cache that the run's worker is alive (:func:`unrenewed_key`, expiring after
+``RUN_LEASE_S``): the reaper leaves such a run to it, so the worker's first beat after the
+database is back renews the lease before a reaper can hand the run on.
 
 The heartbeat also reads the cancel flag, so a cancelled run stops within a heartbeat — at once
 when the cancel wakes it (:func:`lease_check_now`, ``agents.runs.control``) — and it
@@ -30,6 +40,7 @@ run per interval from each turn thread, and never a write from a worker that los
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
@@ -39,6 +50,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import DatabaseError, OperationalError, connections, transaction
 
 from agents.models import Run
@@ -49,7 +61,7 @@ from . import lifecycle
 
 logger = logging.getLogger(__name__)
 
-FENCE_FRACTION = 0.8  # of RUN_LEASE_S without a successful renewal: stop writing
+FENCE_FRACTION = 0.8  # of RUN_LEASE_S without a successful renewal: hold events, wait
 IDLE_WAIT_S = 60.0  # an idle heartbeat (its own alias) wakes this often, or at a new lease
 
 
@@ -66,9 +78,10 @@ class RunLease:
     """The running worker's side of a lease.
 
     ``start()`` starts the heartbeat thread; ``tick()`` (cheap: no I/O) raises ``LeaseLost``
-    once the lease is lost and returns True once the run was cancelled; ``stop()`` ends the
-    heartbeat; ``release()`` clears the lease in the database, unless the run's end already
-    did (``cleared``: ``lifecycle.run_finish`` clears it with the status).
+    once the lease is lost, waits while it is suspended (on a turn's thread, never on an event
+    loop) and returns True once the run was cancelled; ``stop()`` ends the heartbeat;
+    ``release()`` clears the lease in the database, unless the run's end already did
+    (``cleared``: ``lifecycle.run_finish`` clears it with the status).
     """
 
     def __init__(self, *, run_id, owner: str, seq_source: Callable[[], int] | None = None) -> None:
@@ -77,7 +90,10 @@ class RunLease:
         self.seq_source = seq_source  # () -> int: the emitter's seq, saved with each renewal
         self.interval = min(settings.RUN_HEARTBEAT_S, settings.STREAM_PERSIST_INTERVAL_S)
         self.fence_after_s = settings.RUN_LEASE_S * FENCE_FRACTION
+        self.hold_s = settings.RUN_LEASE_HOLD_S
         self._renewed_at = time.monotonic()  # the claim was the first renewal
+        self._renewal = threading.Condition()  # notified at each renewal (wait_owned)
+        self._suspended_logged = False
         self._cancelled = threading.Event()
         self._lost = threading.Event()
         self._stopped = False  # left the heartbeat: the run's end is being written
@@ -89,19 +105,68 @@ class RunLease:
 
     # -- the worker thread's side -------------------------------------------------------------
     def tick(self) -> bool:
-        """True once the run was cancelled; raises :class:`LeaseLost` once the lease is lost
-        (or has not been renewed for ``fence_after_s``)."""
+        """True once the run was cancelled; raises :class:`LeaseLost` once the lease is lost.
+        While the lease is suspended (no renewal for ``fence_after_s``) a call on a turn's
+        thread waits for a renewal (:meth:`wait_owned`); on an event loop it returns at once
+        (the emitter holds the events meanwhile)."""
         if self.lost:
             raise LeaseLost(f"run {self.run_id}: lease lost")
+        if self.suspended and asyncio._get_running_loop() is None:
+            self.wait_owned()
         return self._cancelled.is_set()
 
     @property
+    def suspended(self) -> bool:
+        """No renewal for ``fence_after_s`` (and not lost): publish nothing, write nothing, wait
+        for the next renewal to show the run is still this worker's."""
+        since = time.monotonic() - self._renewed_at
+        if since <= self.fence_after_s or self.lost:
+            return False
+        if not self._suspended_logged:
+            self._suspended_logged = True
+            logger.warning("run %s: lease not renewed for %.1f s; holding its events until a renewal succeeds "
+                           "(up to %.0f s)", self.run_id, since, self.hold_s)
+        return True
+
+    @property
     def lost(self) -> bool:
-        if not self._lost.is_set() and time.monotonic() - self._renewed_at > self.fence_after_s:
-            logger.warning("run %s: lease not renewed for %.1f s; fencing this worker", self.run_id,
-                           time.monotonic() - self._renewed_at)
-            self._lost.set()
+        """Another owner took the run; or no renewal for ``fence_after_s`` + ``RUN_LEASE_HOLD_S``;
+        or for ``fence_after_s`` once the run was cancelled (its renewals stop then, and the
+        reaper closes a cancel its worker left open once the lease expires)."""
+        if not self._lost.is_set():
+            since = time.monotonic() - self._renewed_at
+            if since > self.fence_after_s and (self._cancelled.is_set() or since > self.fence_after_s + self.hold_s):
+                logger.warning("run %s: lease not renewed for %.1f s; this worker gives the run up", self.run_id,
+                               since)
+                self._lost.set()
         return self._lost.is_set()
+
+    def wait_owned(self) -> None:
+        """On a turn's thread, before it writes: wait while this worker cannot show the run is
+        still its own — the lease suspended, or the process's heartbeat failing (its last beat
+        found no database, so a write now would wait ``DB_POOL_TIMEOUT_S`` and fail) — until a
+        renewal of this lease succeeds. Raises :class:`LeaseLost` once the lease is lost
+        (another owner, or ``RUN_LEASE_HOLD_S`` of suspension); returns at once otherwise."""
+        if not (self.suspended or _heartbeat.failing):
+            if self.lost:
+                raise LeaseLost(f"run {self.run_id}: lease lost")
+            return
+        waited_from = time.monotonic()
+        with self._renewal:
+            while self._renewed_at < waited_from:
+                if self.lost:
+                    raise LeaseLost(f"run {self.run_id}: lease lost")
+                if self._stopped or self._cancelled.is_set():
+                    return
+                self._renewal.wait(0.5)
+        logger.info("run %s: lease renewed after %.1f s without; the turn goes on", self.run_id,
+                    time.monotonic() - waited_from)
+
+    def _renewed(self, now: float) -> None:
+        with self._renewal:
+            self._renewed_at = now
+            self._suspended_logged = False
+            self._renewal.notify_all()
 
     def persist_stream(self, message_id: Any = None, fields: Callable[[], dict[str, str]] | None = None) -> None:
         """Have the heartbeat save ``fields()`` (``{"content": str, "reasoning": str?}``: what
@@ -143,7 +208,7 @@ class RunLease:
     def _renew(self) -> None:
         seq = self.seq_source() if self.seq_source is not None else None
         if lifecycle.run_lease_renew(run_id=self.run_id, owner=self.owner, seq=seq, using=_alias()):
-            self._renewed_at = time.monotonic()
+            self._renewed(time.monotonic())
             return
         self._not_renewed()
 
@@ -167,6 +232,27 @@ def lease_check_now(run_id) -> bool:
     return _heartbeat.wake(run_id)
 
 
+def unrenewed_key(run_id) -> str:
+    """The default cache's key saying ``run_id``'s worker is alive but could not renew its lease
+    (its value: the worker's identity), set by :func:`report_unrenewed`."""
+    return f"run-lease:unrenewed:{run_id}"
+
+
+def report_unrenewed(leases: list[RunLease]) -> None:
+    """After a failed beat: tell the reaper, through the default cache (Redis in production),
+    that these runs' worker is alive and holds them — each key expires after ``RUN_LEASE_S``,
+    so a worker that dies stops vouching for its runs within a lease. Best effort: a cache
+    error (Redis down too) is logged at debug level, and the reaper then hands the runs on
+    once their leases have expired, as for a dead worker."""
+    if not leases:
+        return
+    try:
+        cache.set_many({unrenewed_key(lease.run_id): lease.owner for lease in leases},
+                       timeout=max(1, int(settings.RUN_LEASE_S)))
+    except Exception:  # noqa: BLE001 - the reaper then treats the runs as a dead worker's
+        logger.debug("could not report %d unrenewed leases to the cache", len(leases), exc_info=True)
+
+
 def _alias() -> str:
     """The heartbeat's database alias: ``leases`` when configured (PostgreSQL), else default."""
     return "leases" if "leases" in settings.DATABASES else "default"
@@ -181,6 +267,11 @@ class _Heartbeat:
         self._thread: threading.Thread | None = None
         self._woken = threading.Event()  # beat now instead of at the end of the interval
         self._failing = False  # the last beat failed (an outage: its traceback was logged once)
+
+    @property
+    def failing(self) -> bool:
+        """The last beat failed (no database for the renewals)."""
+        return self._failing
 
     def wake(self, run_id) -> bool:
         """Beat now when this process holds ``run_id``'s lease; False when it does not."""
@@ -232,6 +323,7 @@ class _Heartbeat:
                 self._failing = True
                 logger.warning("lease renewal of %d runs failed: %s", len(due), error_line(exc), exc_info=first)
                 connections[_alias()].close()
+                report_unrenewed(due)
             else:
                 if self._failing:
                     logger.info("lease renewal works again")
@@ -268,7 +360,7 @@ class _Heartbeat:
         now = time.monotonic()
         for lease in due:
             if (run_id := str(lease.run_id)) in renewed:
-                lease._renewed_at = now
+                lease._renewed(now)
                 if run_id in streamed:
                     lease._saved = streamed[run_id]
             else:

@@ -44,6 +44,7 @@ from . import executors, lifecycle
 from .dbconn import is_database_unavailable
 from .driver import run_close_abandoned_cancel, run_fail_interrupted, run_fail_not_started
 from .executors import enqueue_run
+from .lease import unrenewed_key
 
 
 def approvals_expire_due() -> list[str]:
@@ -77,10 +78,15 @@ def reap_expired_runs() -> list[str]:
     """Re-queue (or fail) every queued run no worker claimed within ``RUN_QUEUED_DEADLINE_S``
     and every running run whose lease expired (found in one query, the queued ones first);
     close every run cancelled while running whose worker died before closing it
-    (``driver.run_close_abandoned_cancel``). Returns the run ids acted on."""
+    (``driver.run_close_abandoned_cancel``). A run whose worker said it is alive but could not
+    renew (:func:`_held_by_live_workers`) is left to it. Returns the run ids acted on."""
     acted = []
     now = timezone.now()
-    for run_id, lease in _abandoned_cancels().filter(lease_expires_at__lt=now).values_list("pk", "lease_expires_at"):
+    abandoned = list(_abandoned_cancels().filter(lease_expires_at__lt=now).values_list("pk", "lease_expires_at"))
+    alive = _held_by_live_workers([run_id for run_id, _lease in abandoned])
+    for run_id, lease in abandoned:
+        if str(run_id) in alive:  # its worker closes it once the database answers it again
+            continue
         if run_close_abandoned_cancel(run_id=run_id, expected_lease=lease):
             acted.append(str(run_id))
     stale = now - timedelta(seconds=settings.RUN_QUEUED_DEADLINE_S)
@@ -89,7 +95,12 @@ def reap_expired_runs() -> list[str]:
                .only("pk", "status", "attempts", "queued_at", "created_at", "lease_expires_at").order_by("status"))
     stale_queued = sum(run.status == Run.Status.QUEUED for run in due)
     waiting = stale_queued and _backed_up(stale_queued, now)
+    held = _held_by_live_workers([run.pk for run in due if run.status == Run.Status.RUNNING])
     for run in due:
+        if str(run.pk) in held:  # its worker is alive, waiting for the database: it renews next
+            logger.info("run %s: lease expired, but its worker (%s) is alive and could not renew; left to it",
+                        run.pk, held[str(run.pk)])
+            continue
         if run.status == Run.Status.QUEUED and waiting:
             # Every worker is busy and the broker still holds the turns: not lost, waiting.
             if now - run.created_at > timedelta(seconds=settings.RUN_QUEUE_MAX_WAIT_S):
@@ -118,6 +129,23 @@ def reap_expired_runs() -> list[str]:
             enqueue_run(run.pk)
             acted.append(str(run.pk))
     return acted
+
+
+def _held_by_live_workers(run_ids: list) -> dict[str, str]:
+    """Of the running ``run_ids`` whose lease expired, those whose worker said within the last
+    ``RUN_LEASE_S`` that it is alive but could not renew (``lease.report_unrenewed``: its
+    beats found no database): ``{run id: worker}``. The reaper leaves them to it — after a
+    PostgreSQL outage the worker's next beat renews the lease and the answer goes on, instead of
+    the run being handed on and the model asked again. One cache read, only for expired leases;
+    a cache error reads as none (the runs are then handed on, as a dead worker's)."""
+    if not run_ids:
+        return {}
+    try:
+        found = cache.get_many([unrenewed_key(run_id) for run_id in run_ids])
+    except Exception:  # noqa: BLE001 - the cache is down: treat the workers as dead
+        logger.debug("reaper: cache unavailable; expired leases are handed on", exc_info=True)
+        return {}
+    return {str(run_id): found[unrenewed_key(run_id)] for run_id in run_ids if unrenewed_key(run_id) in found}
 
 
 def _backed_up(stale_queued: int, now) -> bool:

@@ -210,7 +210,9 @@ else:
     RUN_EXECUTOR = env("RUN_EXECUTOR", default="embedded")
 
 CACHES = (
-    {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # A hung Redis fails a cache call after 5 s instead of blocking its thread for good.
+    {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                 "OPTIONS": {"socket_timeout": 5, "socket_connect_timeout": 5}}}
     if REDIS_URL
     else {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 )
@@ -472,6 +474,9 @@ RUN_HEARTBEAT_S = env.float("RUN_HEARTBEAT_S", default=2.0)
 RUN_LEASE_S = env.float("RUN_LEASE_S", default=10.0)
 RUN_REAPER_PERIOD_S = env.float("RUN_REAPER_PERIOD_S", default=2.0)
 RUN_MAX_ATTEMPTS = env.int("RUN_MAX_ATTEMPTS", default=3)
+# A worker that cannot renew a lease for 0.8 × RUN_LEASE_S (the database unreachable) holds the
+# run's events and waits this long for a renewal before it gives the run up (agents.runs.lease).
+RUN_LEASE_HOLD_S = env.float("RUN_LEASE_HOLD_S", default=120.0)
 # A queued run no worker claimed within this many seconds (its broker message was lost, e.g.
 # in a Redis restart) is enqueued again by the reaper, at most RUN_MAX_ATTEMPTS times; then it
 # fails visibly ("not_started").

@@ -3,6 +3,8 @@
 * ``embedded_platform`` — SQLite + in-memory channel layer, one daphne process.
 * ``services_platform`` — PostgreSQL + Redis + daphne + a Celery worker. Skipped when
   PostgreSQL or Redis is unreachable, unless ``CI=true``: then it fails loudly.
+* ``private_postgres`` — a PostgreSQL cluster of the module's own (``initdb`` + ``pg_ctl`` on a
+  free port), for tests that stop and start the database; the shared one is never stopped.
 
 When a test that uses a platform fails, the end of every process log is attached to the
 report.
@@ -17,6 +19,7 @@ import pytest
 from tests.fakes.openai_server import FakeOpenAI
 
 from .harness import Platform, require_services, services_unreachable_reason, started
+from .private_services import PrivatePostgres, missing_reason
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +33,14 @@ def services_platform():
     require_services(services_unreachable_reason())
     platform = Platform("services")
     yield from started(platform)
+
+
+@pytest.fixture(scope="module")
+def private_postgres():
+    require_services(services_unreachable_reason() or missing_reason(postgres=True))
+    pg = PrivatePostgres().start()
+    yield pg
+    pg.close()
 
 
 @pytest.fixture(scope="module")

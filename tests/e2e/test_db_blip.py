@@ -18,18 +18,14 @@ from websockets.sync.client import connect
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
 
 from . import flows
-from .harness import Platform, require_services, services_unreachable_reason, started
-from .private_services import PrivatePostgres, missing_reason
+from .harness import Platform, started
 
 pytestmark = pytest.mark.services
 
 
 @pytest.fixture(scope="module")
-def postgres():
-    require_services(services_unreachable_reason() or missing_reason(postgres=True))
-    pg = PrivatePostgres().start()
-    yield pg
-    pg.close()
+def postgres(private_postgres):
+    return private_postgres
 
 
 @pytest.fixture(scope="module")

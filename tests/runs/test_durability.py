@@ -32,26 +32,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.db_backends]
 
 
 @pytest.fixture(autouse=True)
-def fresh_rate_limits():
+def fresh_rate_limits(fresh_cache):
     """Sends of other tests in this process must not count against these ones (nor these
     tests' many sends against the next ones)."""
-    from django.core.cache import cache
-
-    cache.clear()
-    yield
-    cache.clear()
-
-
-@pytest.fixture
-def short_leases(settings):
-    settings.RUN_LEASE_S = 1.0
-    settings.RUN_HEARTBEAT_S = 0.1
-    settings.STREAM_PERSIST_INTERVAL_S = 0.1
-
-
-@pytest.fixture
-def thread(users, workspaces, openai_provider):
-    return make_thread(users["alice"], workspaces["demo"], openai_provider, grounded=False)
 
 
 def test_a_model_slower_than_the_lease_is_not_taken_for_a_dead_worker(short_leases, scripted_model, thread, users,

@@ -22,6 +22,7 @@ class _Lease:
     interval = 0.01
     lost = False
     run_id = "run-1"
+    owner = "worker:1:1"
 
     def __init__(self) -> None:
         self._cancelled = threading.Event()
