@@ -31,21 +31,18 @@ class RunStreamCursor:
 
     async def resume(self, run_id: str, after_seq: int) -> list[dict]:
         """Everything logged for ``run_id`` after ``after_seq``: the client says what it has,
-        and an explicit resume is honoured even if this cursor sent some of it before."""
+        and an explicit resume is honoured even if this cursor sent some of it before. A hole
+        in the log (events it gave up while Redis was away) is an ``events_missing`` in its
+        place, never a silent jump."""
         self.delivered[run_id] = after_seq
-        out = []
-        for event in await self._read(run_id, after_seq):
-            out.extend(self._take(event))
+        out = self._take_logged(run_id, await self._read(run_id, after_seq))
         EVENTS_FILLED.labels("replay").inc(len(out))
         return out
 
     async def catch_up(self, run_id: str) -> list[dict]:
         """Whatever the log holds after what was delivered: for a subscriber whose layer
         dropped a run's *last* events (no later live event would reveal the gap)."""
-        last = self.delivered.get(run_id, 0)
-        out = []
-        for event in await self._read(run_id, last):
-            out.extend(self._take(event))
+        out = self._take_logged(run_id, await self._read(run_id, self.delivered.get(run_id, 0)))
         EVENTS_FILLED.labels("gap").inc(len(out))
         return out
 
@@ -59,20 +56,33 @@ class RunStreamCursor:
             return []  # already delivered (by a replay or a duplicate)
         out: list[dict] = []
         if seq > last + 1:
-            missing = [e for e in await self._read(run_id, last) if e["seq"] < seq]
-            for e in missing:
-                out.extend(self._take(e))
+            out = self._take_logged(run_id, [e for e in await self._read(run_id, last) if e["seq"] < seq])
             EVENTS_FILLED.labels("replay" if last == 0 else "gap").inc(len(out))
-            if self.delivered.get(run_id, 0) < seq - 1:
-                EVENTS_FILLED.labels("missing").inc(seq - 1 - self.delivered.get(run_id, 0))
-                out.append({
-                    "type": "error", "run_id": run_id, "code": "events_missing",
-                    "message": f"Events {self.delivered.get(run_id, 0) + 1}–{seq - 1} of this run are no longer "
-                               "available; reload the thread's messages.",
-                    "from_seq": self.delivered.get(run_id, 0) + 1, "to_seq": seq - 1,
-                })
+            out.extend(self._missing(run_id, seq))
         out.extend(self._take(event))
         return out
+
+    def _take_logged(self, run_id: str, events: list[dict]) -> list[dict]:
+        """Logged ``events`` (in seq order) to deliver, each hole before one of them reported
+        as ``events_missing`` first."""
+        out: list[dict] = []
+        for event in events:
+            out.extend(self._missing(run_id, int(event["seq"])))
+            out.extend(self._take(event))
+        return out
+
+    def _missing(self, run_id: str, seq: int) -> list[dict]:
+        """An ``events_missing`` error when the events between what was delivered and ``seq``
+        are not there (``[]`` when ``seq`` follows on): the client reloads the thread's messages."""
+        first = self.delivered.get(run_id, 0) + 1
+        if seq <= first:
+            return []
+        EVENTS_FILLED.labels("missing").inc(seq - first)
+        return [{
+            "type": "error", "run_id": run_id, "code": "events_missing",
+            "message": f"Events {first}–{seq - 1} of this run are no longer available; reload the thread's messages.",
+            "from_seq": first, "to_seq": seq - 1,
+        }]
 
     def _take(self, event: dict) -> list[dict]:
         run_id, seq = str(event["run_id"]), int(event["seq"])

@@ -83,6 +83,28 @@ async def test_cursor_replays_a_run_first_seen_midway_and_reports_what_is_lost()
     assert (out[0]["from_seq"], out[0]["to_seq"]) == (1, 8) and out[1]["seq"] == 9
 
 
+async def test_cursor_reports_a_hole_inside_the_log_instead_of_jumping_it():
+    """The log gave up seqs 4–6 (Redis away past ``EVENTS_LOG_RETRY_S``) and logged 7 on: a
+    resume, a catch-up or a gap fill says ``events_missing`` 4–6 where the hole is — found in a
+    trial, the page jumped from word 31 to word 382 and said nothing until the run ended."""
+    log = MemoryEventLog(max_runs=10, ttl_s=60)
+    for n in (1, 2, 3, 7, 8, 9):
+        await log.append("r", ev(n))
+
+    def shape(out):
+        return [e["seq"] if e["type"] == "text.delta" else (e["code"], e["from_seq"], e["to_seq"]) for e in out]
+
+    hole = ("events_missing", 4, 6)
+    assert shape(await RunStreamCursor(reader=log.read).resume("r", 2)) == [3, hole, 7, 8, 9]
+    caught = RunStreamCursor(reader=log.read)
+    assert shape(await caught.accept(ev(1))) == [1]
+    assert shape(await caught.catch_up("r")) == [2, 3, hole, 7, 8, 9]
+    live = RunStreamCursor(reader=log.read)
+    assert shape(await live.accept(ev(2))) == [1, 2]
+    assert shape(await live.accept(ev(10))) == [3, hole, 7, 8, 9, 10]
+    assert shape(await live.accept(ev(11))) == [11]
+
+
 # --- SSE ----------------------------------------------------------------------------------
 def finished_run(thread, user, converse):
     run, events = converse(thread, user, "How does the with statement work?")

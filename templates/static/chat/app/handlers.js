@@ -158,7 +158,7 @@ function baseHandlers(app) {
     },
 
     "error"(ev) {
-      if (ev.code === "events_missing") { app.live = null; view.load(); return; }
+      if (ev.code === "events_missing") { app.missed(ev); return; }
       app.showConn(ev.message, "bad");
       if (ev.tool_call_id) {  // a refused decision: let the person try again
         const card = box.querySelector('.card.approval[data-id="' + CSS.escape(ev.tool_call_id) + '"]');

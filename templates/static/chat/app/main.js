@@ -4,6 +4,7 @@ import { api, urlFor } from "./api.js";
 import { ThreadView } from "./thread.js";
 import { ThreadStream } from "./stream.js";
 import { makeHandlers } from "./handlers.js";
+import { LiveText } from "./live-text.js";
 import { Composer } from "./composer.js";
 
 const box = document.getElementById("messages");
@@ -86,6 +87,36 @@ function start(box) {
         view.load().then(() => { if (app.live === live) showWaiting(live); })
           .catch((e) => showConn("could not load messages: " + e.message, "bad"));
       }, 1000);
+    },
+    // events_missing: the event log lost some of a run's events (Redis away for longer than
+    // EVENTS_LOG_RETRY_S). The database holds the text: read the thread again, then stream on
+    // from the stored text with the run's events after the hole (those arriving meanwhile wait
+    // in order) while it is open — or free the composer when it has ended, whose terminal
+    // event may be among those lost (a trial's page stayed "writing…" with Send locked until
+    // a reload). The stored text is up to a heartbeat (1 s) behind or ahead of the first event
+    // after the hole; the run's end draws the stored message whole.
+    missed(ev) {
+      if (!ev.run_id) { app.live = null; view.load(); return; }
+      stream.seen.set(ev.run_id, Math.max(stream.seen.get(ev.run_id) || 0, ev.to_seq || 0));
+      const live = {runId: ev.run_id, turn: null, textView: null, ready: false, queue: []};
+      app.live = live;
+      view.load().then((last) => {
+        if (app.live !== live) return;  // a newer run started meanwhile
+        if (last.openRun === live.runId) {
+          live.turn = last.turn;
+          live.textView = new LiveText(last.turn.querySelector(".body"));
+          live.textView.append(last.openText);
+          stream.resumeRun = live.runId;
+          app.busy(!last.waiting, {canStop: true});
+          app.liveReady(live);
+          return;
+        }
+        app.live = null;
+        if (!last.openRun) {
+          app.busy(false);
+          stream.resumeRun = null;
+        }
+      }).catch((e) => showConn("could not load messages: " + e.message, "bad"));
     },
     busy(on, opts) { if (composer) composer.setRunning(on, opts); },
     composerSent() { if (composer) composer.accepted(); },

@@ -29,11 +29,11 @@ export class ThreadView {
     return this.render(messages);
   }
 
-  // Draw the branch; returns {runId, turn, openRun} for the last turn and any run that is
-  // still open (streaming, queued or waiting for approval).
+  // Draw the branch; returns {runId, turn, openRun, openText} for the last turn and any run
+  // that is still open (streaming, queued or waiting for approval) with its stored text so far.
   render(messages) {
     this.box.replaceChildren();
-    let turn = null, lastRun = null, openRun = null, waiting = false;
+    let turn = null, lastRun = null, openRun = null, openText = "", waiting = false;
     for (const m of messages) {
       if (m.role === "user") {
         this.box.appendChild(this.userMessage(m));
@@ -71,6 +71,7 @@ export class ThreadView {
       const body = turn.querySelector(".body");
       if (m.status === "streaming") {
         openRun = m.run_id;
+        openText = m.content || "";
         body.classList.add("streaming");
         renderInto(body, m.content, {citations: m.citations || []});
       } else if (m.content) {
@@ -107,7 +108,7 @@ export class ThreadView {
     // A question with no answer under it: its run may still wait for a worker (main.js asks).
     const tail = messages.filter((m) => m.role === "user" || m.role === "assistant").pop();
     const unanswered = tail && tail.role === "user" && tail.run_id ? tail.run_id : null;
-    return {turn, runId: lastRun, openRun, waiting, unanswered};
+    return {turn, runId: lastRun, openRun, openText, waiting, unanswered};
   }
 
   userMessage(m) {

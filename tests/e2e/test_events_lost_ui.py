@@ -1,0 +1,99 @@
+"""A run whose last events the event log lost, in a real browser (system Chromium, Playwright;
+real daphne, Celery worker, PostgreSQL and a PRIVATE ``redis-server``).
+
+Found in a fresh-clone trial (2 + 2 behind HAProxy): Redis down for longer than
+``EVENTS_LOG_RETRY_S`` while the model finished. The worker gave those events up — its
+``run.completed`` too — and the run completed in the database. When the page's socket came
+back, its ``run.resume`` got ``events_missing``; the page read the thread again (the whole
+answer) but kept Send locked and Stop shown, "writing…" for good, until a reload.
+"""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+
+from tests.fakes.openai_server import text_chunks
+
+from .harness import PG_ADMIN_DSN, Platform, require_services, services_unreachable_reason, started
+from .private_services import PrivateRedis, missing_reason
+from .test_chat_ui import RUN_MS, Session, reset
+
+pytestmark = [pytest.mark.services, pytest.mark.browser]
+
+
+@pytest.fixture(scope="module")
+def redis_server():
+    require_services(services_unreachable_reason() or missing_reason(redis=True))
+    server = PrivateRedis().start()  # no append-only file: a restart starts empty
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def platform(upstream, redis_server):
+    env = {"OPENAI_API_KEY": upstream.api_key, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
+           "EVENTS_LOG_RETRY_S": "1"}  # events are given up 1 s into the outage
+    p = Platform("services", extra_env=env, redis_url=redis_server.url(0))
+    yield from started(p)
+
+
+def run_status(platform: Platform) -> str | None:
+    """The thread's one run's status, read from PostgreSQL (the API needs Redis for its throttles)."""
+    with psycopg.connect(make_conninfo(PG_ADMIN_DSN, dbname=platform.db_name), connect_timeout=5) as conn:
+        row = conn.execute("SELECT status FROM agents_run ORDER BY created_at DESC LIMIT 1").fetchone()
+    return row[0] if row else None
+
+
+def test_the_page_takes_the_next_message_when_a_runs_end_was_lost(browser, platform, upstream, redis_server):
+    words = [f"word{n}" for n in range(20)]
+    reset(upstream, text_chunks(" ".join(words), pieces=len(words)), delay_s=0.25)  # ~5 s
+    s = Session(browser, platform, 1280)
+    try:
+        s.new_chat()
+        page = s.page
+        s.send("Twenty words, please.")
+        page.locator("article.msg.assistant .body.streaming").filter(has_text="word2").wait_for(timeout=RUN_MS)
+        redis_server.stop()
+        try:
+            deadline = time.monotonic() + 60
+            while run_status(platform) != "completed":  # the model finished meanwhile
+                assert time.monotonic() < deadline, platform.log_tail()
+                time.sleep(0.3)
+        finally:
+            redis_server.start()
+        s.wait_idle()  # the socket came back, the resume said events_missing: Send is free again
+        answer = page.locator("article.msg.assistant .body").last.inner_text()
+        assert answer.split() == words  # the stored answer, whole
+        assert page.locator("#conn").inner_text() == "connected"
+        assert not [e for e in s.errors if "WebSocket" not in e], s.errors
+    finally:
+        s.context.close()
+
+
+def test_the_page_streams_on_after_a_hole_in_the_runs_events(browser, platform, upstream, redis_server):
+    """Redis away for 3 s mid-answer (past ``EVENTS_LOG_RETRY_S``; restarted empty): the events
+    of the outage are gone. The trial's page jumped the hole silently (word 31, then word 382);
+    the cursor now says ``events_missing`` there, and the page shows the stored text and streams
+    on after it — not frozen until the run ends."""
+    words = [f"word{n}" for n in range(40)]
+    reset(upstream, text_chunks(" ".join(words), pieces=len(words)), delay_s=0.25)  # ~10 s
+    s = Session(browser, platform, 1280)
+    try:
+        s.new_chat()
+        page = s.page
+        s.send("Forty words, please.")
+        streaming = page.locator("article.msg.assistant .body.streaming")
+        streaming.filter(has_text="word4").wait_for(timeout=RUN_MS)
+        redis_server.restart(down_s=3.0)
+        streaming.filter(has_text="word30").wait_for(timeout=RUN_MS)  # live again, before the end
+        shown = streaming.inner_text().split()
+        assert "word10" in shown and "word11" in shown, shown  # the hole is filled from the stored text
+        s.wait_idle()
+        assert page.locator("article.msg.assistant .body").last.inner_text().split() == words
+        assert not [e for e in s.errors if "WebSocket" not in e], s.errors
+    finally:
+        s.context.close()
