@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
@@ -296,8 +297,9 @@ def close_round_cancelled(run: Run, emitter: RunEmitter) -> int:
     (the reaper's :func:`run_close_abandoned_cancel`, or a cancel of a run re-queued after its
     worker died): the round's budget hold given back (``Meter.recover``, once); a tool call
     that was running marked ``status_unknown`` (never run again) with that as its result and a
-    ``tool.completed``; messages still ``streaming`` kept ``cancelled`` with the text last saved,
-    a ``message.completed`` each. Returns how many messages it closed."""
+    ``tool.completed``; messages still ``streaming`` kept ``cancelled`` — the last with all the
+    text live clients were shown (:func:`_shown_latest`) — a ``message.completed`` each.
+    Returns how many messages it closed."""
     if run.budget_hold:
         meter().recover(run_id=run.pk)
     for ledger in ToolCall.objects.filter(run=run, status=ToolCall.Status.RUNNING):
@@ -306,7 +308,15 @@ def close_round_cancelled(run: Run, emitter: RunEmitter) -> int:
                            tool_call_id=ledger.call_id, is_error=True)
             emitter.emit("tool.completed", tool_call_id=str(ledger.pk), name=ledger.tool_name, status="failed",
                          summary=UNKNOWN_OUTCOME, is_error=True)
-    return _close_streaming(run, emitter, status=Message.Status.CANCELLED)
+    return _close_streaming(run, emitter, status=Message.Status.CANCELLED, latest=_shown_latest(run))
+
+
+def _shown_latest(run: Run) -> tuple[Any, dict[str, str]] | None:
+    """``(message id, {"content": …})`` for ``run``'s last ``streaming`` message, with all the
+    text live clients were shown (``agents.replay.fill_from_log``: a lost worker may have
+    streamed on after its last save); None when no message is streaming."""
+    last = Message.objects.filter(run=run, status=Message.Status.STREAMING).order_by("-position").first()
+    return (last.pk, {"content": fill_from_log(run.pk, last.content)}) if last is not None else None
 
 
 def _close_lost_round(run: Run, emitter: RunEmitter) -> None:
@@ -315,9 +325,8 @@ def _close_lost_round(run: Run, emitter: RunEmitter) -> None:
     ``truncated`` — the last with all the text live clients were shown (``fill_from_log``)."""
     if run.budget_hold:
         meter().recover(run_id=run.pk)
-    last = Message.objects.filter(run=run, status=Message.Status.STREAMING).order_by("-position").first()
-    latest = (last.pk, {"content": fill_from_log(run.pk, last.content)}) if last is not None else None
-    _close_streaming(run, emitter, code="interrupted", message="the worker stopped while writing this", latest=latest)
+    _close_streaming(run, emitter, code="interrupted", message="the worker stopped while writing this",
+                     latest=_shown_latest(run))
 
 
 def _close_streaming(run: Run, emitter: RunEmitter, *, status: str = Message.Status.TRUNCATED, code: str = "",

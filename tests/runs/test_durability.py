@@ -253,10 +253,11 @@ def test_a_run_cancelled_after_its_worker_died_is_closed_by_the_reaper(thread, u
     that was running ``status_unknown`` (never run again), ``run.cancelled`` published, the
     run finished, and the thread takes a new message."""
     run, partial, ledger = dead_worker_run(thread, users["alice"], settings, lease_in_s=5)
-    # The dead worker had published two events past the seq its last renewal saved.
-    for seq in (8, 9):
+    # The dead worker had published two events past the seq its last renewal saved, and the
+    # page showed their text: the half answer keeps it (it kept the last save only).
+    for seq, delta in ((7, "Here is half an ans"), (8, "wer"), (9, ", as shown")):
         assert run_coroutine(event_log().append(str(run.pk), {"type": "text.delta", "run_id": str(run.pk), "seq": seq,
-                                                               "delta": "s"}))
+                                                               "delta": delta}))
     assert run_cancel(run=run, user=users["alice"]).status == "cancelled"
     sink = sink_for(thread.pk)
     assert reap_expired_runs() == []  # the lease has not expired: a live worker may still close it
@@ -268,7 +269,7 @@ def test_a_run_cancelled_after_its_worker_died_is_closed_by_the_reaper(thread, u
     assert types(events) == ["tool.completed", "message.completed", "run.cancelled"] and events[0]["seq"] == 10
     assert (events[1]["message_id"], events[1]["status"]) == (str(partial.pk), "cancelled")
     partial.refresh_from_db()
-    assert (partial.status, partial.content) == ("cancelled", "Here is half an ans")
+    assert (partial.status, partial.content) == ("cancelled", "Here is half an answer, as shown")
     ledger.refresh_from_db()
     assert ledger.status == ToolCall.Status.STATUS_UNKNOWN
     result = Message.objects.get(run=run, role="tool", tool_call_id="c1")
