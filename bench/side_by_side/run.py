@@ -84,7 +84,7 @@ class BenchPlatform(Platform):
         self.port = free_port()
         config = self.tmpdir / "haproxy.cfg"
         config.write_text(HAPROXY_CONFIG.format(port=self.port, servers="\n".join(
-            f"    server web{i} 127.0.0.1:{p} check" for i, p in enumerate(backends, 1))))
+            f"    server web{i} 127.0.0.1:{p}" for i, p in enumerate(backends, 1))))
         self._spawn("haproxy", ["haproxy", "-db", "-f", str(config)])
 
 
@@ -104,6 +104,10 @@ frontend chat
     default_backend web
 backend web
     balance leastconn
+    option redispatch
+    retries 2
+    retry-on conn-failure empty-response
+    default-server check inter 2s fall 2 rise 2
 {servers}
 """
 
