@@ -88,6 +88,18 @@ def error_response(code: str, message: str, status_code: int) -> Response:
     return Response({"error": {"code": code, "message": message}}, status=status_code)
 
 
+class ClientErrorLogFilter(logging.Filter):
+    """For Django's ``django.security.RequestDataTooBig`` / ``TooManyFieldsSent`` /
+    ``TooManyFilesSent`` loggers: Django logs a refused request body as an ERROR with a
+    traceback, but it is the client's error, answered 413 / 400 (:func:`bad_request`) — one
+    WARNING line, no traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.exc_info = record.exc_text = None
+        return True
+
+
 def bad_request(request, exception=None):
     """``handler400``: API paths answer the JSON error shape (413 for a body over
     ``DATA_UPLOAD_MAX_MEMORY_SIZE``); pages keep Django's default."""

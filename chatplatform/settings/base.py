@@ -421,7 +421,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     # Provider keys (and anything that looks like one) never reach the logs (agents.redaction).
     "filters": {"run_context": {"()": "usage.logs.RunContextFilter"},
-                "redact": {"()": "agents.redaction.RedactingFilter"}},
+                "redact": {"()": "agents.redaction.RedactingFilter"},
+                "client_error": {"()": "chatplatform.api.ClientErrorLogFilter"}},
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
         "json": {
@@ -442,6 +443,9 @@ LOGGING = {
         # warning with a traceback for each; 5xx still log as errors.
         "django.request": {"level": "ERROR"},
         "django.security": {"level": "ERROR"},
+        # A body over the upload limits is the client's error (413/400): a warning line.
+        **{f"django.security.{name}": {"filters": ["client_error"]}
+           for name in ("RequestDataTooBig", "TooManyFieldsSent", "TooManyFilesSent")},
     },
 }
 

@@ -97,11 +97,15 @@ def test_an_admin_reading_a_thread_cannot_publish_it(thread, users, converse, ap
     assert admin.post(f"/api/v1/messages/{message.pk}/save-to-knowledge/", {"type": "note"}, format="json").status_code == 404
 
 
-def test_oversized_rest_body_is_a_json_413(thread, users, api_for):
+def test_oversized_rest_body_is_a_json_413(thread, users, api_for, caplog):
     huge = json.dumps({"content": "x" * (3 * 1024 * 1024)})
     response = api_for(users["alice"]).post(f"/api/v1/threads/{thread.pk}/runs/", huge, content_type="application/json")
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "too_large"
+    # The client's error: one warning line, not an ERROR with a traceback (a trial's log).
+    logged = [r for r in caplog.records if r.name.startswith("django.security")]
+    assert [(r.name, r.levelname, r.exc_info) for r in logged] == [
+        ("django.security.RequestDataTooBig", "WARNING", None)]
 
 
 def test_sse_of_a_finished_run_with_nothing_left_ends_at_once(thread, users, alice_key, converse, settings):
