@@ -211,7 +211,7 @@ def run_cancel(*, run: Run, user) -> Run:
     worker, which closes the upstream stream and keeps the partial text with status
     ``cancelled``: at its next token or check once the commit woke its heartbeat
     (``agents.runs.control``), else at its next heartbeat (within a second). A finished run →
-    ``run_finished`` (409).
+    ``run_finished`` (409; the message says "already cancelled" when a cancel came first).
     """
     if not _may_manage(run, user):
         raise RunRejected("not_allowed", "Only the person who started this run or an admin of its workspace can "
@@ -220,7 +220,12 @@ def run_cancel(*, run: Run, user) -> Run:
     if _end_waiting_run(run, reason=CANCELLED_RESULT, decision="cancelled", run_message="Cancelled by the user."):
         return run
     if not lifecycle.run_cancel_running(run_id=run.pk):
-        raise RunRejected("run_finished", "This run has already finished.", 409)
+        # A Stop that lost a race with another Stop says so, not "finished" (four Stops at once
+        # across two web processes: three were told the cancelled run had finished).
+        status = Run.objects.filter(pk=run.pk).values_list("status", flat=True).first()
+        message = ("This run was already cancelled." if status == Run.Status.CANCELLED
+                   else "This run has already finished.")
+        raise RunRejected("run_finished", message, 409)
     run_id = run.pk
     transaction.on_commit(lambda: run_check_now(run_id))
     run.status = Run.Status.CANCELLED

@@ -185,6 +185,9 @@ def test_cancel_while_awaiting_closes_the_call(box, users, alice_thread, fake_op
     run, events, sink = start_until_awaiting(fake_openai, sink_for, alice_thread, users["alice"],
                                              [call("c1", "note_write", {"text": "x"})])
     assert api_for(users["alice"]).post(f"/api/v1/runs/{run.pk}/cancel/").status_code == 200
+    again = api_for(users["alice"]).post(f"/api/v1/runs/{run.pk}/cancel/")  # a second Stop, e.g. another tab's
+    assert (again.status_code, again.json()["error"]) == (
+        409, {"code": "run_finished", "message": "This run was already cancelled."})
     rest = sink.until_terminal(run.pk)
     assert rest[-1]["type"] == "run.cancelled"
     tool_msg = Message.objects.get(thread=alice_thread, role="tool")
