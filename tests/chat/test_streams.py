@@ -263,3 +263,25 @@ def test_rate_limits_answer_429_with_retry_after(thread, users, settings, conver
     second = client.post(url, {"content": "two"}, format="json")
     assert second.status_code == 429 and second.json()["error"]["code"] == "rate_limited"
     assert 1 <= int(second["Retry-After"]) <= 3600
+
+
+def test_a_resume_past_the_runs_last_event_does_not_mute_it(thread, users, keys, settings):
+    """``run.resume`` with an ``after_seq`` far past anything the run has (a broken client, a
+    trial's 2**63 - 1) is taken as "everything so far": the run's later events, its end too,
+    still come (they all counted as delivered, and the socket heard nothing more of the run)."""
+    settings.OFFLINE_DELTA_DELAY_S = 0.01
+
+    async def go():
+        comm = await ws(thread.pk, keys["alice"])
+        await comm.send_json_to({"type": "message.send", "content": "How does the with statement work?"})
+        early = await collect_until(comm, {"text.delta"})
+        run_id = early[-1]["run_id"]
+        await comm.send_json_to({"type": "run.resume", "run_id": run_id, "after_seq": 2**53})
+        rest = await collect_until(comm, {"run.completed"})
+        await comm.disconnect()
+        return early, rest
+
+    early, rest = asyncio.run(go())
+    assert rest[-1]["type"] == "run.completed"
+    seqs = [e["seq"] for e in early + rest if "seq" in e]
+    assert seqs == sorted(set(seqs)) and seqs[-1] == rest[-1]["seq"]  # in order, none twice
