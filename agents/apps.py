@@ -48,12 +48,18 @@ def _sync_tool_policies(sender, **kwargs) -> None:
 
 
 def _preload_in_background(**_signal_kwargs) -> None:
-    """worker_ready runs on the consumer's thread: import the SDKs beside it, not in its way."""
+    """worker_ready runs on the consumer's thread: beside it, say which enabled providers this
+    worker has no key for, and import the SDKs."""
     import threading
 
     from agents.providers.capabilities import preload_adapters
+    from agents.providers.keys import warn_unconfigured_providers
 
-    threading.Thread(target=preload_adapters, name="preload-adapters", daemon=True).start()
+    def preload() -> None:
+        warn_unconfigured_providers()
+        preload_adapters()
+
+    threading.Thread(target=preload, name="preload-adapters", daemon=True).start()
 
 
 def _install_config_triggers(sender, using="default", **kwargs) -> None:

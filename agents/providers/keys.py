@@ -55,3 +55,26 @@ def key_status(provider) -> str | None:
     if rule == KEY_REQUIRED:
         return "enter an API key in the admin"
     return None  # an OpenAI-compatible local server may need no key
+
+
+def warn_unconfigured_providers() -> list[str]:
+    """At a worker's start: one warning per enabled provider whose key this process cannot
+    find (:func:`key_status`) — its runs would each fail ``not_configured``, and nothing else
+    says so until a person sends a message (a trial's worker was started without the
+    provider's key variable). Returns the warnings; a database that cannot be read is logged
+    at debug level and skipped."""
+    import logging
+
+    from agents.models import Provider
+
+    logger = logging.getLogger(__name__)
+    try:
+        providers = list(Provider.objects.filter(enabled=True).order_by("slug"))
+        warnings = [f"provider {p.slug!r} is enabled but not configured in this process: {missing}; its runs "
+                    "here will fail not_configured" for p in providers if (missing := key_status(p))]
+    except Exception:  # noqa: BLE001 - a start-up hint only
+        logger.debug("could not check the providers' keys", exc_info=True)
+        return []
+    for warning in warnings:
+        logger.warning(warning)
+    return warnings
