@@ -248,7 +248,8 @@ class ThreadConsumer(ClosesOnLayerLoss, ReceiveLoopsMixin, AsyncJsonWebsocketCon
         if after > last_seq:  # past what the run saved: at most what its log holds (a live client
             # is up to a heartbeat ahead of the saved seq); an after_seq past both muted the run
             # on this socket — every later event, its end too, counted as delivered.
-            after = min(after, max(last_seq, await self._logged_seq(run_id, after)))
+            # (A log that cannot be read fails here as it would in the resume's own read below.)
+            after = min(after, max(last_seq, await event_log().last_seq(run_id)))
         events = await self.cursor.resume(run_id, after)
         for event in events:
             await self.send_event(event)
@@ -256,15 +257,6 @@ class ThreadConsumer(ClosesOnLayerLoss, ReceiveLoopsMixin, AsyncJsonWebsocketCon
         if delivered < last_seq:
             await self.send_error("events_missing", "This run's events are no longer available; reload the thread's messages.",
                                   run_id=run_id, from_seq=delivered + 1, to_seq=last_seq)
-
-    @staticmethod
-    async def _logged_seq(run_id: str, default: int) -> int:
-        """The run's last logged seq; ``default`` when the log cannot be read (Redis away)."""
-        try:
-            return await event_log().last_seq(run_id)
-        except Exception:  # noqa: BLE001 - the resume goes on with what the client said
-            logger.info("run %s: event log unreadable at resume", run_id, exc_info=True)
-            return default
 
     async def _still_allowed(self) -> bool:
         allowed = await db_async(ws_actions.socket_still_allowed)(

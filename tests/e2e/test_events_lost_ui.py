@@ -11,6 +11,7 @@ answer) but kept Send locked and Stop shown, "writing…" for good, until a relo
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -48,15 +49,29 @@ def run_status(platform: Platform) -> str | None:
     return row[0] if row else None
 
 
-def test_the_page_takes_the_next_message_when_a_runs_end_was_lost(browser, platform, upstream, redis_server):
-    words = [f"word{n}" for n in range(20)]
-    reset(upstream, text_chunks(" ".join(words), pieces=len(words)), delay_s=0.25)  # ~5 s
-    s = Session(browser, platform, 1280)
+@contextmanager
+def answer_streaming(browser, platform, upstream, width: int, words: list[str], seen: str):
+    """A signed-in tab at ``width`` px that asked for ``words`` (4 per second) and shows
+    ``seen`` in the streaming answer; yields the :class:`Session`. On leaving (no exception):
+    the turn ended — Send free, Stop hidden — with the stored answer whole and no page error
+    but the socket's own reconnects."""
+    reset(upstream, text_chunks(" ".join(words), pieces=len(words)), delay_s=0.25)
+    s = Session(browser, platform, width)
     try:
         s.new_chat()
-        page = s.page
-        s.send("Twenty words, please.")
-        page.locator("article.msg.assistant .body.streaming").filter(has_text="word2").wait_for(timeout=RUN_MS)
+        s.send(f"{len(words)} words, please.")
+        s.page.locator("article.msg.assistant .body.streaming").filter(has_text=seen).wait_for(timeout=RUN_MS)
+        yield s
+        s.wait_idle()
+        assert s.page.locator("article.msg.assistant .body").last.inner_text().split() == words
+        assert not [e for e in s.errors if "WebSocket" not in e], s.errors
+    finally:
+        s.context.close()
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_page_takes_the_next_message_when_a_runs_end_was_lost(browser, platform, upstream, redis_server, width):
+    with answer_streaming(browser, platform, upstream, width, [f"word{n}" for n in range(20)], "word2") as s:
         redis_server.stop()
         try:
             deadline = time.monotonic() + 60
@@ -65,35 +80,20 @@ def test_the_page_takes_the_next_message_when_a_runs_end_was_lost(browser, platf
                 time.sleep(0.3)
         finally:
             redis_server.start()
-        s.wait_idle()  # the socket came back, the resume said events_missing: Send is free again
-        answer = page.locator("article.msg.assistant .body").last.inner_text()
-        assert answer.split() == words  # the stored answer, whole
-        assert page.locator("#conn").inner_text() == "connected"
-        assert not [e for e in s.errors if "WebSocket" not in e], s.errors
-    finally:
-        s.context.close()
+        # The socket comes back, its resume says events_missing: Send is free again (on leaving).
+        s.page.wait_for_function("() => document.getElementById('conn').textContent === 'connected'",
+                                 timeout=RUN_MS)
 
 
-def test_the_page_streams_on_after_a_hole_in_the_runs_events(browser, platform, upstream, redis_server):
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_page_streams_on_after_a_hole_in_the_runs_events(browser, platform, upstream, redis_server, width):
     """Redis away for 3 s mid-answer (past ``EVENTS_LOG_RETRY_S``; restarted empty): the events
     of the outage are gone. The trial's page jumped the hole silently (word 31, then word 382);
     the cursor now says ``events_missing`` there, and the page shows the stored text and streams
     on after it — not frozen until the run ends."""
-    words = [f"word{n}" for n in range(40)]
-    reset(upstream, text_chunks(" ".join(words), pieces=len(words)), delay_s=0.25)  # ~10 s
-    s = Session(browser, platform, 1280)
-    try:
-        s.new_chat()
-        page = s.page
-        s.send("Forty words, please.")
-        streaming = page.locator("article.msg.assistant .body.streaming")
-        streaming.filter(has_text="word4").wait_for(timeout=RUN_MS)
+    with answer_streaming(browser, platform, upstream, width, [f"word{n}" for n in range(40)], "word4") as s:
         redis_server.restart(down_s=3.0)
+        streaming = s.page.locator("article.msg.assistant .body.streaming")
         streaming.filter(has_text="word30").wait_for(timeout=RUN_MS)  # live again, before the end
         shown = streaming.inner_text().split()
         assert "word10" in shown and "word11" in shown, shown  # the hole is filled from the stored text
-        s.wait_idle()
-        assert page.locator("article.msg.assistant .body").last.inner_text().split() == words
-        assert not [e for e in s.errors if "WebSocket" not in e], s.errors
-    finally:
-        s.context.close()
