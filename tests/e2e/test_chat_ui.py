@@ -609,6 +609,137 @@ def test_a_run_that_fails_before_it_starts_frees_the_composer(session_for, fake)
     assert not s.errors, s.errors
 
 
+def drop_server_frames(page, drop):
+    """Route the page's thread socket through the test: frames pass both ways, except a
+    server frame for which ``drop(event)`` is true — lost on the way, as a layer or a proxy
+    may lose it; the server believes it delivered it."""
+    def route(ws):
+        server = ws.connect_to_server()
+        server.on_message(lambda message: None if drop(json.loads(message)) else ws.send(message))
+
+    page.route_web_socket(re.compile(r".*/ws/threads/.*"), route)
+
+
+@pytest.mark.parametrize("lost", ["once", "always"])
+def test_a_run_whose_end_never_reached_the_page_ends_from_the_database(session_for, fake, lost):
+    """A run's ``run.completed`` lost between the server and the page (the server's own
+    catch-up cannot see it: its cursor counts it as delivered). The page used to show
+    "writing…" with Send locked for good. Now a turn quiet for 8 s looks the run up: the run
+    has ended, so the socket resumes it and the end arrives (``once``); when even that is
+    lost (``always``), the next look ends the turn from the stored thread."""
+    s = session_for()
+    thread_id = s.new_chat()
+    page = s.page
+    dropped: list[int] = []
+
+    def drop(event):
+        if event.get("type") != "run.completed" or (lost == "once" and dropped):
+            return False
+        dropped.append(event["seq"])
+        return True
+
+    drop_server_frames(page, drop)
+    s.open(thread_id)
+    looked_up: list[str] = []
+    page.on("request", lambda r: looked_up.append(r.url) if re.search(r"/api/v1/runs/[^/]+/$", r.url) else None)
+    reset(fake, text_chunks("The whole answer, every word.", pieces=5))
+    s.send("Answer, please")
+    page.locator("article.msg.assistant .body", has_text="every word.").wait_for(timeout=RUN_MS)
+    page.wait_for_timeout(2_000)
+    assert dropped and not page.locator("#send").is_enabled()  # stuck: "writing…", Send locked
+    s.wait_idle()
+    assert (lost == "once") == (len(dropped) == 1), dropped
+    assert len(looked_up) == (1 if lost == "once" else 2), looked_up  # a look 8 s in (and 10 s later)
+    assert page.locator("article.msg.assistant .body").last.inner_text().strip() == "The whole answer, every word."
+    assert page.locator(".meta.quiet").count() == 0 and page.locator("#conn").inner_text() == "connected"
+    page.fill("#input", "next")  # the thread takes the next message
+    assert not s.errors, s.errors
+
+
+def test_the_label_says_a_service_is_unavailable_until_it_answers_again(session_for, fake):
+    """A send refused with ``service_unavailable`` (the database away): the label said the
+    refusal's text until the person did something, long after the service was back (a trial).
+    Now it says "service unavailable" while reads of the thread are answered 503, and goes
+    back to "connected" by itself once one is answered."""
+    s = session_for()
+    thread_id = s.new_chat()
+    page = s.page
+    message = "A backing service (database or broker) is not reachable right now; nothing was lost — try again."
+    down = {"on": False, "reads": 0}
+
+    def route(ws):
+        server = ws.connect_to_server()
+
+        def from_page(frame):
+            if json.loads(frame).get("type") == "message.send":
+                ws.send(json.dumps({"type": "error", "code": "service_unavailable", "message": message,
+                                    "retry_after": 5}))
+            else:
+                server.send(frame)
+
+        ws.on_message(from_page)
+
+    def thread_read(route_):
+        if route_.request.method == "GET" and down["on"]:
+            down["reads"] += 1
+            route_.fulfill(status=503, headers={"Retry-After": "5"}, content_type="application/json",
+                           body=json.dumps({"error": {"code": "service_unavailable", "message": message}}))
+        else:
+            route_.continue_()
+
+    page.route_web_socket(re.compile(r".*/ws/threads/.*"), route)
+    page.route(re.compile(rf".*/api/v1/threads/{thread_id}/$"), thread_read)
+    s.open(thread_id)
+    down["on"] = True
+    s.send("Are you there?")
+    page.wait_for_function("() => document.getElementById('conn').textContent === 'service unavailable'")
+    assert page.locator("#conn").get_attribute("title") == message
+    assert page.input_value("#input") == "Are you there?"  # the text stays
+    page.wait_for_timeout(6_000)  # a retry or two go by, answered 503
+    assert down["reads"] >= 1 and page.locator("#conn").inner_text() == "service unavailable"
+    down["on"] = False
+    page.wait_for_function("() => document.getElementById('conn').textContent === 'connected'", timeout=STEP_MS)
+    assert not [e for e in s.errors if "503" not in e], s.errors
+
+
+def test_a_not_connected_note_on_an_approval_goes_when_the_socket_is_back(session_for, fake):
+    """Approve clicked while the socket reconnects says "Not connected: try again in a
+    moment."; that note stayed after the socket was back (a trial). Now it goes then, and
+    the next click decides."""
+    s = session_for()
+    thread_id = s.new_chat()
+    page = s.page
+    gate = {"open": True, "sockets": []}
+
+    def route(ws):
+        if not gate["open"]:
+            ws.close(code=1012)  # the server restarting: the page retries with backoff
+            return
+        ws.connect_to_server()
+        gate["sockets"].append(ws)
+
+    page.route_web_socket(re.compile(r".*/ws/threads/.*"), route)
+    s.open(thread_id)
+    reset(fake, tool_call_chunks([call("c1", "ui_write", {"setting": "retention=7d"})]), text_chunks("Changed."))
+    s.send("Change the retention")
+    card = page.locator(".card.approval")
+    card.locator("button.approve").wait_for(timeout=RUN_MS)
+    gate["open"] = False
+    gate["sockets"][-1].close(code=1012)
+    page.wait_for_function("() => document.getElementById('conn').textContent === 'reconnecting…'")
+    card.locator("button.approve").click()
+    note = card.locator(".approval-note")
+    assert note.inner_text() == "Not connected: try again in a moment."
+    gate["open"] = True
+    page.wait_for_function("() => document.getElementById('conn').textContent === 'connected'", timeout=STEP_MS)
+    assert note.inner_text() == ""
+    card.locator("button.approve").click()
+    page.locator("article.msg.assistant .body", has_text="Changed.").wait_for(timeout=RUN_MS)
+    s.wait_idle()
+    assert note.inner_text() == "Approved by alice"
+    assert not [e for e in s.errors if "WebSocket" not in e], s.errors
+
+
 # --- rail, header, settings -------------------------------------------------------------------
 def open_rail(s):
     if s.width < 760:

@@ -32,6 +32,7 @@ export class Composer {
 
   update() {
     const m = measure(this.input.value, this.limits);
+    this.noteKind = "";  // a note said (say) is replaced by what the text calls for
     this.counter.hidden = !m.near;
     this.counter.classList.toggle("over", m.over);
     if (m.over) {
@@ -50,7 +51,10 @@ export class Composer {
     const text = this.input.value;
     if (!text.trim() || this.running || this.pending !== null) return;
     if (this.update().over) { this.input.focus(); return; }
-    if (!send(text)) { this.say("Not connected — your message is still here; it can be sent once the connection is back."); return; }
+    if (!send(text)) {
+      this.say("Not connected — your message is still here; it can be sent once the connection is back.", "not_connected");
+      return;
+    }
     this.pending = text;
     this.input.readOnly = true;
     this.update();
@@ -67,20 +71,30 @@ export class Composer {
     return sent;
   }
 
-  // The server refused the send: the text stays, editable, with the reason.
-  rejected(message) {
+  // The server refused the send: the text stays, editable, with the reason (``kind``: the
+  // error's code, for clearNote).
+  rejected(message, kind = "") {
     if (this.pending === null) return;
     this.pending = null;
     this.input.readOnly = false;
-    this.say(message);
+    this.say(message, kind);
     this.update();
     this.input.focus();
   }
 
-  say(message) {
+  say(message, kind = "") {
+    this.noteKind = kind;
     this.counter.hidden = false;
     this.counter.classList.add("over");
     this.counter.textContent = message;
+  }
+
+  // The condition a note of this kind spoke of is over (the socket is back, the service
+  // answers again): the counter goes back to what the text in the box calls for.
+  clearNote(kind) {
+    if (!this.noteKind || this.noteKind !== kind) return;
+    this.noteKind = "";
+    this.update();
   }
 
   setRunning(on, {canStop = on} = {}) {

@@ -166,6 +166,8 @@ function baseHandlers(app) {
       } else {
         app.composerRejected(ev);
       }
+      // The label goes back by itself once the service answers again (main.js).
+      if (ev.code === "service_unavailable") app.unavailable(ev.message);
     },
   };
 }

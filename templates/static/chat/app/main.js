@@ -120,7 +120,8 @@ function start(box) {
     },
     busy(on, opts) { if (composer) composer.setRunning(on, opts); },
     composerSent() { if (composer) composer.accepted(); },
-    composerRejected(ev) { if (composer) composer.rejected(ev.message); },
+    composerRejected(ev) { if (composer) composer.rejected(ev.message, ev.code); },
+    unavailable(message) { unavailable(message); },
     stickToBottom() {
       if (box.scrollHeight - box.scrollTop - box.clientHeight < 160) box.scrollTop = box.scrollHeight;
     },
@@ -158,7 +159,15 @@ function start(box) {
     url: proto + location.host + d.wsPath,
     onEvent: dispatch,
     onState: (state, detail) => {
-      if (state === "open") showConn("connected", "ok");
+      if (state === "open") {
+        showConn("connected", "ok");
+        // Notes that said the socket was away ("Not connected: try again…") are stale now.
+        if (composer) composer.clearNote("not_connected");
+        for (const note of box.querySelectorAll('.approval-note[data-kind="not_connected"]')) {
+          note.textContent = "";
+          delete note.dataset.kind;
+        }
+      }
       else if (state === "reconnecting") showConn("reconnecting…", "warn");
       else showConn(detail || "disconnected", "bad");
     },
@@ -237,7 +246,56 @@ function start(box) {
     if (!live.quiet) live.quiet = {text: meta.textContent, cls: meta.className};
     meta.textContent = "nothing new for " + quiet + " s";
     meta.className = "meta quiet";
+    if (!live.probing && Date.now() - (live.probedAt || 0) >= PROBE_S * 1000) probe(live);
   }, 1000);
+
+  // A quiet run is looked up over REST every PROBE_S while it stays quiet: the database says
+  // whether it went on or ended without this page hearing it (an event lost on the way that
+  // the server's own catch-up did not see: its socket never had a live event of the run, or
+  // the log lost the end). Then the socket's run.resume sends what the page missed — or an
+  // events_missing, which reloads the thread and frees the composer. A run still found ended
+  // at the next probe is ended from the thread as stored. A 503 (the server cannot reach its
+  // database: the run's worker holds its events until it is back) is said in the label.
+  const PROBE_S = 10;
+  function probe(live) {
+    live.probing = true;
+    live.probedAt = Date.now();
+    api("GET", urlFor(config.urls.run, live.runId)).then((run) => {
+      if (app.live !== live) return;
+      backAgain();
+      const ended = Object.hasOwn(RUN_END, run.status);
+      if (ended && live.endSeen) {
+        app.endLive({type: RUN_END[run.status], run_id: run.id, error: run.error && run.error.message ? run.error : null});
+        return;
+      }
+      live.endSeen = ended;
+      if ((ended || run.last_event_seq > (stream.seen.get(live.runId) || 0)) && stream.open) stream.resume(live.runId);
+    }, (e) => {
+      if (app.live === live && e.code === "service_unavailable") unavailable(e.message);
+    }).finally(() => { live.probing = false; });
+  }
+  const RUN_END = {completed: "run.completed", failed: "run.failed", cancelled: "run.cancelled", interrupted: "run.failed"};
+
+  // The server cannot reach a backing service (a send refused with service_unavailable, a
+  // quiet run's probe answered 503): the label says so, and the thread is read again every
+  // 5 s until it answers, then the label and the composer's note go back.
+  let recovery = null;
+  function unavailable(message) {
+    showConn("service unavailable", "bad");
+    if (conn) conn.title = message;
+    if (recovery) return;
+    const attempt = () => {
+      recovery = setTimeout(() => {
+        api("GET", urlFor(config.urls.thread, config.threadId)).then(backAgain, attempt);
+      }, 5000);
+    };
+    attempt();
+  }
+  function backAgain() {
+    if (recovery) { clearTimeout(recovery); recovery = null; }
+    if (conn && conn.textContent === "service unavailable" && stream.open) showConn("connected", "ok");
+    if (composer) composer.clearNote("service_unavailable");
+  }
 
   view.load().then((last) => {
     if (last.openRun) {

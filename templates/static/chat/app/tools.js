@@ -136,7 +136,11 @@ export function approvalCard(a, onDecide) {
     tick();
     const decide = (decision) => {
       approve.disabled = deny.disabled = true;
-      if (!onDecide(decision)) { approve.disabled = deny.disabled = false; note.textContent = "Not connected: try again in a moment."; }
+      if (!onDecide(decision)) {
+        approve.disabled = deny.disabled = false;
+        note.textContent = "Not connected: try again in a moment.";
+        note.dataset.kind = "not_connected";  // cleared when the socket is back (main.js)
+      }
     };
     approve.addEventListener("click", () => decide("approve"));
     deny.addEventListener("click", () => decide("deny"));
