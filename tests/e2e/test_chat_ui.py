@@ -656,6 +656,35 @@ def test_a_run_whose_end_never_reached_the_page_ends_from_the_database(session_f
     assert not s.errors, s.errors
 
 
+def test_a_stop_whose_run_cancelled_never_reached_the_page_ends_the_turn(session_for, fake):
+    """Stop, and the run's ``run.cancelled`` lost on the way: the turn said "stopping…" with
+    Send locked for good. A stopping turn is looked up too (8 s after its last event) and
+    the resumed socket brings the end."""
+    s = session_for()
+    thread_id = s.new_chat()
+    page = s.page
+    dropped: list[int] = []
+
+    def drop(event):
+        if event.get("type") != "run.cancelled" or dropped:
+            return False
+        dropped.append(event["seq"])
+        return True
+
+    drop_server_frames(page, drop)
+    s.open(thread_id)
+    reset(fake, text_chunks(" ".join(f"w{n}" for n in range(400)), pieces=400), delay_s=0.05)
+    s.send("Write a lot")
+    page.locator("article.msg.assistant .body", has_text="w3").wait_for(timeout=RUN_MS)
+    page.click("#stop")
+    page.wait_for_function("() => document.querySelector('article.msg.assistant .meta').textContent === 'stopping…'")
+    page.wait_for_timeout(2_000)
+    assert dropped and page.locator("#stop").is_hidden() and not page.locator("#send").is_enabled()
+    s.wait_idle()
+    assert len(dropped) == 1 and "w399" not in page.locator("article.msg.assistant .body").last.inner_text()
+    assert not s.errors, s.errors
+
+
 def test_the_label_says_a_service_is_unavailable_until_it_answers_again(session_for, fake):
     """A send refused with ``service_unavailable`` (the database away): the label said the
     refusal's text until the person did something, long after the service was back (a trial).

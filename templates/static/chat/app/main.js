@@ -239,24 +239,30 @@ function start(box) {
   setInterval(() => {
     const live = app.live;
     const meta = live && live.turn && live.turn.querySelector(".meta");
-    if (!meta || live.stopping || meta.classList.contains("awaiting")) return;
+    if (!meta) return;
     if (!live.heardAt) live.heardAt = Date.now();  // followed from a reload: count from now
     const quiet = Math.floor((Date.now() - live.heardAt) / 1000);
     if (quiet < QUIET_S) return;
+    // Waiting for an approval or a worker may take long: looked up less often, nothing said.
+    const waiting = live.stopping || meta.classList.contains("awaiting");
+    const every = (waiting ? WAITING_PROBE_S : PROBE_S) * 1000;
+    if (!live.probing && Date.now() - (live.probedAt || 0) >= every) probe(live);
+    if (waiting) return;
     if (!live.quiet) live.quiet = {text: meta.textContent, cls: meta.className};
     meta.textContent = "nothing new for " + quiet + " s";
     meta.className = "meta quiet";
-    if (!live.probing && Date.now() - (live.probedAt || 0) >= PROBE_S * 1000) probe(live);
   }, 1000);
 
-  // A quiet run is looked up over REST every PROBE_S while it stays quiet: the database says
-  // whether it went on or ended without this page hearing it (an event lost on the way that
-  // the server's own catch-up did not see: its socket never had a live event of the run, or
-  // the log lost the end). Then the socket's run.resume sends what the page missed — or an
+  // A quiet run is looked up over REST (PROBE_S apart while it stays quiet; WAITING_PROBE_S
+  // while it waits for an approval or a worker, or is stopping): the database says whether it
+  // went on or ended without this page hearing it (an event lost on the way that the
+  // server's own catch-up did not see: its socket never had a live event of the run, or the
+  // log lost the end). Then the socket's run.resume sends what the page missed — or an
   // events_missing, which reloads the thread and frees the composer. A run still found ended
-  // at the next probe is ended from the thread as stored. A 503 (the server cannot reach its
+  // at the next look is ended from the thread as stored. A 503 (the server cannot reach its
   // database: the run's worker holds its events until it is back) is said in the label.
   const PROBE_S = 10;
+  const WAITING_PROBE_S = 30;
   function probe(live) {
     live.probing = true;
     live.probedAt = Date.now();
