@@ -411,6 +411,7 @@ class Outcome:
     finish_reason: str
     usage: dict
     error: dict
+    texts: list[str] = field(default_factory=list)  # per assistant message with text, as stored
 
 
 def client_tools_of_run(run) -> list[ToolDefinition]:
@@ -422,12 +423,15 @@ def client_tools_of_run(run) -> list[ToolDefinition]:
 def completion_outcome(*, run_id: str, client_tool_names: set[str]) -> Outcome:
     """The run's answer as the API returns it: the text of its assistant messages (joined by
     a blank line; a lost attempt's half answer left out, ``agents.loop.prompt.lost_attempt``),
-    the client tool calls of its last message, finish reason and usage."""
+    the same messages' contents one by one (``texts``: those with text, in order — what a
+    stream that lost events continues from), the client tool calls of its last message,
+    finish reason and usage."""
     run = Run.objects.get(pk=run_id)
     assistants = list(Message.objects.filter(run=run, role=Message.Role.ASSISTANT).order_by("position"))
     assistants = [m for m, following in zip(assistants, [*assistants[1:], None], strict=True)
                   if not lost_attempt(m, following)]
-    text = "\n\n".join(m.content.strip() for m in assistants if m.content.strip())
+    texts = [m.content for m in assistants if m.content.strip()]
+    text = "\n\n".join(t.strip() for t in texts)
     last = assistants[-1] if assistants else None
     calls = [c for c in (last.tool_calls if last else []) if c["name"] in client_tool_names]
     usage = {"prompt_tokens": 0, "completion_tokens": 0}
@@ -442,7 +446,7 @@ def completion_outcome(*, run_id: str, client_tool_names: set[str]) -> Outcome:
     else:
         finish = "stop"
     return Outcome(status=run.status, text=text, tool_calls=calls, finish_reason=finish, usage=usage,
-                   error=run.error or {})
+                   error=run.error or {}, texts=texts)
 
 
 def conversation_remember(*, thread_id: str, messages: list[dict], answer: dict) -> None:

@@ -10,7 +10,19 @@ first, then the thread's group, through the same cursor as SSE) and answers:
   (assistant messages of the run separated by a blank line; server-side tool calls are not
   shown), client tool calls at the end with ``finish_reason: "tool_calls"``, a usage chunk
   when ``stream_options.include_usage``, then ``data: [DONE]``. A failed run sends
-  ``data: {"error": {…}}`` (the SDKs raise it).
+  ``data: {"error": {"message", "type": "api_error", "code"}}`` then ``data: [DONE]`` (the
+  SDKs raise it). A ``: keep-alive`` comment (ignored by SSE clients) every
+  ``SSE_KEEPALIVE_S`` while nothing else is sent — the run waiting for a worker, a silent
+  model, Redis away — so a proxy's idle timeout does not cut the stream. What the stream
+  cannot mend ends it the same way, with these codes (the run goes on; the whole answer is
+  in the thread; the conversation is not remembered):
+
+  - ``answer_restarted``: the worker was lost mid-answer and the model asked again (a lost
+    attempt); its new answer differs from the text already streamed. When it repeats that
+    text the stream continues seamlessly (``openai_api.streaming.StreamedAnswer``).
+  - ``events_missing``: part of the run's events was lost (a hole in the event log); at the
+    end the rest is sent from the stored answer, unless that answer does not continue the
+    text sent.
 * otherwise one ``chat.completion`` object.
 
 When a platform tool needs a person's approval, the answer says so in text and ends
@@ -49,6 +61,7 @@ from .services import (
     conversation_remember,
     model_list,
 )
+from .streaming import StreamedAnswer, failure_message
 
 PARKED = "approval.requested"
 logger = logging.getLogger(__name__)
@@ -118,11 +131,13 @@ async def chat_completions(request):
 
 
 # --- following the run ------------------------------------------------------------------------
-async def run_events(run_id: str, thread_id: str, *, every_event: bool = True):
+async def run_events(run_id: str, thread_id: str, *, every_event: bool = True, keepalive: bool = False):
     """The run's events in order until it ends, parks for approval, or the wait runs out
     (then a final ``{"type": "wait.timeout"}``). While Redis is unreachable (the live feed and
     the event log are both there) it waits for Redis — unless ``every_event`` is false and the
-    run has ended or parked: a caller that reads the answer from the database then stops."""
+    run has ended or parked: a caller that reads the answer from the database then stops.
+    ``keepalive``: also a ``{"type": "keepalive"}`` pseudo-event after ``SSE_KEEPALIVE_S``
+    seconds with nothing yielded (the run waiting for a worker, a silent model, Redis away)."""
     layer = get_channel_layer()
     channel = await layer.new_channel()
     group = thread_group(thread_id)
@@ -130,17 +145,23 @@ async def run_events(run_id: str, thread_id: str, *, every_event: bool = True):
     cursor = RunStreamCursor()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + float(getattr(settings, "COMPAT_API_WAIT_S", 300.0))
+    quiet_s = float(settings.SSE_KEEPALIVE_S) if keepalive else float("inf")
+    last_yield = loop.time()
     try:
         for event in await cursor.resume(run_id, 0):
             yield event
+            last_yield = loop.time()
             if event["type"] in TERMINAL_TYPES or event["type"] == PARKED:
                 return
         while True:
+            if loop.time() - last_yield >= quiet_s:
+                yield {"type": "keepalive"}
+                last_yield = loop.time()
             left = deadline - loop.time()
             if left <= 0:
                 yield {"type": "wait.timeout"}
                 return
-            message = await receive_within(layer, channel, min(left, 2.0))
+            message = await receive_within(layer, channel, min(left, 2.0, quiet_s))
             try:
                 if message is not None:
                     events = [] if str(message.get("event", {}).get("run_id")) != run_id else \
@@ -158,6 +179,7 @@ async def run_events(run_id: str, thread_id: str, *, every_event: bool = True):
                 continue
             for event in events:
                 yield event
+                last_yield = loop.time()
                 if event["type"] in TERMINAL_TYPES or event["type"] == PARKED:
                     return
     finally:
@@ -226,35 +248,56 @@ def _chunk(started: Started, delta: dict, finish: str | None = None, **extra) ->
     return f"data: {json.dumps(body, separators=(',', ':'), ensure_ascii=False)}\n\n"
 
 
+def _stream_error(code: str, message: str) -> str:
+    return f"data: {json.dumps({'error': {'message': message, 'type': 'api_error', 'code': code}})}\n\n"
+
+
 async def _sse(started: Started, include_usage: bool):
     yield _chunk(started, {"role": "assistant", "content": ""})
+    answer = StreamedAnswer()  # the text the client has, message by message
     sent: list[str] = []  # the text the client received, to remember the conversation
-    boundary = False  # a message ended: the next message's text starts after a blank line
     note, failure = "", None
-    async for event in run_events(started.run_id, started.thread_id):
-        kind = event["type"]
-        if kind == "text.delta" and event.get("delta"):
-            text = event["delta"]
-            if boundary and sent:
-                text = "\n\n" + text.lstrip()
-            boundary = False
-            sent.append(text)
-            yield _chunk(started, {"content": text})
-        elif kind == "message.completed":
-            boundary = True
-        elif kind == PARKED:
-            note = _approval_note(event, started.thread_id)
-        elif kind == "wait.timeout":
-            note = _timeout_note(started.thread_id)
-        elif kind == "run.failed":
-            failure = error_for_viewer(event.get("error") or {}, detailed=started.detailed)
-    outcome = await sync_to_async(completion_outcome)(run_id=started.run_id, client_tool_names=started.client_tool_names)
-    if failure is not None:
-        error_body = {"error": {"message": failure.get("message") or "The run failed.", "type": "api_error",
-                                "code": failure.get("code") or "run_failed"}}
-        yield f"data: {json.dumps(error_body)}\n\n"
+    events = run_events(started.run_id, started.thread_id, keepalive=True)
+    try:
+        async for event in events:
+            kind = event["type"]
+            if kind == "keepalive":
+                yield ": keep-alive\n\n"
+                continue
+            text = answer.feed(event)
+            if answer.failed:
+                break
+            if text:
+                sent.append(text)
+                yield _chunk(started, {"content": text})
+            elif kind == PARKED:
+                note = _approval_note(event, started.thread_id)
+            elif kind == "wait.timeout":
+                note = _timeout_note(started.thread_id)
+            elif kind == "run.failed":
+                failure = error_for_viewer(event.get("error") or {}, detailed=started.detailed)
+    finally:
+        await events.aclose()
+    if not answer.failed and failure is None:
+        answer.finish()
+    if answer.failed:  # the stream cannot be mended; the run goes on, its answer is in the thread
+        yield _stream_error(answer.failed, failure_message(answer.failed, started.thread_id))
         yield "data: [DONE]\n\n"
         return
+    outcome = await sync_to_async(completion_outcome)(run_id=started.run_id, client_tool_names=started.client_tool_names)
+    if failure is not None:
+        yield _stream_error(failure.get("code") or "run_failed", failure.get("message") or "The run failed.")
+        yield "data: [DONE]\n\n"
+        return
+    if answer.hole:  # part of the stream was lost: the rest comes from the stored answer
+        text = answer.reconcile(outcome.texts)
+        if answer.failed:
+            yield _stream_error(answer.failed, failure_message(answer.failed, started.thread_id))
+            yield "data: [DONE]\n\n"
+            return
+        if text:
+            sent.append(text)
+            yield _chunk(started, {"content": text})
     if note:
         text = ("\n\n" if sent else "") + note
         sent.append(text)

@@ -32,7 +32,7 @@ WEATHER_TOOL = {"type": "function", "function": {
 def platform(upstream):
     p = Platform("embedded", extra_env={
         "OPENAI_API_KEY": upstream.api_key, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
-        "COMPAT_API_WAIT_S": "60",
+        "COMPAT_API_WAIT_S": "60", "SSE_KEEPALIVE_S": "1",
     })
     yield from started(p)
 
@@ -46,6 +46,32 @@ def token(platform):
 @pytest.fixture
 def client(platform, token):
     return openai.OpenAI(base_url=f"{platform.base_url}/v1", api_key=token, max_retries=0, timeout=60)
+
+
+class Recording(httpx.BaseTransport):
+    """An httpx transport that keeps a copy of every response body the client reads."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.HTTPTransport()
+        self.bodies: list[bytes] = []
+
+    def handle_request(self, request):
+        response = self.inner.handle_request(request)
+        body = bytearray()
+        self.bodies.append(body)
+        inner = response.stream
+
+        class Tee(httpx.SyncByteStream):
+            def __iter__(self):
+                for part in inner:
+                    body.extend(part)
+                    yield part
+
+            def close(self):
+                inner.close()
+
+        return httpx.Response(response.status_code, headers=response.headers, stream=Tee(),
+                              extensions=response.extensions)
 
 
 def rest(platform, token, path: str):
@@ -200,3 +226,26 @@ def test_errors_use_the_openai_shape(client, upstream, platform):
         client.chat.completions.create(model="openai", messages=[{"role": "user", "content": "hi"}])
     assert failed.value.status_code == 502 and "error code: auth_failed" in failed.value.message
     assert "bad key" not in failed.value.message  # a member gets no upstream text (agents.presentation)
+
+
+def test_a_silent_model_gets_keepalive_comments_that_the_sdk_ignores(platform, token, upstream):
+    """Found in a fresh-clone trial: a ``/v1`` stream sent nothing while the model was silent,
+    so a proxy's ``timeout server`` cut it. It now sends ``: keep-alive`` comments every
+    ``SSE_KEEPALIVE_S`` (1 s here), which the SDK's decoder skips."""
+    recording = Recording()
+    sdk = openai.OpenAI(base_url=f"{platform.base_url}/v1", api_key=token, max_retries=0, timeout=60,
+                        http_client=httpx.Client(transport=recording, timeout=60))
+    upstream.script(text_chunks("Worth the wait.", pieces=3))
+    upstream.first_token_delay_s = 3.5
+    try:
+        chunks = list(sdk.chat.completions.create(model="openai", stream=True,
+                                                  messages=[{"role": "user", "content": "Think hard"}]))
+    finally:
+        upstream.first_token_delay_s = 0.0
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Worth the wait."
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    raw = bytes(recording.bodies[-1]).decode()
+    assert raw.count(": keep-alive\n\n") >= 2, raw
+    # the comments come while the model is silent: before its first word
+    assert raw.index(": keep-alive\n\n") < raw.index('"content":"Worth')
+    assert raw.endswith("data: [DONE]\n\n")
