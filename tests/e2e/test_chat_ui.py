@@ -685,6 +685,62 @@ def test_a_stop_whose_run_cancelled_never_reached_the_page_ends_the_turn(session
     assert not s.errors, s.errors
 
 
+@pytest.mark.parametrize("taken", [True, False], ids=["taken", "lost"])
+def test_a_send_whose_socket_closed_before_its_answer_is_settled_on_the_next_socket(session_for, fake, taken):
+    """Send, and the socket closes before ``run.queued`` comes back (a web process restarting
+    under it; a fresh-clone trial: 5 of 5 sends): the page said "connected" with the text
+    read-only, Send locked and no turn until a reload. Now the next socket's page reads the
+    thread: a message the server took (``taken``) is followed like after a reload — its
+    answer appears whole; one it never got (``lost``) is freed to send again."""
+    s = session_for()
+    thread_id = s.new_chat()
+    page = s.page
+    sockets = {"n": 0}
+
+    def route(ws):
+        sockets["n"] += 1
+        server = ws.connect_to_server()
+        if sockets["n"] > 1:
+            return  # the next sockets pass both ways
+
+        def from_page(frame):
+            if json.loads(frame).get("type") != "message.send":
+                server.send(frame)
+                return
+            if taken:
+                server.send(frame)
+            ws.close(code=1012)  # before the server's answer reaches the page
+
+        ws.on_message(from_page)
+
+    def asked() -> int:  # model requests for this thread's question
+        return sum(1 for r in fake.requests if any(m.get("content") == f"Did you get this? {thread_id}"
+                                                   for m in r["messages"] if m["role"] == "user"))
+
+    page.route_web_socket(re.compile(r".*/ws/threads/.*"), route)
+    s.open(thread_id)
+    # Answered at once: over before the page's next socket (old page: no event left to replay).
+    reset(fake, text_chunks("Taken, and answered in full.", pieces=2))
+    s.send(f"Did you get this? {thread_id}")
+    page.wait_for_function("() => document.getElementById('conn').textContent === 'reconnecting…'")
+    if taken:
+        page.locator("article.msg.assistant .body", has_text="answered in full.").wait_for(timeout=RUN_MS)
+        s.wait_idle()
+        assert page.input_value("#input") == ""
+        assert page.locator("article.msg.user").count() == 1 and asked() == 1
+    else:
+        page.wait_for_function("() => !document.getElementById('send').disabled"
+                               " && !document.getElementById('input').readOnly", timeout=RUN_MS)
+        assert page.input_value("#input") == f"Did you get this? {thread_id}"  # kept, to send again
+        assert page.locator("#conn").inner_text().startswith("Not sent: the connection dropped")
+        assert page.locator("article.msg.user").count() == 0 and asked() == 0
+        s.send(f"Did you get this? {thread_id}")  # the next socket takes it
+        page.locator("article.msg.assistant .body", has_text="answered in full.").wait_for(timeout=RUN_MS)
+        s.wait_idle()
+    assert sockets["n"] >= 2
+    assert not [e for e in s.errors if "WebSocket" not in e], s.errors
+
+
 def test_the_label_says_a_service_is_unavailable_until_it_answers_again(session_for, fake):
     """A send refused with ``service_unavailable`` (the database away): the label said the
     refusal's text until the person did something, long after the service was back (a trial).

@@ -44,6 +44,7 @@ function start(box) {
   const view = new ThreadView({box, config, decide, status: showConn, options: sendOptions});
 
   let composer = null;
+  let sentAfter = null;  // the last question drawn when the pending send went out (settleSend)
   const app = {
     box, view, live: null,
     showConn, showProd: config.showProd, decide,
@@ -161,6 +162,7 @@ function start(box) {
     onState: (state, detail) => {
       if (state === "open") {
         showConn("connected", "ok");
+        if (composer && composer.pending !== null && !app.live) settleSend(composer.pending, 0);
         // Notes that said the socket was away ("Not connected: try again…") are stale now.
         if (composer) composer.clearNote("not_connected");
         for (const note of box.querySelectorAll('.approval-note[data-kind="not_connected"]')) {
@@ -181,7 +183,11 @@ function start(box) {
       stopBtn: document.getElementById("stop"),
       counter: document.getElementById("composer-counter"),
       limits: {maxChars: Number(d.maxChars), maxBytes: Number(d.maxFrameBytes)},
-      send: (text) => stream.send({type: "message.send", content: text, ...sendOptions()}),
+      send: (text) => {
+        const mine = box.querySelectorAll("article.msg.user[data-message-id]");
+        sentAfter = mine.length ? mine[mine.length - 1].dataset.messageId : null;
+        return stream.send({type: "message.send", content: text, ...sendOptions()});
+      },
       stop: stopRun,
     });
   }
@@ -249,7 +255,7 @@ function start(box) {
     if (!live.probing && Date.now() - (live.probedAt || 0) >= every) probe(live);
     if (waiting) return;
     if (!live.quiet) live.quiet = {text: meta.textContent, cls: meta.className};
-    meta.textContent = "nothing new for " + quiet + " s";
+    meta.textContent = "nothing new for " + quiet + " s" + (live.requeued ? " · queued again, waiting for a free worker" : "");
     meta.className = "meta quiet";
   }, 1000);
 
@@ -275,6 +281,9 @@ function start(box) {
         return;
       }
       live.endSeen = ended;
+      // Queued again after it had started: its worker was lost and the reaper handed it on
+      // (or an approval was decided): the quiet turn says it waits for a worker.
+      live.requeued = run.status === "queued" && !!run.started_at;
       if ((ended || run.last_event_seq > (stream.seen.get(live.runId) || 0)) && stream.open) stream.resume(live.runId);
     }, (e) => {
       if (app.live === live && e.code === "service_unavailable") unavailable(e.message);
@@ -303,15 +312,17 @@ function start(box) {
     if (composer) composer.clearNote("service_unavailable");
   }
 
-  view.load().then((last) => {
+  // What the page picks up from the thread as drawn: a run still open (after a load, a
+  // reload, or a send whose answer the socket lost) is followed from its first event — its
+  // handlers find the rows already drawn, so nothing appears twice; an unanswered last question
+  // whose run is still queued is drawn waiting.
+  function pickUp(last) {
     if (last.openRun) {
-      // A run still open when the page loaded: follow it from its first event. Its
-      // handlers find the rows already drawn, so nothing appears twice.
       app.live = {runId: last.openRun, turn: last.turn, textView: null, ready: true, queue: []};
       stream.follow(last.openRun, true);
+      if (stream.open) stream.resume(last.openRun);
       app.busy(!last.waiting, {canStop: true});
     } else if (last.unanswered) {
-      // The last question has no answer: is its run still queued (a reload while it waits)?
       return api("GET", urlFor(config.urls.run, last.unanswered)).then((run) => {
         if (run.status !== "queued" || app.live) return;
         const live = app.startLive(run.id);
@@ -319,5 +330,31 @@ function start(box) {
         showWaiting(live);
       }).catch(() => {});
     }
-  }).catch((e) => showConn("could not load messages: " + e.message, "bad")).finally(() => stream.connect());
+  }
+
+  // A send whose answer (run.queued, or an error) never came: the socket closed with it in
+  // flight (a web process restarting under it). Back on a socket, the thread says whether the
+  // server took it — then the page follows its run as after a reload; if not (at a second look
+  // 3 s later: the old process may still have been storing it), the text is freed to send
+  // again. The composer used to stay locked until a reload (found by a fresh-clone trial).
+  function settleSend(text, looks) {
+    view.load().then((last) => {
+      if (!composer || composer.pending !== text || app.live) return;  // answered meanwhile
+      const you = last.lastUser;
+      if (you && you.id !== sentAfter && you.content.trim() === text.trim()) {
+        composer.accepted();
+        return pickUp(last);
+      }
+      if (looks < 1) { setTimeout(() => settleSend(text, looks + 1), 3000); return; }
+      const note = "Not sent: the connection dropped before the server took it — send it again.";
+      composer.rejected(note, "not_connected");
+      showConn(note, "bad");
+    }).catch((e) => {
+      if (looks < 1) setTimeout(() => settleSend(text, looks + 1), 3000);
+      else showConn("could not load messages: " + e.message, "bad");
+    });
+  }
+
+  view.load().then(pickUp)
+    .catch((e) => showConn("could not load messages: " + e.message, "bad")).finally(() => stream.connect());
 }

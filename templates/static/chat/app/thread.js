@@ -30,7 +30,8 @@ export class ThreadView {
   }
 
   // Draw the branch; returns {runId, turn, openRun, openText} for the last turn and any run
-  // that is still open (streaming, queued or waiting for approval) with its stored text so far.
+  // that is still open (streaming, queued or waiting for approval) with its stored text so far,
+  // the run of an unanswered last question (unanswered) and the last question (lastUser).
   render(messages) {
     this.box.replaceChildren();
     let turn = null, lastRun = null, openRun = null, openText = "", waiting = false;
@@ -108,7 +109,9 @@ export class ThreadView {
     // A question with no answer under it: its run may still wait for a worker (main.js asks).
     const tail = messages.filter((m) => m.role === "user" || m.role === "assistant").pop();
     const unanswered = tail && tail.role === "user" && tail.run_id ? tail.run_id : null;
-    return {turn, runId: lastRun, openRun, openText, waiting, unanswered};
+    const you = messages.filter((m) => m.role === "user").pop();
+    const lastUser = you ? {id: you.id, content: you.content || ""} : null;
+    return {turn, runId: lastRun, openRun, openText, waiting, unanswered, lastUser};
   }
 
   userMessage(m) {
