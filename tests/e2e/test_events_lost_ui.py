@@ -10,6 +10,7 @@ answer) but kept Send locked and Stop shown, "writing…" for good, until a relo
 
 from __future__ import annotations
 
+import re
 import time
 from contextlib import contextmanager
 
@@ -90,10 +91,42 @@ def test_the_page_streams_on_after_a_hole_in_the_runs_events(browser, platform, 
     """Redis away for 3 s mid-answer (past ``EVENTS_LOG_RETRY_S``; restarted empty): the events
     of the outage are gone. The trial's page jumped the hole silently (word 31, then word 382);
     the cursor now says ``events_missing`` there, and the page shows the stored text and streams
-    on after it — not frozen until the run ends."""
+    on after it — not frozen until the run ends, and no word twice."""
     with answer_streaming(browser, platform, upstream, width, [f"word{n}" for n in range(40)], "word4") as s:
         redis_server.restart(down_s=3.0)
         streaming = s.page.locator("article.msg.assistant .body.streaming")
         streaming.filter(has_text="word30").wait_for(timeout=RUN_MS)  # live again, before the end
         shown = streaming.inner_text().split()
         assert "word10" in shown and "word11" in shown, shown  # the hole is filled from the stored text
+        # ... and the events after it add only what goes past the stored text: the worker saved
+        # its text during the outage, so the first events after the hole repeat the stored
+        # text's tail (a trial: 70 words shown twice until the end).
+        numbers = [int(w.removeprefix("word")) for w in shown[:-1]]  # the last may be half a word
+        assert numbers == sorted(set(numbers)), shown
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_page_opened_after_redis_restarted_empty_shows_no_word_twice(browser, platform, upstream, redis_server,
+                                                                       width):
+    """Redis restarted empty for less than ``EVENTS_LOG_RETRY_S``: the worker's events of the
+    outage wait, then go to the new, empty log, while its saves kept the stored text running
+    ahead. A page opened seconds later gets ``events_missing`` for the log's lost head, shows
+    the stored text — and then the replayed events from the log, which repeat its tail: a
+    trial's reloaded page and second tab showed 70 words twice until the run's end. The
+    events' text is now held while it repeats the stored text."""
+    with answer_streaming(browser, platform, upstream, width, [f"word{n}" for n in range(60)], "word4") as s:
+        redis_server.restart(down_s=0.4)
+        time.sleep(4.0)  # the stored text runs ahead of the new log's first event
+        thread_id = s.page.url.rstrip("/").rsplit("/", 1)[-1]
+        other = Session(browser, platform, width)
+        try:
+            other.open(thread_id)
+            streaming = other.page.locator("article.msg.assistant .body.streaming")
+            streaming.filter(has_text="word45").wait_for(timeout=RUN_MS)  # live, before the end
+            shown = streaming.inner_text().split()[:-1]  # the last may be half a word
+            assert all(re.fullmatch(r"word\d+", w) for w in shown), shown  # none cut and glued
+            numbers = [int(w.removeprefix("word")) for w in shown]
+            assert numbers == sorted(set(numbers)) and numbers[0] == 0, shown
+            assert not [e for e in other.errors if "WebSocket" not in e], other.errors
+        finally:
+            other.context.close()

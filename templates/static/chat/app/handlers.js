@@ -63,9 +63,12 @@ function baseHandlers(app) {
         // was lost): its text replaces the last one's, as the stored turn shows a run's last
         // message with text.
         live.messageEnded = false;
+        live.overlap = null;
         live.textView.reset();
       }
-      live.textView.append(ev.delta);
+      const text = live.overlap ? live.overlap.take(ev.delta) : ev.delta;  // after a hole: main.js missed
+      if (live.overlap && live.overlap.done) live.overlap = null;
+      if (text) live.textView.append(text);
       app.stickToBottom();
     },
 

@@ -4,7 +4,7 @@ import { api, urlFor } from "./api.js";
 import { ThreadView } from "./thread.js";
 import { ThreadStream } from "./stream.js";
 import { makeHandlers } from "./handlers.js";
-import { LiveText } from "./live-text.js";
+import { LiveText, StoredOverlap } from "./live-text.js";
 import { Composer } from "./composer.js";
 
 const box = document.getElementById("messages");
@@ -94,8 +94,9 @@ function start(box) {
     // from the stored text with the run's events after the hole (those arriving meanwhile wait
     // in order) while it is open — or free the composer when it has ended, whose terminal
     // event may be among those lost (a trial's page stayed "writing…" with Send locked until
-    // a reload). The stored text is up to a heartbeat (1 s) behind or ahead of the first event
-    // after the hole; the run's end draws the stored message whole.
+    // a reload). The stored text can be behind the first event after the hole (a few words
+    // missing) or ahead of it (those events' text held back: StoredOverlap); the run's end
+    // draws the stored message whole.
     missed(ev) {
       if (!ev.run_id) { app.live = null; view.load(); return; }
       stream.seen.set(ev.run_id, Math.max(stream.seen.get(ev.run_id) || 0, ev.to_seq || 0));
@@ -107,6 +108,7 @@ function start(box) {
           live.turn = last.turn;
           live.textView = new LiveText(last.turn.querySelector(".body"));
           live.textView.append(last.openText);
+          live.overlap = new StoredOverlap(last.openText);  // the events after the hole may repeat its tail
           stream.resumeRun = live.runId;
           app.busy(!last.waiting, {canStop: true});
           app.liveReady(live);
