@@ -741,6 +741,33 @@ def test_a_send_whose_socket_closed_before_its_answer_is_settled_on_the_next_soc
     assert not [e for e in s.errors if "WebSocket" not in e], s.errors
 
 
+def test_the_model_list_is_asked_again_after_a_503(session_for, fake):
+    """The header's model list answered 503 at page load (the database away): "Could not load
+    models: …" stayed for good (a trial). Now the list is asked again every 5 s until it comes."""
+    s = session_for()
+    thread_id = s.new_chat()
+    page = s.page
+    answers = {"503": 2, "asked": 0}
+
+    def models(route_):
+        answers["asked"] += 1
+        if answers["503"]:
+            answers["503"] -= 1
+            route_.fulfill(status=503, content_type="application/json", headers={"Retry-After": "5"},
+                           body=json.dumps({"error": {"code": "service_unavailable", "message": "Unavailable."}}))
+        else:
+            route_.continue_()
+
+    page.route(re.compile(r".*/providers/[^/]+/models/.*"), models)
+    s.open(thread_id)
+    status = page.locator("#thread-provider-status")
+    page.wait_for_function("() => document.getElementById('thread-provider-status').textContent"
+                           ".startsWith('Could not load models')")
+    page.wait_for_function("() => document.getElementById('thread-provider-status').textContent === ''"
+                           " && document.querySelectorAll('#thread-model-options option').length > 0", timeout=RUN_MS)
+    assert answers["asked"] == 3 and status.inner_text() == ""
+
+
 def test_the_label_says_a_service_is_unavailable_until_it_answers_again(session_for, fake):
     """A send refused with ``service_unavailable`` (the database away): the label said the
     refusal's text until the person did something, long after the service was back (a trial).

@@ -61,7 +61,15 @@ import { api as request } from "./app/api.js";
       say(d[0], d[1]);
       showTierHint();
       return data;
-    }).catch(function (e) { say("Could not load models: " + e.message, "bad"); return null; });
+    }).catch(function (e) {
+      say("Could not load models: " + e.message, "bad");
+      // The server could not answer (a backing service away, a restart): the chat's own
+      // provider's list is asked again every 5 s until it comes (the note stayed for good).
+      if ((e.status === 503 || e.code === "network") && slug === saved.provider) {
+        setTimeout(function () { if (providerSel.value === slug) loadModels(slug); }, 5000);
+      }
+      return null;
+    });
   }
 
   function save(changes, note) {
