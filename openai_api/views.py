@@ -255,7 +255,6 @@ def _stream_error(code: str, message: str) -> str:
 async def _sse(started: Started, include_usage: bool):
     yield _chunk(started, {"role": "assistant", "content": ""})
     answer = StreamedAnswer()  # the text the client has, message by message
-    sent: list[str] = []  # the text the client received, to remember the conversation
     note, failure = "", None
     events = run_events(started.run_id, started.thread_id, keepalive=True)
     try:
@@ -268,7 +267,6 @@ async def _sse(started: Started, include_usage: bool):
             if answer.failed:
                 break
             if text:
-                sent.append(text)
                 yield _chunk(started, {"content": text})
             elif kind == PARKED:
                 note = _approval_note(event, started.thread_id)
@@ -296,12 +294,10 @@ async def _sse(started: Started, include_usage: bool):
             yield "data: [DONE]\n\n"
             return
         if text:
-            sent.append(text)
             yield _chunk(started, {"content": text})
-    if note:
-        text = ("\n\n" if sent else "") + note
-        sent.append(text)
-        yield _chunk(started, {"content": text})
+    shown_note = ("\n\n" if answer.text else "") + note if note else ""
+    if shown_note:
+        yield _chunk(started, {"content": shown_note})
     finish = "stop" if note else outcome.finish_reason
     if outcome.tool_calls and not note:
         calls = [{"index": n, "id": c["id"], "type": "function",
@@ -317,5 +313,5 @@ async def _sse(started: Started, include_usage: bool):
     # Remembered before [DONE]: a client that resends the history right after the stream ends
     # must find this thread.
     await sync_to_async(conversation_remember)(thread_id=started.thread_id, messages=started.messages,
-                                                answer=answer_message("".join(sent), outcome.tool_calls))
+                                                answer=answer_message(answer.text + shown_note, outcome.tool_calls))
     yield "data: [DONE]\n\n"
