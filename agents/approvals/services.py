@@ -202,7 +202,7 @@ def _publish_decision(ledger_id, run_id, user, decision: str, final: bool) -> No
     emitter.close()
     inbox_notify(ledger=ledger, run=run, state="closed" if final else "progress")
     if final:
-        enqueue_run(run.pk)
+        enqueue_run(run.pk, requeued=True)
 
 
 # -- expire ----------------------------------------------------------------------------------
@@ -230,7 +230,7 @@ def approval_expire(*, ledger: ToolCall) -> bool:
             emitter.close()
             inbox_notify(ledger=ledger, run=run, state="closed")
             if requeued:
-                enqueue_run(run.pk)
+                enqueue_run(run.pk, requeued=True)
 
         transaction.on_commit(publish)
     return True

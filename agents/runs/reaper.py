@@ -117,7 +117,7 @@ def reap_expired_runs() -> list[str]:
             if lifecycle.run_requeue_stale(run_id=run.pk, expected_queued_at=run.queued_at):
                 logger.warning("run %s: queued %s s without a worker; enqueued again", run.pk,
                                settings.RUN_QUEUED_DEADLINE_S)
-                enqueue_run(run.pk)
+                enqueue_run(run.pk, requeued=True)
                 acted.append(str(run.pk))
             continue
         if run.attempts >= settings.RUN_MAX_ATTEMPTS:
@@ -126,7 +126,7 @@ def reap_expired_runs() -> list[str]:
             continue
         if lifecycle.run_requeue_expired(run_id=run.pk, expected_lease=run.lease_expires_at):
             logger.warning("run %s: worker lost (lease expired); re-queued (attempt %s)", run.pk, run.attempts + 1)
-            enqueue_run(run.pk)
+            enqueue_run(run.pk, requeued=True)
             acted.append(str(run.pk))
     return acted
 
@@ -156,8 +156,9 @@ def _backed_up(stale_queued: int, now) -> bool:
     never started (a healthy but busy worker pool failed its waiting runs after about two
     minutes). Busy means a worker holds a live lease: with no worker running at all the
     messages also stay in the broker, and those runs fail as never started, as before. The
-    broker serves the oldest message first, so a lost message among them is enqueued again as
-    soon as the backlog falls below the stale runs. Unknown backlog: False."""
+    broker serves re-queued turns first, then the oldest message first, so a lost message among
+    them is enqueued again as soon as the backlog falls below the stale runs. Unknown backlog:
+    False."""
     if not Run.objects.filter(status=Run.Status.RUNNING, lease_expires_at__gt=now).exists():
         return False  # no worker is working: not busy (none running, or all dead)
     backlog = executors.backlog()

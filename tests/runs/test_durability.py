@@ -166,7 +166,8 @@ def test_a_run_waiting_for_a_busy_worker_is_not_taken_for_a_lost_message(thread,
     created = run_create(thread=thread, user=users["alice"], content="busy?")
     sink = sink_for(thread.pk)
     enqueued = []
-    monkeypatch.setattr("agents.runs.reaper.enqueue_run", enqueued.append)
+    monkeypatch.setattr("agents.runs.reaper.enqueue_run",
+                        lambda run_id, requeued=False: enqueued.append((run_id, requeued)))
     monkeypatch.setattr(executors, "backlog", lambda: 1)  # the broker holds one turn: this run's
     busy = make_thread(users["bob"], thread.workspace, thread.provider, grounded=False)
     holding = run_create(thread=busy, user=users["bob"], content="a long one")  # a worker holds it
@@ -190,7 +191,7 @@ def test_a_run_waiting_for_a_busy_worker_is_not_taken_for_a_lost_message(thread,
     monkeypatch.setattr(executors, "backlog", lambda: 0)  # nothing waits in the broker: lost
     Run.objects.filter(pk=lost.run.pk).update(queued_at=long_ago)
     assert reap_expired_runs() == [str(lost.run.pk)]
-    assert (Run.objects.get(pk=lost.run.pk).attempts, enqueued) == (1, [lost.run.pk])
+    assert (Run.objects.get(pk=lost.run.pk).attempts, enqueued) == (1, [(lost.run.pk, True)])  # ahead of new sends
 
     # No worker working at all (none holds a lease): the broker keeps the message, but nobody
     # is busy — enqueued again and counted, to fail as never started (found from a fresh clone:
@@ -200,7 +201,7 @@ def test_a_run_waiting_for_a_busy_worker_is_not_taken_for_a_lost_message(thread,
     monkeypatch.setattr(executors, "backlog", lambda: 1)
     Run.objects.filter(pk=stranded.run.pk).update(queued_at=long_ago)
     assert str(stranded.run.pk) in reap_expired_runs()
-    assert Run.objects.get(pk=stranded.run.pk).attempts == 1 and enqueued[-1] == stranded.run.pk
+    assert Run.objects.get(pk=stranded.run.pk).attempts == 1 and enqueued[-1] == (stranded.run.pk, True)
 
 
 def test_a_started_run_no_worker_takes_up_again_fails_interrupted_and_keeps_its_partial_text(thread, users, sink_for,

@@ -25,8 +25,24 @@ def broker(settings):
 def test_the_backlog_counts_the_turns_waiting_in_the_broker(broker):
     assert executors.backlog() == 0  # an empty queue has no key on Redis: counted as 0, not unknown
     for n in range(3):
-        app.send_task(executors.RUN_TURN_TASK, args=[f"00000000-0000-0000-0000-00000000000{n}"])
+        executors.enqueue_run(f"00000000-0000-0000-0000-00000000000{n}")
     assert executors.backlog() == 3
+    executors.enqueue_run("00000000-0000-0000-0000-000000000009", requeued=True)  # another priority's list
+    assert executors.backlog() == 4
+
+
+def test_a_requeued_turn_is_taken_before_the_new_turns_sent_before_it(broker):
+    """A run handed on from a dead worker (or going on after an approval) waits behind no send
+    that came after it began; new turns keep their order among themselves."""
+    for n in range(3):
+        executors.enqueue_run(f"00000000-0000-0000-0000-00000000000{n}")
+    executors.enqueue_run("00000000-0000-0000-0000-000000000009", requeued=True)
+    taken = []
+    with app.connection_for_read() as conn:
+        channel = conn.default_channel
+        while (message := channel.basic_get(app.conf.task_default_queue, no_ack=True)) is not None:
+            taken.append(message.decode()[0][0][-1])  # Celery's body: [args, kwargs, embed]
+    assert taken == ["9", "0", "1", "2"]
 
 
 def test_an_unreachable_broker_is_an_unknown_backlog(settings, monkeypatch):
