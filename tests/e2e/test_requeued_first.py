@@ -5,12 +5,16 @@ Found in a fresh-clone trial: with every worker thread busy, a run whose worker 
 mid-answer was re-queued *behind* the sends that came after it (the broker's list is first in,
 first out), so the person whose answer broke waited longest. The reaper now sends it at the
 broker's first priority (``executors.PRIORITY_REQUEUED``).
+
+And while no worker takes it up, a page showing the run says so ("queued again, waiting for a
+free worker", from the quiet turn's look-up) — in real Chromium at 1280 and 390 px.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 
@@ -20,6 +24,7 @@ from tests.fakes.openai_server import text_chunks
 
 from . import flows
 from .harness import Platform, require_services, services_unreachable_reason, started
+from .test_chat_ui import RUN_MS, Session, reset
 
 pytestmark = pytest.mark.services
 
@@ -40,14 +45,22 @@ def platform(upstream):
     yield from started(p)
 
 
+def kill_worker(platform: Platform) -> None:
+    """SIGKILL the Celery worker's process group and wait until it is gone."""
+    old = platform.procs["celery"]
+    os.killpg(old.pid, signal.SIGKILL)
+    old.wait(timeout=10)
+
+
 def run_rows(platform: Platform, ids: list[str]) -> dict[str, list]:
     out = platform.manage("shell", "-c", RUN_ROWS.format(ids=ids)).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
-def asked(upstream) -> list[str]:
-    """The last user message of each request the model got, in order."""
-    return [[m for m in body["messages"] if m["role"] == "user"][-1]["content"] for body in upstream.requests]
+def asked(upstream, since: int = 0) -> list[str]:
+    """The last user message of each request the model got from the ``since``-th on, in order."""
+    return [[m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+            for body in upstream.requests[since:]]
 
 
 def wait_for(condition, what: str, timeout: float = 60.0):
@@ -59,8 +72,9 @@ def wait_for(condition, what: str, timeout: float = 60.0):
 
 
 def test_a_run_requeued_after_its_worker_died_is_taken_before_later_sends(platform, upstream):
-    upstream.delay_s = 0.2  # the first answer streams for 16 s: the worker's one thread stays busy
-    upstream.script(text_chunks(" ".join(f"word{n}" for n in range(80)), pieces=80))
+    reset(upstream, text_chunks(" ".join(f"word{n}" for n in range(80)), pieces=80),
+          delay_s=0.2)  # the first answer streams for 16 s: the worker's one thread stays busy
+    since = len(upstream.requests)
     token = flows.login_token(platform, "alice")
     ids = []
     try:
@@ -71,12 +85,10 @@ def test_a_run_requeued_after_its_worker_died_is_taken_before_later_sends(platfo
                 assert r.status_code == 202, r.text
                 ids.append(r.json()["run_id"])
                 if content == "first":  # streaming on the worker's only thread before the others are sent
-                    wait_for(lambda: asked(upstream) == ["first"], "the worker never asked the model")
+                    wait_for(lambda: asked(upstream, since) == ["first"], "the worker never asked the model")
             time.sleep(1.0)
             assert run_rows(platform, ids[1:]) == {ids[1]: ["queued", 0], ids[2]: ["queued", 0]}
-            old = platform.procs["celery"]
-            os.killpg(old.pid, signal.SIGKILL)
-            old.wait(timeout=10)
+            kill_worker(platform)
             upstream.delay_s = 0.0
             # The web process's reaper hands the first run on once its lease has expired.
             wait_for(lambda: run_rows(platform, ids[:1])[ids[0]] == ["queued", 1], "the reaper never re-queued it",
@@ -88,4 +100,39 @@ def test_a_run_requeued_after_its_worker_died_is_taken_before_later_sends(platfo
     finally:
         upstream.delay_s = 0.0
     # The model was asked for "first" again before the sends that came after it.
-    assert asked(upstream) == ["first", "first", "second", "third"]
+    assert asked(upstream, since) == ["first", "first", "second", "third"]
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_page_says_a_run_was_queued_again_while_no_worker_takes_it(browser, platform, upstream, width):
+    """The quiet turn's look-up (``GET /api/v1/runs/{id}/``) finds the run queued after it had
+    started: the page says why nothing comes, and streams the new attempt once a worker is back."""
+    words = [f"word{n}" for n in range(40)]
+    reset(upstream, text_chunks(" ".join(words), pieces=40), text_chunks("Picking up again.", pieces=2),
+          delay_s=0.25)
+    s = Session(browser, platform, width)
+    try:
+        s.new_chat()
+        page = s.page
+        s.send("Forty words, please.")
+        page.locator("article.msg.assistant .body.streaming").filter(has_text="word3").wait_for(timeout=RUN_MS)
+        kill_worker(platform)
+        meta = page.locator("article.msg.assistant .meta.quiet")
+        meta.filter(has_text="queued again").wait_for(timeout=40_000)
+        assert re.fullmatch(r"nothing new for \d+ s · queued again, waiting for a free worker", meta.inner_text())
+        shown = page.locator("article.msg.assistant .body").last.inner_text()
+        assert shown.startswith("word0 word1 word2 word3") and " ".join(words).startswith(shown)  # kept meanwhile
+        assert page.locator("#stop").is_visible()
+        s.shot("queued-again")
+        upstream.delay_s = 0.0
+        platform._start_worker()
+        page.locator("article.msg.assistant .body").filter(has_text="Picking up again.").wait_for(timeout=RUN_MS)
+        s.wait_idle()
+        assert page.locator(".meta.quiet").count() == 0
+        assert not [e for e in s.errors if "WebSocket" not in e], s.errors
+    finally:
+        upstream.delay_s = 0.0
+        s.context.close()
+        if platform.procs["celery"].poll() is not None:  # failed before a worker came back
+            platform._start_worker()
