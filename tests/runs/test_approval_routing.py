@@ -305,6 +305,25 @@ def test_expiry_denies_the_call_requeues_the_run_and_a_late_decision_gets_409(ru
     assert late.status_code == 409 and late.json()["error"]["code"] == "expired"
 
 
+def test_a_run_going_on_after_a_decision_or_an_expiry_is_enqueued_ahead_of_new_runs(rules, people, workspaces,
+                                                                                     monkeypatch, no_executor):
+    """An approved, denied or expired call lets its run go on: it began before, so it is sent
+    at the broker's first priority (``executors.PRIORITY_REQUEUED``), not behind the sends
+    queued while it waited."""
+    from agents.runs import executors
+
+    enqueued = []
+    monkeypatch.setattr(executors, "enqueue_run", lambda run_id, requeued=False: enqueued.append((run_id, requeued)))
+    approved = park(people, workspaces, requester="alice", risk="write", tier="dev")
+    approval_decide(tool_call=approved, user=people["alice"], decision="approve")
+    denied = park(people, workspaces, requester="alice", risk="write", tier="dev")
+    approval_decide(tool_call=denied, user=people["alice"], decision="deny")
+    expired = park(people, workspaces, requester="alice", risk="write", tier="prod")
+    ToolCall.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert approvals_expire_due() == [str(expired.pk)]
+    assert enqueued == [(approved.run_id, True), (denied.run_id, True), (expired.run_id, True)]
+
+
 def test_a_decision_after_the_deadline_expires_the_request_itself(rules, people, workspaces, api_for, no_executor):
     """The reaper runs every few seconds; a decision that arrives in between is still late."""
     ledger = park(people, workspaces, requester="alice", risk="write", tier="dev")
