@@ -53,12 +53,13 @@ def _run_embedded(run_id: str) -> None:
 # run again once it has been queued for RUN_QUEUED_DEADLINE_S).
 PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 1.0}
 
-# Turn messages' priorities on the Redis broker. kombu's Redis transport keeps one list per
-# priority step (0, 3, 6, 9) and a worker takes from the lowest step first: a re-queued turn
-# (its worker died, its message was lost, or it goes on after an approval decision) is taken
-# before every turn not started yet, instead of waiting behind the sends that came after it.
+# A re-queued turn's priority on the Redis broker. kombu's Redis transport keeps one list per
+# priority step (0, 3, 6, 9) and a worker takes from the lowest step first: a turn that began
+# before (its worker died, its message was lost, or it goes on after an approval decision) is
+# taken before every task sent at CELERY_TASK_DEFAULT_PRIORITY (3: new turns, knowledge
+# imports), instead of waiting behind the sends that came after it. Redis only: RabbitMQ
+# ignores priorities on a queue without x-max-priority, and ranks a higher number first.
 PRIORITY_REQUEUED = 0
-PRIORITY_NEW = 3
 
 
 def enqueue_run(run_id, *, requeued: bool = False) -> concurrent.futures.Future | None:
@@ -67,8 +68,8 @@ def enqueue_run(run_id, *, requeued: bool = False) -> concurrent.futures.Future 
 
     ``requeued``: the run began before (the reaper hands on a dead worker's run or enqueues
     a lost message again; an approval decision lets a parked run go on). With Celery it is
-    sent at ``PRIORITY_REQUEUED``, so a free worker thread takes it before every new turn
-    (``PRIORITY_NEW``); the embedded pool is first come, first served either way.
+    sent at ``PRIORITY_REQUEUED``, so a free worker thread takes it before every new turn and
+    import (``CELERY_TASK_DEFAULT_PRIORITY``); the embedded pool is first come, first served.
 
     Never raises for an unreachable broker: the run stays ``queued`` and the reaper enqueues
     it again after ``RUN_QUEUED_DEADLINE_S`` (then fails it visibly after
@@ -80,7 +81,7 @@ def enqueue_run(run_id, *, requeued: bool = False) -> concurrent.futures.Future 
 
         try:
             app.send_task(RUN_TURN_TASK, args=[str(run_id)], retry=True, retry_policy=PUBLISH_RETRY_POLICY,
-                          priority=PRIORITY_REQUEUED if requeued else PRIORITY_NEW)
+                          priority=PRIORITY_REQUEUED if requeued else app.conf.task_default_priority)
         except Exception as exc:  # kombu OperationalError, redis ConnectionError, …
             logger.warning("run %s: could not reach the broker (%s: %s); the reaper will enqueue it again",
                            run_id, type(exc).__name__, exc)

@@ -227,6 +227,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # threads were all busy reserve further turns and hold them until one of its own turns ended,
 # with another worker idle (tests/e2e/test_worker_slots.py): take a task only with a free thread.
 CELERY_WORKER_DISABLE_PREFETCH = True
+# Every task's priority on the Redis broker (kombu: one list per step 0, 3, 6, 9; a worker takes
+# from the lowest first): new turns and knowledge imports at 3, first come first served among
+# them; a re-queued turn at 0, ahead of them (agents.runs.executors.PRIORITY_REQUEUED).
+CELERY_TASK_DEFAULT_PRIORITY = 3
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
