@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextvars
+import json
 import logging
 import threading
 
@@ -88,6 +89,7 @@ def enqueue_run(run_id, *, requeued: bool = False) -> concurrent.futures.Future 
         return None
     # The caller's context (an OpenTelemetry span of the request) goes along into the thread.
     future = _embedded_pool().submit(contextvars.copy_context().run, _run_embedded, str(run_id))
+    future.run_id = str(run_id)  # waiting_turns
     with _pool_lock:
         _pending.add(future)
     future.add_done_callback(_forget)
@@ -112,29 +114,42 @@ def drain_embedded(timeout_s: float = 10.0) -> int:
     return len(not_done)
 
 
-def backlog() -> int | None:
-    """How many turns wait for a free worker thread: the Celery broker's messages in the turn
-    task's queue (``celery``; a passive ``queue_declare``, one Redis round trip), or the
-    embedded pool's turns not started yet. None when it cannot be known (the broker is
-    unreachable, ``RUN_EXECUTOR`` is ``none``). The reaper tells a queue that is only backed up
-    (every worker busy) from a lost broker message with it (``agents.runs.reaper``)."""
+def waiting_turns(run_ids) -> set[str] | None:
+    """Of ``run_ids``, those whose turn the executor still holds, waiting for a free worker
+    thread: a message in the Celery broker's lists for the turn task's queue (every priority
+    step's list read, each message's arguments decoded: one Redis round trip per step, the
+    whole backlog read), or a turn in the embedded pool not started yet. None when it cannot be
+    known (the broker unreachable or not Redis, ``RUN_EXECUTOR`` none). The reaper tells a run
+    waiting behind busy workers from one whose message was lost (a Redis restart) by it — a
+    count of the backlog could not: the sends that came after a lost message filled it."""
+    wanted = {str(run_id) for run_id in run_ids}
     if settings.RUN_EXECUTOR == "celery":
         from celery.exceptions import CeleryError
-        from kombu.exceptions import ChannelError, KombuError
+        from kombu.exceptions import KombuError
+        from redis.exceptions import RedisError
 
         from chatplatform.celery import app
 
+        found: set[str] = set()
         try:
             with app.connection_for_read() as conn:
-                try:
-                    return conn.default_channel.queue_declare(queue=app.conf.task_default_queue,
-                                                              passive=True).message_count
-                except ChannelError:  # the Redis transport has no key for an empty queue
-                    return 0
-        except (CeleryError, KombuError, OSError) as exc:
-            logger.info("broker backlog unknown: %s: %s", type(exc).__name__, exc)
+                channel = conn.default_channel
+                if not hasattr(channel, "_q_for_pri"):  # not kombu's Redis transport
+                    return None
+                queue = app.conf.task_default_queue
+                for step in channel.priority_steps:
+                    for raw in channel.client.lrange(channel._q_for_pri(queue, step), 0, -1):
+                        message = channel.Message(json.loads(raw), channel=channel)
+                        if message.headers.get("task") != RUN_TURN_TASK:
+                            continue
+                        args = message.decode()[0]  # Celery's body: [args, kwargs, embed]
+                        if args and str(args[0]) in wanted:
+                            found.add(str(args[0]))
+        except (CeleryError, KombuError, RedisError, OSError, ValueError) as exc:
+            logger.info("turns waiting in the broker unknown: %s: %s", type(exc).__name__, exc)
             return None
+        return found
     if settings.RUN_EXECUTOR == "embedded":
         with _pool_lock:
-            return _pool._work_queue.qsize() if _pool is not None else 0
+            return {f.run_id for f in _pending if f.run_id in wanted and not f.running() and not f.done()}
     return None

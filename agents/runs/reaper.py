@@ -92,17 +92,19 @@ def reap_expired_runs() -> list[str]:
     stale = now - timedelta(seconds=settings.RUN_QUEUED_DEADLINE_S)
     due = list(Run.objects.filter(Q(status=Run.Status.QUEUED, queued_at__lt=stale)
                                   | Q(status=Run.Status.RUNNING, lease_expires_at__lt=now))
-               .only("pk", "status", "attempts", "queued_at", "created_at", "lease_expires_at").order_by("status"))
-    stale_queued = sum(run.status == Run.Status.QUEUED for run in due)
-    waiting = stale_queued and _backed_up(stale_queued, now)
+               .only("pk", "status", "attempts", "queued_at", "created_at", "lease_expires_at")
+               .order_by("status", "created_at"))
+    stale_queued = [run.pk for run in due if run.status == Run.Status.QUEUED]
+    in_executor = _waiting_turns(stale_queued)
+    busy = bool(in_executor) and _workers_busy(now)
     held = _held_by_live_workers([run.pk for run in due if run.status == Run.Status.RUNNING])
     for run in due:
         if str(run.pk) in held:  # its worker is alive, waiting for the database: it renews next
             logger.info("run %s: lease expired, but its worker (%s) is alive and could not renew; left to it",
                         run.pk, held[str(run.pk)])
             continue
-        if run.status == Run.Status.QUEUED and waiting:
-            # Every worker is busy and the broker still holds the turns: not lost, waiting.
+        if run.status == Run.Status.QUEUED and busy and str(run.pk) in in_executor:
+            # Every worker is busy and the broker still holds its turn: not lost, waiting.
             if now - run.created_at > timedelta(seconds=settings.RUN_QUEUE_MAX_WAIT_S):
                 if run_fail_not_started(run_id=run.pk, expected_queued_at=run.queued_at, busy=True):
                     acted.append(str(run.pk))
@@ -115,9 +117,13 @@ def reap_expired_runs() -> list[str]:
                     acted.append(str(run.pk))
                 continue
             if lifecycle.run_requeue_stale(run_id=run.pk, expected_queued_at=run.queued_at):
-                logger.warning("run %s: queued %s s without a worker; enqueued again", run.pk,
-                               settings.RUN_QUEUED_DEADLINE_S)
-                enqueue_run(run.pk, requeued=True)
+                if str(run.pk) in in_executor:  # no worker is working at all: counted, not sent twice
+                    logger.warning("run %s: queued %s s and no worker is working; still in the queue",
+                                   run.pk, settings.RUN_QUEUED_DEADLINE_S)
+                else:
+                    logger.warning("run %s: queued %s s without a worker; enqueued again", run.pk,
+                                   settings.RUN_QUEUED_DEADLINE_S)
+                    enqueue_run(run.pk, requeued=True)
                 acted.append(str(run.pk))
             continue
         if run.attempts >= settings.RUN_MAX_ATTEMPTS:
@@ -148,21 +154,23 @@ def _held_by_live_workers(run_ids: list) -> dict[str, str]:
     return {str(run_id): found[unrenewed_key(run_id)] for run_id in run_ids if unrenewed_key(run_id) in found}
 
 
-def _backed_up(stale_queued: int, now) -> bool:
-    """Whether every worker is busy and the executor still holds at least ``stale_queued``
-    turns waiting for a thread (``executors.backlog``): then the runs queued past
-    ``RUN_QUEUED_DEADLINE_S`` wait for a free worker rather than having lost their broker
-    message, which the reaper would enqueue again and, after ``RUN_MAX_ATTEMPTS``, fail as
-    never started (a healthy but busy worker pool failed its waiting runs after about two
-    minutes). Busy means a worker holds a live lease: with no worker running at all the
-    messages also stay in the broker, and those runs fail as never started, as before. The
-    broker serves re-queued turns first, then the oldest message first, so a lost message among
-    them is enqueued again as soon as the backlog falls below the stale runs. Unknown backlog:
-    False."""
-    if not Run.objects.filter(status=Run.Status.RUNNING, lease_expires_at__gt=now).exists():
-        return False  # no worker is working: not busy (none running, or all dead)
-    backlog = executors.backlog()
-    return backlog is not None and backlog >= stale_queued
+def _waiting_turns(run_ids: list) -> set[str]:
+    """Of the queued ``run_ids`` past ``RUN_QUEUED_DEADLINE_S``, those whose turn the executor
+    still holds (``executors.waiting_turns``: its message is in the broker). The others lost it
+    (a Redis restart) and are enqueued again. Unknown (the broker unreachable): none."""
+    if not run_ids:
+        return set()
+    return executors.waiting_turns(run_ids) or set()
+
+
+def _workers_busy(now) -> bool:
+    """Whether a worker is working: at least one holds a live lease. Then a run whose turn
+    waits in the broker waits for a free thread, and is failed only after
+    ``RUN_QUEUE_MAX_WAIT_S`` (a healthy but busy worker pool used to fail its waiting runs after
+    about two minutes). With no worker working at all its message stays in the broker too, but
+    nobody will take it: the run is counted each deadline, not sent again, and fails as never
+    started after ``RUN_MAX_ATTEMPTS``."""
+    return Run.objects.filter(status=Run.Status.RUNNING, lease_expires_at__gt=now).exists()
 
 
 NEXT_KEY = "run-reaper:next"  # the default cache's key for the deployment's next pass (Unix s)

@@ -19,7 +19,7 @@ import pytest
 from tests.fakes.openai_server import FakeOpenAI
 
 from .harness import Platform, require_services, services_unreachable_reason, started
-from .private_services import PrivatePostgres, missing_reason
+from .private_services import PrivatePostgres, PrivateRedis, missing_reason
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +33,16 @@ def services_platform():
     require_services(services_unreachable_reason())
     platform = Platform("services")
     yield from started(platform)
+
+
+@pytest.fixture(scope="module")
+def redis_server():
+    """A private ``redis-server`` for one module, without persistence: a restart starts empty
+    (a module that wants the README's append-only file defines its own)."""
+    require_services(services_unreachable_reason() or missing_reason(redis=True))
+    server = PrivateRedis().start()
+    yield server
+    server.close()
 
 
 @pytest.fixture(scope="module")

@@ -20,19 +20,10 @@ from psycopg.conninfo import make_conninfo
 
 from tests.fakes.openai_server import text_chunks
 
-from .harness import PG_ADMIN_DSN, Platform, require_services, services_unreachable_reason, started
-from .private_services import PrivateRedis, missing_reason
+from .harness import PG_ADMIN_DSN, Platform, started
 from .test_chat_ui import RUN_MS, Session, reset
 
 pytestmark = [pytest.mark.services, pytest.mark.browser]
-
-
-@pytest.fixture(scope="module")
-def redis_server():
-    require_services(services_unreachable_reason() or missing_reason(redis=True))
-    server = PrivateRedis().start()  # no append-only file: a restart starts empty
-    yield server
-    server.close()
 
 
 @pytest.fixture(scope="module")

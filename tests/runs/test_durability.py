@@ -157,8 +157,9 @@ def test_a_run_waiting_for_a_busy_worker_is_not_taken_for_a_lost_message(thread,
     reaper neither enqueues it again nor counts an attempt (a healthy, busy pool failed its
     waiting runs after about two minutes, "No worker picked this run up", and left a duplicate
     message per re-enqueue — found from a fresh clone). It fails visibly only after
-    ``RUN_QUEUE_MAX_WAIT_S``, saying why. With the broker's queue empty, its message was lost:
-    enqueued again, as before."""
+    ``RUN_QUEUE_MAX_WAIT_S``, saying why. A run whose message is not in the broker lost it:
+    enqueued again — also when the broker holds as many newer sends (a count of the backlog took
+    those for it after a Redis restart, and the lost runs waited another deadline, served last)."""
     from agents.runs import executors
 
     settings.RUN_EXECUTOR = "none"
@@ -168,7 +169,8 @@ def test_a_run_waiting_for_a_busy_worker_is_not_taken_for_a_lost_message(thread,
     enqueued = []
     monkeypatch.setattr("agents.runs.reaper.enqueue_run",
                         lambda run_id, requeued=False: enqueued.append((run_id, requeued)))
-    monkeypatch.setattr(executors, "backlog", lambda: 1)  # the broker holds one turn: this run's
+    in_broker = {str(created.run.pk)}  # the broker holds this run's turn
+    monkeypatch.setattr(executors, "waiting_turns", lambda ids: {str(i) for i in ids} & in_broker)
     busy = make_thread(users["bob"], thread.workspace, thread.provider, grounded=False)
     holding = run_create(thread=busy, user=users["bob"], content="a long one")  # a worker holds it
     assert lifecycle.run_claim(run_id=holding.run.pk, owner="busy:1") is not None
@@ -188,20 +190,24 @@ def test_a_run_waiting_for_a_busy_worker_is_not_taken_for_a_lost_message(thread,
     assert Message.objects.get(run=run, role="assistant").error == events[-1]["error"]
 
     lost = run_create(thread=thread, user=users["alice"], content="lost?")
-    monkeypatch.setattr(executors, "backlog", lambda: 0)  # nothing waits in the broker: lost
+    newer = run_create(thread=make_thread(users["alice"], thread.workspace, thread.provider, grounded=False),
+                       user=users["alice"], content="sent after Redis came back")
+    in_broker.clear()
+    in_broker.add(str(newer.run.pk))  # one turn waits in the broker, but not the lost one's
     Run.objects.filter(pk=lost.run.pk).update(queued_at=long_ago)
     assert reap_expired_runs() == [str(lost.run.pk)]
     assert (Run.objects.get(pk=lost.run.pk).attempts, enqueued) == (1, [(lost.run.pk, True)])  # ahead of new sends
 
     # No worker working at all (none holds a lease): the broker keeps the message, but nobody
-    # is busy — enqueued again and counted, to fail as never started (found from a fresh clone:
-    # with the worker stopped the run waited ten minutes, "every worker stayed busy").
+    # is busy — counted, to fail as never started (found from a fresh clone: with the worker
+    # stopped the run waited ten minutes, "every worker stayed busy"), and not sent again (a
+    # duplicate message per deadline piled up).
     assert lifecycle.run_finish(run=holding.run, status=Run.Status.COMPLETED)
     stranded = run_create(thread=busy, user=users["bob"], content="anyone at all?")
-    monkeypatch.setattr(executors, "backlog", lambda: 1)
+    in_broker.add(str(stranded.run.pk))
     Run.objects.filter(pk=stranded.run.pk).update(queued_at=long_ago)
     assert str(stranded.run.pk) in reap_expired_runs()
-    assert Run.objects.get(pk=stranded.run.pk).attempts == 1 and enqueued[-1] == (stranded.run.pk, True)
+    assert Run.objects.get(pk=stranded.run.pk).attempts == 1 and enqueued == [(lost.run.pk, True)]
 
 
 def test_a_started_run_no_worker_takes_up_again_fails_interrupted_and_keeps_its_partial_text(thread, users, sink_for,

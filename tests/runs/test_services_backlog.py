@@ -1,5 +1,6 @@
-"""``agents.runs.executors.backlog`` against the real Celery broker (Redis): the reaper tells
-a queue that is only backed up (every worker busy) from a lost broker message by it."""
+"""``agents.runs.executors.waiting_turns`` and the turns' priorities against the real Celery
+broker (Redis): the reaper tells a run waiting behind busy workers from a lost broker message
+by it, and a re-queued turn goes first."""
 
 from __future__ import annotations
 
@@ -22,13 +23,20 @@ def broker(settings):
         conn.default_channel.queue_purge(app.conf.task_default_queue)
 
 
-def test_the_backlog_counts_the_turns_waiting_in_the_broker(broker):
-    assert executors.backlog() == 0  # an empty queue has no key on Redis: counted as 0, not unknown
+def test_the_turns_waiting_in_the_broker_are_found_by_run(broker):
+    """The reaper asks which of its stale runs still have a turn in the broker (every priority
+    step's list); a run whose message was lost is not among them, however many other turns
+    and imports wait (a count of the backlog took them for it)."""
+    from knowledge.jobs import enqueue_upload
+
+    new, requeued, lost = (f"00000000-0000-0000-0000-00000000000{n}" for n in range(3))
+    assert executors.waiting_turns([new, requeued, lost]) == set()  # an empty queue has no key on Redis
+    executors.enqueue_run(new)
+    executors.enqueue_run(requeued, requeued=True)  # another priority's list
+    enqueue_upload(lost)  # an import whose argument happens to look like the lost run's id
     for n in range(3):
-        executors.enqueue_run(f"00000000-0000-0000-0000-00000000000{n}")
-    assert executors.backlog() == 3
-    executors.enqueue_run("00000000-0000-0000-0000-000000000009", requeued=True)  # another priority's list
-    assert executors.backlog() == 4
+        executors.enqueue_run(f"00000000-0000-0000-0000-00000000001{n}")
+    assert executors.waiting_turns([new, requeued, lost]) == {new, requeued}
 
 
 def test_a_requeued_turn_is_taken_before_the_new_turns_and_imports_sent_before_it(broker):
@@ -50,7 +58,7 @@ def test_a_requeued_turn_is_taken_before_the_new_turns_and_imports_sent_before_i
     assert taken == [("run_turn", "09"), ("run_turn", "00"), ("import_upload", "a1"), ("run_turn", "01")]
 
 
-def test_an_unreachable_broker_is_an_unknown_backlog(settings, monkeypatch):
+def test_an_unreachable_broker_is_unknown_not_empty(settings, monkeypatch):
     settings.RUN_EXECUTOR = "celery"
     monkeypatch.setattr(app.conf, "broker_url", "redis://127.0.0.1:1/0")
-    assert executors.backlog() is None
+    assert executors.waiting_turns(["00000000-0000-0000-0000-000000000000"]) is None
