@@ -389,7 +389,7 @@ class Platform:
         from celery import Celery
 
         name, proc = name or self.worker_name, proc or self.procs["celery"]
-        app = Celery("e2e-probe", broker=self.redis_url)
+        app = Celery("e2e-probe", broker=self.redis_url, set_as_current=False)  # not the tests' app
         deadline = time.monotonic() + self.startup_timeout
         try:
             while time.monotonic() < deadline:
@@ -406,7 +406,7 @@ class Platform:
         """``{task name: count}`` the Celery worker has run (services mode), via the broker."""
         from celery import Celery
 
-        app = Celery("e2e-probe", broker=self.redis_url)
+        app = Celery("e2e-probe", broker=self.redis_url, set_as_current=False)  # not the tests' app
         try:
             # A connection of its own: kombu's process-wide pool may hold one from before a
             # broker restart (tests restart a private Redis).

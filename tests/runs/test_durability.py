@@ -531,7 +531,7 @@ def test_a_send_while_the_broker_is_down_is_accepted_and_kept_queued(thread, use
     from celery import Celery
 
     settings.RUN_EXECUTOR = "celery"
-    down = Celery("broker-down", broker="redis://127.0.0.1:9/0")  # nothing listens there
+    down = Celery("broker-down", broker="redis://127.0.0.1:9/0", set_as_current=False)  # nothing listens there
     monkeypatch.setattr("chatplatform.celery.app", down)
     response = api_for(users["alice"]).post(f"/api/v1/threads/{thread.pk}/runs/", {"content": "hello"}, format="json")
     assert response.status_code == 202, response.content
