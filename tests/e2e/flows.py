@@ -243,3 +243,27 @@ def rest_turn(platform: Platform, token: str, thread_id: str, content: str = QUE
     tool_rows = [c for m in msgs if str(m["run_id"]) == run_id for c in m["tool_calls"]]
     assert [(c["name"], c["status"]) for c in tool_rows] == [("search_knowledge", "succeeded")], tool_rows
     return answer
+
+
+RUN_ROWS = """
+import json
+from agents.models import Run
+print(json.dumps({{str(r.pk): [getattr(r, f) for f in {fields!r}] for r in Run.objects.filter(pk__in={ids!r})}}))
+"""
+
+
+def run_rows(platform: Platform, ids: list[str], *fields: str) -> dict[str, list]:
+    """``{run id: [field values]}`` of the runs ``ids``, read in the platform's database by its
+    ``manage.py shell`` (``fields``: Run attributes; default status only)."""
+    out = platform.manage("shell", "-c", RUN_ROWS.format(ids=ids, fields=list(fields or ("status",)))).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def wait_for(condition, what: str, timeout: float = 60.0):
+    """Poll ``condition`` every 0.2 s until it returns something true (returned); fails with
+    ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not (result := condition()):
+        assert time.monotonic() < deadline, f"timed out waiting: {what}"
+        time.sleep(0.2)
+    return result

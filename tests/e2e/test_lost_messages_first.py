@@ -18,7 +18,7 @@ from tests.fakes.openai_server import text_chunks
 from . import flows
 from .harness import Platform, started
 from .test_chat_ui import reset
-from .test_requeued_first import asked, run_rows, wait_for
+from .test_requeued_first import asked
 
 pytestmark = pytest.mark.services
 
@@ -48,7 +48,7 @@ def test_runs_whose_messages_a_redis_restart_lost_go_before_the_sends_after_it(p
                 ids.append(r.json()["run_id"])
 
             send(0, "long")
-            wait_for(lambda: asked(upstream, since) == ["long"], "the worker never asked the model")
+            flows.wait_for(lambda: asked(upstream, since) == ["long"], "the worker never asked the model")
             send(1, "lost one")
             send(2, "lost two")
             redis_server.restart(down_s=1.0)  # their messages are gone; the worker reconnects
@@ -56,12 +56,12 @@ def test_runs_whose_messages_a_redis_restart_lost_go_before_the_sends_after_it(p
             send(4, "after two")
             # The reaper sees the two lost runs past the deadline while the worker is still busy
             # and the broker holds two messages — the newer sends'.
-            wait_for(lambda: all(a == 1 for _s, a in (run_rows(platform, ids[1:3])[i] for i in ids[1:3])),
+            flows.wait_for(lambda: all(a == 1 for _s, a in flows.run_rows(platform, ids[1:3], "status", "attempts").values()),
                      "the lost runs were not enqueued again while the worker was busy", timeout=DEADLINE_S + 8)
-            assert run_rows(platform, [ids[0]])[ids[0]][0] == "running"  # still answering "long"
+            assert flows.run_rows(platform, [ids[0]])[ids[0]] == ["running"]  # still answering "long"
             upstream.delay_s = 0.0
             for run_id in ids:
-                wait_for(lambda run_id=run_id: client.get(f"/api/v1/runs/{run_id}/").json()["status"] == "completed",
+                flows.wait_for(lambda run_id=run_id: client.get(f"/api/v1/runs/{run_id}/").json()["status"] == "completed",
                          f"run {run_id} did not complete", timeout=60)
     finally:
         upstream.delay_s = 0.0

@@ -12,10 +12,7 @@ free worker", from the quiet turn's look-up) — in real Chromium at 1280 and 39
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import signal
 import time
 
 import pytest
@@ -25,15 +22,9 @@ from tests.fakes.openai_server import text_chunks
 from . import flows
 from .harness import Platform, require_services, services_unreachable_reason, started
 from .test_chat_ui import RUN_MS, Session, reset
+from .test_kill import kill_worker
 
 pytestmark = pytest.mark.services
-
-RUN_ROWS = """
-import json
-from agents.models import Run
-print(json.dumps({{str(r.pk): [r.status, r.attempts] for r in Run.objects.filter(pk__in={ids!r})}}))
-"""
-
 
 @pytest.fixture(scope="module")
 def platform(upstream):
@@ -45,30 +36,10 @@ def platform(upstream):
     yield from started(p)
 
 
-def kill_worker(platform: Platform) -> None:
-    """SIGKILL the Celery worker's process group and wait until it is gone."""
-    old = platform.procs["celery"]
-    os.killpg(old.pid, signal.SIGKILL)
-    old.wait(timeout=10)
-
-
-def run_rows(platform: Platform, ids: list[str]) -> dict[str, list]:
-    out = platform.manage("shell", "-c", RUN_ROWS.format(ids=ids)).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
 def asked(upstream, since: int = 0) -> list[str]:
     """The last user message of each request the model got from the ``since``-th on, in order."""
     return [[m for m in body["messages"] if m["role"] == "user"][-1]["content"]
             for body in upstream.requests[since:]]
-
-
-def wait_for(condition, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while not (result := condition()):
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
-    return result
 
 
 def test_a_run_requeued_after_its_worker_died_is_taken_before_later_sends(platform, upstream):
@@ -85,17 +56,17 @@ def test_a_run_requeued_after_its_worker_died_is_taken_before_later_sends(platfo
                 assert r.status_code == 202, r.text
                 ids.append(r.json()["run_id"])
                 if content == "first":  # streaming on the worker's only thread before the others are sent
-                    wait_for(lambda: asked(upstream, since) == ["first"], "the worker never asked the model")
+                    flows.wait_for(lambda: asked(upstream, since) == ["first"], "the worker never asked the model")
             time.sleep(1.0)
-            assert run_rows(platform, ids[1:]) == {ids[1]: ["queued", 0], ids[2]: ["queued", 0]}
+            assert flows.run_rows(platform, ids[1:], "status", "attempts") == {ids[1]: ["queued", 0], ids[2]: ["queued", 0]}
             kill_worker(platform)
             upstream.delay_s = 0.0
             # The web process's reaper hands the first run on once its lease has expired.
-            wait_for(lambda: run_rows(platform, ids[:1])[ids[0]] == ["queued", 1], "the reaper never re-queued it",
+            flows.wait_for(lambda: flows.run_rows(platform, ids[:1], "status", "attempts")[ids[0]] == ["queued", 1], "the reaper never re-queued it",
                      timeout=30)
             platform._start_worker()
             for run_id in ids:
-                wait_for(lambda run_id=run_id: client.get(f"/api/v1/runs/{run_id}/").json()["status"] == "completed",
+                flows.wait_for(lambda run_id=run_id: client.get(f"/api/v1/runs/{run_id}/").json()["status"] == "completed",
                          f"run {run_id} did not complete", timeout=60)
     finally:
         upstream.delay_s = 0.0

@@ -33,20 +33,6 @@ def platform(upstream):
     yield from started(p)
 
 
-RUN_ROWS = """
-import json
-from agents.models import Run
-print(json.dumps({{str(r.pk): [r.status, r.lease_owner] for r in Run.objects.filter(pk__in={ids!r})}}))
-"""
-
-
-def run_rows(platform: Platform, ids: list[str]) -> dict[str, list[str]]:
-    import json
-
-    out = platform.manage("shell", "-c", RUN_ROWS.format(ids=ids)).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
 def test_a_run_queued_behind_a_busy_worker_is_taken_by_a_worker_with_a_free_thread(platform, upstream):
     upstream.first_token_delay_s = HOLD_S
     upstream.script(*(text_chunks(f"answer {i}") for i in range(3)))
@@ -60,13 +46,13 @@ def test_a_run_queued_behind_a_busy_worker_is_taken_by_a_worker_with_a_free_thre
             ids.append(r.json()["run_id"])
             if i < 2:  # the first two are running on the first worker before the third is sent
                 deadline = time.monotonic() + 30
-                while run_rows(platform, [ids[-1]])[ids[-1]][0] != "running":
+                while flows.run_rows(platform, [ids[-1]], "status", "lease_owner")[ids[-1]][0] != "running":
                     assert time.monotonic() < deadline, "the first worker did not start the run"
                     time.sleep(0.2)
     second = platform.add_worker(concurrency=2)
     deadline = time.monotonic() + HOLD_S - 5  # well before the first worker has a free thread
     while True:
-        rows = run_rows(platform, ids)
+        rows = flows.run_rows(platform, ids, "status", "lease_owner")
         if rows[ids[2]][0] == "running":
             break
         assert time.monotonic() < deadline, f"the third run waited behind the busy worker: {rows}"
