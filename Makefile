@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
-export DJANGO_SETTINGS_MODULE ?= chatplatform.settings.local
+export DJANGO_SETTINGS_MODULE ?= config.settings.local
 
 .PHONY: demo install install-dev migrate seed serve worker test test-services lint bench clean vendor
 
@@ -33,18 +33,18 @@ seed: migrate
 ## demo: create the venv, install, migrate, seed, and serve on $(HOST):$(PORT) (embedded mode)
 demo: seed
 	@echo "chatplatform on http://$(HOST):$(PORT)/  (sign in as alice; Ctrl-C stops)"
-	$(BIN)/daphne -b $(HOST) -p $(PORT) chatplatform.asgi:application
+	$(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
 ## worker: a Celery worker for production mode (needs REDIS_URL)
 worker: install
-	$(BIN)/celery -A chatplatform worker --pool threads --concurrency $${WORKER_CONCURRENCY:-32} --loglevel INFO \
+	$(BIN)/celery -A config worker --pool threads --concurrency $${WORKER_CONCURRENCY:-32} --loglevel INFO \
 		--without-gossip --without-mingle --without-heartbeat
 
 ## test: the whole suite; PostgreSQL/Redis/Celery tests run when reachable (required with CI=true)
 test: install-dev
 	$(BIN)/ruff check .
-	DJANGO_SETTINGS_MODULE=chatplatform.settings.test $(BIN)/python -m pytest -q -m "not services"
-	DJANGO_SETTINGS_MODULE=chatplatform.settings.test $(BIN)/python tests/run_services.py
+	DJANGO_SETTINGS_MODULE=config.settings.test $(BIN)/python -m pytest -q -m "not services"
+	DJANGO_SETTINGS_MODULE=config.settings.test $(BIN)/python tests/run_services.py
 
 lint: install-dev
 	$(BIN)/ruff check .

@@ -6,7 +6,7 @@ heartbeat's next renewal (every ``min(RUN_HEARTBEAT_S, STREAM_PERSIST_INTERVAL_S
 default), so a person pressing Stop watched up to a second more text arrive (a fresh-clone
 trial counted 23 tokens). ``agents.runs.control`` wakes that heartbeat at once. This bench
 starts the platform as real processes (``tests/e2e/harness.py``: production = PostgreSQL,
-Redis, ``python -m chatplatform.serve`` and a Celery worker; embedded = one process on SQLite)
+Redis, ``python -m config.serve`` and a Celery worker; embedded = one process on SQLite)
 with the fake upstream of the e2e tests streaming 50 tokens/s, and per cancel: a new thread, a
 send, a cancel after a random 5–40 tokens (a person does not press Stop in step with the
 heartbeat), then the answer as stored (it must be exactly what the socket showed).

@@ -2,7 +2,7 @@
 
 Most of a team's day is idle, and a self-hosted platform shares its box with other things.
 This bench starts the production layout on a private database (tests/e2e/harness.py: one
-web process, ``python -m chatplatform.serve``; ``--workers`` Celery workers with the README's
+web process, ``python -m config.serve``; ``--workers`` Celery workers with the README's
 flags; PostgreSQL and Redis as for the e2e tests — the harness's start-up request starts the
 web process's reaper and loop watch, which wait for a first connection), lets everything
 settle for ``--settle`` seconds and then reads each process tree's CPU time (user + system,

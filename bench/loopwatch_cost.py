@@ -4,7 +4,7 @@ An idle loop is where the watch costs most: every beat wakes it from ``epoll`` a
 wakes the watching thread. Runs a loop in a thread, watched as configured, for ``--seconds``
 and prints the process's CPU per second of wall time for: no watch, the watch as it ships
 (``EVENT_LOOP_STALL_S`` / 2 between beats), and a beat plus a look every 50 ms (the first
-version). Usage: ``DJANGO_SETTINGS_MODULE=chatplatform.settings.test python bench/loopwatch_cost.py``.
+version). Usage: ``DJANGO_SETTINGS_MODULE=config.settings.test python bench/loopwatch_cost.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatplatform.settings.test")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
 
 
 def cpu_per_s(seconds: float, interval_s: float | None, stall_s: float, every_50ms: bool) -> float:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatplatform.settings.local")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 (REPO / "var").mkdir(exist_ok=True)
 _db = tempfile.NamedTemporaryFile(dir=REPO / "var", prefix="bench-mcp-", suffix=".sqlite3", delete=False)
 os.environ["DATABASE_URL"] = f"sqlite:///{_db.name}"

@@ -58,7 +58,7 @@ from urllib.parse import urlsplit
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench" / "side_by_side"))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatplatform.settings.test")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
 
 READERS = ("socket", "httpx", "sdk", "adapter", "adapter-loop", "async-sdk", "async-sdk-aiohttp", "aiohttp")
 

@@ -1,4 +1,4 @@
-"""Websocket authentication and origin checking (see ``chatplatform/asgi.py``)."""
+"""Websocket authentication and origin checking (see ``config/asgi.py``)."""
 
 from __future__ import annotations
 

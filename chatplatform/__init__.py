@@ -1,5 +1,2 @@
-"""chatplatform: a self-hosted multi-user AI chat platform on Django."""
-
-from .celery import app as celery_app
-
-__all__ = ["celery_app"]
+"""chatplatform's plumbing library: database helpers, errors, pub/sub, the channel layer,
+input limits, middleware. It imports no app; the composition root is ``config``."""

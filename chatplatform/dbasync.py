@@ -1,5 +1,5 @@
 """``db_async(fn)``: run a sync database function from async code on the loop's default
-executor (``WEB_DB_THREADS`` threads, set in ``chatplatform.loop_binding``).
+executor (``WEB_DB_THREADS`` threads, set in ``config.loop_binding``).
 
 Channels' ``database_sync_to_async`` is thread-sensitive: every websocket of a web process
 shares ONE thread for its database work, so 10 simultaneous ``message.send`` frames (each a

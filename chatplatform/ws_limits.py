@@ -8,7 +8,7 @@ handshake with the code of the violation — 1009 (message too big) here — and
 the connection if the client does not answer within its close-handshake timeout.
 
 daphne does not expose the option, so :func:`close_cleanly_on_violations` sets it on
-daphne's factory class when the ASGI application is loaded (``chatplatform/asgi.py``).
+daphne's factory class when the ASGI application is loaded (``config/asgi.py``).
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def main() -> int:
         print(f"SKIPPED {message}; start them to run production-mode tests")
         return 0
     env = dict(os.environ, DATABASE_URL=DATABASE_URL, REDIS_URL=REDIS_URL, RUN_EXECUTOR="embedded",
-               DJANGO_SETTINGS_MODULE="chatplatform.settings.test")
+               DJANGO_SETTINGS_MODULE="config.settings.test")
     cmd = [sys.executable, "-m", "pytest", "-q", "-m", "services or db_backends", "-p", "no:cacheprovider", *sys.argv[1:]]
     print("services test pass:", " ".join(cmd[2:]), flush=True)
     return subprocess.call(cmd, cwd=ROOT, env=env)

@@ -21,7 +21,7 @@ def test_a_log_line_is_printed_once(debug):
     """In a fresh process with the real settings (pytest adds its own handlers here)."""
     code = (f"import logging; logging.getLogger('django.request').error('marker-{debug}'); "
             f"logging.getLogger('agents.loop.turn').warning('marker-{debug}')")
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "chatplatform.settings.local", "DEBUG": debug, "SECRET_KEY": "t"}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.local", "DEBUG": debug, "SECRET_KEY": "t"}
     result = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

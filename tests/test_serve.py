@@ -1,4 +1,4 @@
-"""``python -m chatplatform.serve``: uvicorn's command line with a server loop that ticks once a
+"""``python -m config.serve``: uvicorn's command line with a server loop that ticks once a
 second, still refreshing the Date header on every tick and stopping at once on a signal."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import httpx
 import pytest
 import uvicorn
 
-from chatplatform.serve import Server
+from config.serve import Server
 from tests.e2e.harness import free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,7 +64,7 @@ def test_a_stop_signal_ends_the_loop_without_waiting_for_the_next_tick():
 
 def test_the_command_takes_uvicorn_s_options_serves_and_stops_on_sigterm():
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "chatplatform.serve", "--host", "127.0.0.1", "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "config.serve", "--host", "127.0.0.1", "--port", str(port),
                              "--lifespan", "off", "--no-access-log", "tests.test_serve:hello"],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -77,7 +77,7 @@ def test_the_command_takes_uvicorn_s_options_serves_and_stops_on_sigterm():
                     assert proc.poll() is None, proc.stdout.read()
                     time.sleep(0.05)
             else:
-                pytest.fail("chatplatform.serve did not answer")
+                pytest.fail("config.serve did not answer")
         assert (response.status_code, response.text) == (200, "hello")
         assert parsedate_to_datetime(response.headers["date"]).tzinfo is not None
         proc.send_signal(signal.SIGTERM)

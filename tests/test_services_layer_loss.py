@@ -98,7 +98,7 @@ def test_a_thread_socket_closes_4503_and_leaves_its_groups_when_the_layer_is_los
     }}
     from channels.layers import get_channel_layer
 
-    from chatplatform.asgi import application
+    from config.asgi import application
 
     thread = make_thread(users["alice"], workspaces["demo"], offline)
     key = Token.objects.get_or_create(user=users["alice"])[0].key

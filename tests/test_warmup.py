@@ -1,4 +1,4 @@
-"""Start-up warm-up (chatplatform.warmup): the ASGI application's import loads what a web
+"""Start-up warm-up (config.warmup): the ASGI application's import loads what a web
 process's first requests would otherwise import on their threads, and opens no connection."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 PROBE = """
 import json, sys
-import chatplatform.asgi
+import config.asgi
 from django.urls import get_resolver
-from chatplatform.celery import app
+from config.celery import app
 print(json.dumps({
     "urlconf": "url_patterns" in get_resolver().__dict__,  # the cached_property was evaluated
     "views": [m in sys.modules for m in ("knowledge.api", "knowledge.snippets", "chat.api.views", "bs4")],
@@ -30,7 +30,7 @@ print(json.dumps({
 def test_importing_the_asgi_application_warms_the_process(executor):
     """In a fresh process with the real settings; the broker URL points at a closed port, so a
     warm-up that tried to connect would hang or fail here."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "chatplatform.settings.local", "SECRET_KEY": "t",
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.local", "SECRET_KEY": "t",
            "RUN_EXECUTOR": executor, "CELERY_BROKER_URL": "redis://127.0.0.1:9/0"}
     result = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, env=env, capture_output=True, text=True,
                             timeout=120)

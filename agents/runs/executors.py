@@ -78,7 +78,7 @@ def enqueue_run(run_id, *, requeued: bool = False) -> concurrent.futures.Future 
     if settings.RUN_EXECUTOR == "none":  # tests of the HTTP layer only; nothing executes
         return None
     if settings.RUN_EXECUTOR == "celery":
-        from chatplatform.celery import app
+        from config.celery import app
 
         try:
             app.send_task(RUN_TURN_TASK, args=[str(run_id)], retry=True, retry_policy=PUBLISH_RETRY_POLICY,
@@ -128,7 +128,7 @@ def waiting_turns(run_ids) -> set[str] | None:
         from kombu.exceptions import KombuError
         from redis.exceptions import RedisError
 
-        from chatplatform.celery import app
+        from config.celery import app
 
         found: set[str] = set()
         try:

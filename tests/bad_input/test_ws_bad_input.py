@@ -12,7 +12,7 @@ from channels.testing import WebsocketCommunicator
 from rest_framework.authtoken.models import Token
 
 from agents.models import Run
-from chatplatform.asgi import application
+from config.asgi import application
 from tests.conftest import make_thread
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.db_backends]

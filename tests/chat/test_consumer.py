@@ -7,7 +7,7 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from rest_framework.authtoken.models import Token
 
-from chatplatform.asgi import application
+from config.asgi import application
 from knowledge.services import knowledge_item_create
 from tests.conftest import make_thread
 

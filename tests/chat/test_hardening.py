@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from agents.models import Run
 from chat.models import Message
-from chatplatform.asgi import application
+from config.asgi import application
 from tests.conftest import make_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -19,7 +19,7 @@ from rest_framework.authtoken.models import Token
 from agents.models import Run, ToolCall, ToolPolicy
 from agents.services import run_create
 from chat.models import Membership, Message, Thread
-from chatplatform.asgi import application
+from config.asgi import application
 from knowledge.models import KnowledgeItem
 from knowledge.services import knowledge_item_create
 from tests.conftest import make_thread

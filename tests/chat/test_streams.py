@@ -17,7 +17,7 @@ from agents.models import Run
 from agents.replay import RunStreamCursor
 from agents.services import run_create
 from chat.models import Message
-from chatplatform.asgi import application
+from config.asgi import application
 from knowledge.services import knowledge_item_create
 from tests.conftest import joined_text, make_thread
 

@@ -255,7 +255,7 @@ class Platform:
     def _environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
         env.update({
-            "DJANGO_SETTINGS_MODULE": "chatplatform.settings.local",
+            "DJANGO_SETTINGS_MODULE": "config.settings.local",
             "DEBUG": "false",
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
             "SECRET_KEY": "test",
@@ -331,7 +331,7 @@ class Platform:
     @staticmethod
     def worker_command(name: str, concurrency: int) -> list[str]:
         """A Celery worker's command line as the README runs it (a thread pool)."""
-        return [str(VENV_BIN / "celery"), "-A", "chatplatform", "worker", "--pool", "threads",
+        return [str(VENV_BIN / "celery"), "-A", "config", "worker", "--pool", "threads",
                 "--concurrency", str(concurrency), "--loglevel", "WARNING", "-n", name,
                 "--without-gossip", "--without-mingle", "--without-heartbeat"]
 
@@ -356,15 +356,15 @@ class Platform:
 
     def web_command(self, port: int) -> list[str]:
         """The web process's command line: uvicorn as the README runs it in production
-        (``chatplatform.serve``, uvicorn's command line with a quieter server loop;
+        (``config.serve``, uvicorn's command line with a quieter server loop;
         permessage-deflate, its ``websockets-sansio`` implementation; ``E2E_UVICORN_WS`` picks
         another, e.g. ``websockets`` to compare), or daphne as ``make demo`` does."""
         if self.asgi_server == "uvicorn":
             ws = os.environ.get("E2E_UVICORN_WS", "websockets-sansio")
-            return [str(VENV_BIN / "python"), "-m", "chatplatform.serve", "--host", "127.0.0.1", "--port", str(port),
+            return [str(VENV_BIN / "python"), "-m", "config.serve", "--host", "127.0.0.1", "--port", str(port),
                     "--ws", ws, "--ws-max-size", "1048576", "--lifespan", "off", "--no-access-log",
-                    "chatplatform.asgi:application"]
-        return [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "chatplatform.asgi:application"]
+                    "config.asgi:application"]
+        return [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"]
 
     def _wait_http(self) -> None:
         deadline = time.monotonic() + self.startup_timeout

@@ -30,7 +30,7 @@ WRITE_TOOLS = {"save_knowledge_item", "update_knowledge_item"}
 
 @pytest.fixture(scope="module")
 def server_url():
-    from chatplatform.asgi import application
+    from config.asgi import application
 
     port = free_port()
     config = uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off", log_level="warning")

@@ -12,7 +12,7 @@ from rest_framework.authtoken.models import Token
 
 from agents.models import LLMModel, Run
 from chat.models import Message, Thread
-from chatplatform.asgi import application
+from config.asgi import application
 from tests.conftest import make_thread
 from tests.fakes.openai_server import text_chunks
 

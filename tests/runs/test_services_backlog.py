@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from agents.runs import executors
-from chatplatform.celery import app
+from config.celery import app
 
 pytestmark = pytest.mark.services
 

@@ -81,5 +81,5 @@ def test_prepared_statement_settings(env, expected):
     base = {k: v for k, v in os.environ.items() if k not in ("DB_PREPARE_THRESHOLD", "DB_POOL")}
     out = subprocess.run(
         [sys.executable, "-c", f"import django; django.setup(); {code}"], cwd=ROOT, capture_output=True, text=True,
-        env={**base, "DJANGO_SETTINGS_MODULE": "chatplatform.settings.base", **env}, timeout=60, check=True)
+        env={**base, "DJANGO_SETTINGS_MODULE": "config.settings.base", **env}, timeout=60, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == expected

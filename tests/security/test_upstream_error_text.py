@@ -17,7 +17,7 @@ from rest_framework.authtoken.models import Token
 
 from agents.models import Run
 from agents.services import run_create
-from chatplatform.asgi import application
+from config.asgi import application
 from tests.chat.test_streams import parse_sse, read_stream
 from tests.conftest import make_thread
 from tests.fakes.openai_server import Failure

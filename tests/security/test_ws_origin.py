@@ -8,7 +8,7 @@ from channels.testing import WebsocketCommunicator
 from rest_framework.authtoken.models import Token
 
 from chat.ws_auth import origin_allowed
-from chatplatform.asgi import application
+from config.asgi import application
 from tests.conftest import make_thread
 
 ALLOWED = ["127.0.0.1", "localhost", "chat.example.com"]

@@ -137,7 +137,7 @@ def test_a_socket_of_a_removed_member_gets_no_further_events(client, sso, offlin
     from channels.testing import WebsocketCommunicator
     from rest_framework.authtoken.models import Token
 
-    from chatplatform.asgi import application
+    from config.asgi import application
 
     sso.user("gwen", password="pw-gwen", email="gwen@example.com", groups=["eng"])
     gwen = sign_in(client, "gwen", "pw-gwen").wsgi_request.user

@@ -11,17 +11,17 @@ import os
 
 from django.core.asgi import get_asgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatplatform.settings.local")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from chat.routing import websocket_urlpatterns  # noqa: E402
 from chat.ws_auth import WebsocketAuthStack  # noqa: E402
+from chatplatform.ws_limits import close_cleanly_on_violations  # noqa: E402
 from knowledge.mcp_server import with_mcp_endpoint  # noqa: E402
 
 from .loop_binding import BindServerLoop  # noqa: E402
-from .ws_limits import close_cleanly_on_violations  # noqa: E402
 
 close_cleanly_on_violations()  # frames over daphne's 1 MiB limit: close 1009, not a dropped TCP connection
 
@@ -34,7 +34,8 @@ application = BindServerLoop(
     )
 )
 
-from .heap import freeze_startup_heap  # noqa: E402
+from chatplatform.heap import freeze_startup_heap  # noqa: E402
+
 from .warmup import warm_web_process  # noqa: E402
 
 warm_web_process()  # the URLconf and the Celery publisher: not on the first requests' threads

@@ -18,13 +18,13 @@ def warm_web_process() -> None:
     Measured at issue 18 (py-spy of a web process at a burst of 50 first chats): about half
     the process's GIL time went to these imports on request threads, while every other
     request of the burst waited for the import lock or the GIL. Opens no connection, so it
-    is safe before a server forks its workers. Idempotent; called by ``chatplatform.asgi``
+    is safe before a server forks its workers. Idempotent; called by ``config.asgi``
     before the start-up heap is frozen (``chatplatform.heap``)."""
     from django.urls import get_resolver
 
     get_resolver().url_patterns  # noqa: B018 — imports the URLconf and every view module
     if settings.RUN_EXECUTOR == "celery":
-        from chatplatform.celery import app
+        from config.celery import app
 
         app.backend  # noqa: B018
         app.amqp.producer_pool  # noqa: B018

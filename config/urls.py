@@ -11,13 +11,12 @@ from agents.offer_api import ThreadToolsApi
 from agents.tool_call_api import ApprovalInboxApi, ToolCallDecisionApi, ToolCallListApi
 from chat.api import views as chat_api
 from chat.sse import run_events
+from chatplatform.login_throttle import LOGIN_THROTTLES, LoginThrottleMixin
 from knowledge import api as knowledge_api
 from knowledge import upload_api as knowledge_upload_api
 from openai_api import views as openai_views
 from sso.views import PlatformLoginView
 from usage import views as usage_views
-
-from .login_throttle import LOGIN_THROTTLES, LoginThrottleMixin
 
 
 class ThrottledLoginView(LoginThrottleMixin, PlatformLoginView):

@@ -1,6 +1,6 @@
 """The production web server: uvicorn's own command line with a quieter server loop.
 
-``python -m chatplatform.serve [uvicorn's options] chatplatform.asgi:application`` takes every
+``python -m config.serve [uvicorn's options] config.asgi:application`` takes every
 option ``uvicorn`` does (``--host``, ``--port``, ``--ws``, ``--loop``, ``--workers``…) and runs
 uvicorn with one change, :class:`Server`: its main loop looks at the process once a second
 instead of every 0.1 s. uvicorn's loop only refreshes the ``Date`` header (once a second),

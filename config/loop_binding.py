@@ -11,8 +11,7 @@ from django.conf import settings
 from agents.events import bind_server_loop
 from agents.providers.capabilities import preload_adapters
 from agents.runs.reaper import start_reaper
-
-from .loopwatch import watch_loop
+from chatplatform.loopwatch import watch_loop
 
 
 class BindServerLoop:

@@ -96,8 +96,8 @@ SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 
-ROOT_URLCONF = "chatplatform.urls"
-ASGI_APPLICATION = "chatplatform.asgi.application"
+ROOT_URLCONF = "config.urls"
+ASGI_APPLICATION = "config.asgi.application"
 
 TEMPLATES = [
     {
@@ -269,7 +269,7 @@ RUN_SETUP_WAIT_S = env.float("RUN_SETUP_WAIT_S", default=5.0)
 WORKER_CONCURRENCY = env.int("WORKER_CONCURRENCY", default=32)
 CELERY_WORKER_CONCURRENCY = WORKER_CONCURRENCY
 # Threads that run the web process's database work for websockets and SSE (the ASGI loop's
-# default executor; chatplatform.loop_binding).
+# default executor; config.loop_binding).
 WEB_DB_THREADS = env.int("WEB_DB_THREADS", default=8)
 
 # --- PostgreSQL connection pool ----------------------------------------------------------
