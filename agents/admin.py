@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib import admin, messages
 
+from .catalogue import models_refresh, provider_health
 from .models import (
     ApprovalDecision,
     ApprovalPolicy,
@@ -13,8 +14,7 @@ from .models import (
     ToolCall,
     ToolPolicy,
 )
-from .providers.catalogue import models_refresh, provider_health
-from .providers.keys import encrypt_key
+from .provider_keys import encrypt_key
 
 
 @admin.register(Role)

@@ -52,8 +52,8 @@ def _preload_in_background(**_signal_kwargs) -> None:
     worker has no key for, and import the SDKs."""
     import threading
 
-    from agents.providers.capabilities import preload_adapters
-    from agents.providers.keys import warn_unconfigured_providers
+    from agents.provider_keys import warn_unconfigured_providers
+    from llm.capabilities import preload_adapters
 
     def preload() -> None:
         warn_unconfigured_providers()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .providers import ToolDefinition
+from llm import ToolDefinition
 
 _lookup: Callable[[object], list[ToolDefinition]] | None = None
 

@@ -84,7 +84,7 @@ class Provider(models.Model):
         help_text="Agent providers: what an approval in the chat forwards to the agent. "
                   "Session/always let the agent skip asking again; deny is always forwarded as deny.",
     )
-    # Catalogue cache (agents/providers/catalogue.py): the last probe and model listing.
+    # Catalogue cache (agents/catalogue.py): the last probe and model listing.
     health_status = models.CharField(max_length=300, blank=True, editable=False)
     health_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
     models_refreshed_at = models.DateTimeField(null=True, blank=True, editable=False)

@@ -76,7 +76,7 @@ GENERIC = {
 def error_for_viewer(error: dict | None, *, detailed: bool) -> dict | None:
     """An error ``{"code", "message", …}`` (a run's, a message's, ``run.failed``'s) as a viewer
     sees it: ``detailed`` viewers (staff, the workspace's admins) get it as stored — upstream
-    detail already key-scrubbed (``agents.redaction``); everyone else gets, for any code not
+    detail already key-scrubbed (``chatplatform.redaction``); everyone else gets, for any code not
     in :data:`OWN_WORDS`, a generic actionable message naming the code
     (``"… (error code: auth_failed)"``), never the upstream text."""
     if not error or detailed or not isinstance(error, dict):

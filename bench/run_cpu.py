@@ -110,7 +110,7 @@ def measure(args) -> None:
 
     queries: dict[str, list[int]] = {"web": [], "worker": [], "setup": []}
     opened: list[tuple[float, int]] = []  # (process time, statements so far) at the model request
-    from agents.providers.openai_compat import OpenAICompatAdapter
+    from llm.openai_compat import OpenAICompatAdapter
 
     open_request, aopen_request = OpenAICompatAdapter.open, OpenAICompatAdapter.aopen
     turn_connection = connections["default"]  # this thread's: the turn runs here

@@ -14,9 +14,9 @@ Readers, from the floor up:
   transport alone.
 * ``sdk`` — the SDK's raw stream as the adapter opens it (``cast_to=object``: SSE decoded,
   each chunk a dict).
-* ``adapter`` — ``OpenAICompatAdapter.stream`` (``agents.providers.wire.relay``): what a turn
+* ``adapter`` — ``OpenAICompatAdapter.stream`` (``llm.wire.relay``): what a turn
   ran on its own thread until ``PROVIDER_STREAM_ON_LOOP`` (still the way with it off).
-* ``adapter-loop`` — ``agents.providers.wire.arelay`` over the adapter's async client on an
+* ``adapter-loop`` — ``llm.wire.arelay`` over the adapter's async client on an
   event loop: what a turn runs now (the web server's loop, or a worker's publisher loop).
 * ``async-sdk`` — the same raw stream through ``openai.AsyncOpenAI`` on an event loop (uvloop
   when installed, as uvicorn runs).
@@ -76,8 +76,8 @@ class Readers:
 
         django.setup()
         logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request otherwise
-        from agents.providers.base import ChatMessage, ChatRequest
-        from agents.providers.openai_compat import OpenAICompatAdapter
+        from llm.base import ChatMessage, ChatRequest
+        from llm.openai_compat import OpenAICompatAdapter
 
         self.base_url = base_url
         self.streams = streams
@@ -154,7 +154,7 @@ class Readers:
         return self._threads(lambda: sum(1 for _event in self.wire.stream(self.request)))
 
     def adapter_loop(self) -> int:
-        from agents.providers.wire import arelay
+        from llm.wire import arelay
 
         async def read_one() -> int:
             events = []

@@ -1,7 +1,7 @@
 """Workspaces, memberships, threads and messages.
 
 Messages are stored in a provider-neutral canonical format; the adapters in
-``agents/providers/`` translate them to each provider's wire format (DESIGN §4).
+``llm/`` translate them to each provider's wire format (DESIGN §4).
 """
 
 import uuid

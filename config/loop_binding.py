@@ -9,9 +9,9 @@ import threading
 from django.conf import settings
 
 from agents.events import bind_server_loop
-from agents.providers.capabilities import preload_adapters
 from agents.runs.reaper import start_reaper
 from chatplatform.loopwatch import watch_loop
+from llm.capabilities import preload_adapters
 
 
 class BindServerLoop:

@@ -270,7 +270,7 @@ def knowledge_item_ask_thread(*, user, item: KnowledgeItem):
     Provider: the one of the user's latest thread in that workspace if still usable, else
     the first enabled provider that needs no missing key, else none (the chat page says so).
     ``item`` must come from ``knowledge_item_get_for_user``."""
-    from agents.providers.keys import key_status
+    from agents.provider_keys import key_status
     from agents.selectors import provider_list
     from agents.ui_context import ui_context_validate
     from chat.models import Thread

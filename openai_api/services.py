@@ -38,14 +38,14 @@ from django.http import Http404
 from agents.loop.prompt import lost_attempt
 from agents.models import LLMModel, Provider, Run
 from agents.presentation import sees_error_details
-from agents.providers import ToolDefinition
-from agents.providers.keys import key_status
+from agents.provider_keys import key_status
 from agents.selectors import model_allowed, model_list_for_provider, role_names_for_user
 from agents.services import run_create
 from chat.models import Membership, Message, Thread, Workspace
 from chat.selectors import thread_get_for_user, workspace_get_for_user
 from chat.services import message_create, thread_create, title_from_message
 from chatplatform.errors import ServiceError
+from llm import ToolDefinition
 
 from .models import ApiRun, ApiThread
 

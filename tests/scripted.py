@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from agents.providers import ChatRequest, Finish, StreamedToolCall, TextDelta, Usage
+from llm import ChatRequest, Finish, StreamedToolCall, TextDelta, Usage
 
 
 class Pause:

@@ -63,12 +63,12 @@ from agents.approvals.services import approval_request
 from agents.backends import Outcome, Turn
 from agents.metering import DispatchRefused, meter
 from agents.models import Role, Run, ToolCall
-from agents.providers import Usage
-from agents.providers.keys import key_status, provider_api_key
+from agents.provider_keys import key_status, provider_api_key
 from agents.risk import resolve_env, risk_classify
 from agents.runs import lifecycle
 from chat.models import Message
 from chat.services import message_create
+from llm import Usage
 
 from .client import SSE_COMMENT, AgentRunsClient, AgentRunsError
 

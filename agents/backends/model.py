@@ -30,7 +30,15 @@ from agents.loop.tiers import history_window, run_plan
 from agents.metering import DispatchRefused, meter
 from agents.models import Run
 from agents.pipeline import policy_views, tool_pipeline
-from agents.providers import (
+from agents.provider_keys import provider_for
+from agents.replay import fill_from_log
+from agents.runs.calls import CANCELLED_RESULT, all_answered, answered_ids, close_open_calls
+from agents.runs.dbconn import release_db_connection
+from chat.models import Message
+from chat.selectors import instruction_blocks
+from chat.services import message_create
+from chatplatform.db import retry_transient
+from llm import (
     ChatRequest,
     Finish,
     ProviderError,
@@ -39,16 +47,8 @@ from agents.providers import (
     StreamEvent,
     TextDelta,
     ToolDefinition,
-    provider_for,
 )
-from agents.providers.wire import arelay
-from agents.replay import fill_from_log
-from agents.runs.calls import CANCELLED_RESULT, all_answered, answered_ids, close_open_calls
-from agents.runs.dbconn import release_db_connection
-from chat.models import Message
-from chat.selectors import instruction_blocks
-from chat.services import message_create
-from chatplatform.db import retry_transient
+from llm.wire import arelay
 
 from .base import Outcome, Turn
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 
-from agents.providers import ChatMessage
 from chat.models import Message
 from chat.selectors import message_branch_for_thread
+from llm import ChatMessage
 
 SYSTEM_PROMPT_FULL = """You are the AI assistant of the team workspace "{workspace}" on chatplatform.
 Answer clearly and accurately. Use the available tools when they help: search the team's \

@@ -23,8 +23,8 @@ import logging
 import re
 from dataclasses import dataclass, field
 
-from agents.providers import ChatMessage, capabilities
-from agents.providers.capabilities import CLOUD_HOST_SUFFIXES  # noqa: F401 (re-exported)
+from llm import ChatMessage, capabilities
+from llm.capabilities import CLOUD_HOST_SUFFIXES  # noqa: F401 (re-exported)
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +167,7 @@ def run_plan(*, thread, provider, model_name: str) -> RunPlan:
         and (model_row is None or (model_row.prompt_tier not in TIERS and not model_row.parameter_size))
     )
     if needs_size and model_name:
-        from agents.providers.catalogue import model_details_refresh
+        from agents.catalogue import model_details_refresh
 
         refreshed = model_details_refresh(provider=provider, name=model_name)
         if refreshed is not None:

@@ -33,7 +33,7 @@ from django.conf import settings
 from django.db import transaction
 
 from agents.models import AuditEvent, Role, ToolPolicy
-from agents.providers.keys import decrypt_key, encrypt_key
+from agents.provider_keys import decrypt_key, encrypt_key
 from agents.tools import ToolContext, ToolError, ToolSpec, registry
 from agents.tools.api import DEFAULT_SCOPE_ARGS
 

@@ -423,9 +423,9 @@ LOG_FORMAT = env("LOG_FORMAT", default="plain")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    # Provider keys (and anything that looks like one) never reach the logs (agents.redaction).
+    # Provider keys (and anything that looks like one) never reach the logs (chatplatform.redaction).
     "filters": {"run_context": {"()": "usage.logs.RunContextFilter"},
-                "redact": {"()": "agents.redaction.RedactingFilter"},
+                "redact": {"()": "chatplatform.redaction.RedactingFilter"},
                 "client_error": {"()": "chatplatform.api.ClientErrorLogFilter"}},
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},

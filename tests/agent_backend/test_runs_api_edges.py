@@ -10,8 +10,8 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from agents.catalogue import models_refresh, provider_health
 from agents.models import Run, ToolCall
-from agents.providers.catalogue import models_refresh, provider_health
 from agents.runs import lifecycle
 from agents.runs.driver import run_turn
 from agents.services import run_cancel, run_create

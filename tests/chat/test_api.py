@@ -125,7 +125,7 @@ def test_assistant_html_is_sanitised(users, alice_thread, api_for):
 
 def test_providers_never_expose_keys(users, db, monkeypatch, api_for):
     from agents.models import Provider
-    from agents.providers.keys import encrypt_key
+    from agents.provider_keys import encrypt_key
 
     monkeypatch.setenv("PLANTED_KEY_VAR", "sk-planted-secret-123")
     Provider.objects.create(slug="p1", name="P1", kind="openai_compatible", base_url="http://127.0.0.1:9/v1",

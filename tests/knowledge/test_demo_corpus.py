@@ -3,9 +3,9 @@ find the topic they name, and the offline assistant quotes it (both database bac
 
 import pytest
 
-from agents.providers.offline import md_escape, quote
 from knowledge.pydoc_import import import_python_reference
 from knowledge.selectors import knowledge_search
+from llm.offline import md_escape, quote
 
 pytestmark = [pytest.mark.django_db, pytest.mark.db_backends]
 

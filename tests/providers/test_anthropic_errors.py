@@ -174,7 +174,7 @@ def test_missing_key_names_the_variable(users, workspaces, converse, fake_anthro
 def test_a_worker_says_at_start_which_enabled_provider_it_has_no_key_for(db, monkeypatch, caplog):
     """A trial's worker was started without the provider's key variable: it failed each run it
     took with not_configured, and nothing said so at start (``worker_ready``)."""
-    from agents.providers.keys import warn_unconfigured_providers
+    from agents.provider_keys import warn_unconfigured_providers
 
     monkeypatch.delenv("CHATPLATFORM_UNSET_ANTHROPIC", raising=False)
     monkeypatch.setenv("CHATPLATFORM_SET_ANTHROPIC", "sk-ant-set")
@@ -182,7 +182,7 @@ def test_a_worker_says_at_start_which_enabled_provider_it_has_no_key_for(db, mon
     Provider.objects.create(slug="withkey", name="Key", kind="anthropic", api_key_env="CHATPLATFORM_SET_ANTHROPIC")
     Provider.objects.create(slug="off", name="Off", kind="anthropic", api_key_env="CHATPLATFORM_UNSET_ANTHROPIC",
                             enabled=False)
-    caplog.set_level(logging.WARNING, logger="agents.providers.keys")
+    caplog.set_level(logging.WARNING, logger="agents.provider_keys")
     warnings = [w for w in warn_unconfigured_providers() if "CHATPLATFORM_" in w]
     assert warnings == ["provider 'nokey' is enabled but not configured in this process: set "
                         "CHATPLATFORM_UNSET_ANTHROPIC; its runs here will fail not_configured"]

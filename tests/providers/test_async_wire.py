@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from agents.events import publisher_loop
-from agents.providers import (
+from llm import (
     ChatMessage,
     ChatRequest,
     ProviderError,
@@ -21,10 +21,10 @@ from agents.providers import (
     TextDelta,
     ToolDefinition,
 )
-from agents.providers.anthropic import AnthropicAdapter
-from agents.providers.ollama import OllamaAdapter
-from agents.providers.openai_compat import OpenAICompatAdapter
-from agents.providers.wire import arelay
+from llm.anthropic import AnthropicAdapter
+from llm.ollama import OllamaAdapter
+from llm.openai_compat import OpenAICompatAdapter
+from llm.wire import arelay
 from tests.fakes import anthropic_server as anth
 from tests.fakes import ollama_server as oll
 from tests.fakes import openai_server as oai

@@ -1,5 +1,5 @@
 """Provider capabilities: every kind is declared once, the declarations match the adapters,
-and nothing outside ``agents/providers/`` branches on ``provider.kind``."""
+and nothing outside ``llm/`` branches on ``provider.kind``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from agents.models import Provider
-from agents.providers.capabilities import CAPABILITIES, NO_ADAPTER, adapter_class, capabilities
-from agents.providers.wire import Wire
+from llm.capabilities import CAPABILITIES, NO_ADAPTER, adapter_class, capabilities
+from llm.wire import Wire
 
 ROOT = Path(__file__).resolve().parents[2]
 KIND_BRANCH = re.compile(r"\bprovider\w*\.kind\s*(==|!=|\bin\b|\bnot in\b)|Provider\.Kind\.[A-Z_]+")
@@ -47,7 +47,7 @@ def test_no_kind_branches_outside_the_providers_package():
     for app in ("agents", "chat", "knowledge", "chatplatform"):
         for path in (ROOT / app).rglob("*.py"):
             rel = path.relative_to(ROOT).as_posix()
-            if rel.startswith(("agents/providers/", "agents/migrations/")):
+            if rel.startswith(("llm/", "agents/migrations/")):
                 continue
             for n, line in enumerate(path.read_text().splitlines(), 1):
                 if KIND_BRANCH.search(line):
@@ -61,7 +61,7 @@ def test_preloading_the_adapters_freezes_the_start_up_heap():
     import gc
     import sys
 
-    from agents.providers.capabilities import preload_adapters
+    from llm.capabilities import preload_adapters
 
     gc.unfreeze()
     assert gc.get_freeze_count() == 0

@@ -14,9 +14,9 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
+from agents.catalogue import health_is_stale, models_refresh, provider_health
 from agents.models import LLMModel, Provider
-from agents.providers.catalogue import health_is_stale, models_refresh, provider_health
-from agents.providers.keys import encrypt_key
+from agents.provider_keys import encrypt_key
 from tests.conftest import make_thread
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI

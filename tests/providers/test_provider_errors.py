@@ -9,8 +9,8 @@ import logging
 import pytest
 
 from agents.models import Provider, Run, ToolCall
-from agents.providers import TextDelta
 from chat.models import Message
+from llm import TextDelta
 from tests.conftest import joined_text, make_thread, types
 from tests.fakes.openai_server import DieAfter, Failure, RawLine, text_chunks
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from agents.providers.thinking import ThinkFilter
+from llm.thinking import ThinkFilter
 
 
 def run(chunks, prefilled=False):

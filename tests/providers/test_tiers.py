@@ -18,17 +18,17 @@ from agents.loop.tiers import (
     resolve_tier,
 )
 from agents.models import LLMModel, Provider, Run
-from agents.providers import (
+from agents.provider_keys import provider_for
+from chat.models import Message
+from chat.services import message_create
+from llm import (
     ChatMessage,
     ChatRequest,
     Finish,
     ProviderError,
     TextDelta,
     ToolDefinition,
-    provider_for,
 )
-from chat.models import Message
-from chat.services import message_create
 from tests.conftest import load_case, make_thread
 from tests.fakes.anthropic_server import text_events
 from tests.fakes.ollama_server import text_parts

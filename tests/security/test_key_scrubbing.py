@@ -9,8 +9,8 @@ import logging
 import pytest
 
 from agents.models import Provider
-from agents.redaction import redact
 from chat.models import Message
+from chatplatform.redaction import redact
 from tests.conftest import make_thread
 from tests.fakes.openai_server import Failure, FakeOpenAI
 

@@ -11,7 +11,7 @@ import time
 import pytest
 from django.db import close_old_connections
 
-from agents.providers.base import Usage
+from llm.base import Usage
 from tests.conftest import make_thread
 from usage import services
 from usage.models import Budget, BudgetWindow, UsageRecord

@@ -9,8 +9,8 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from agents.catalogue import lists_models, models_refresh
 from agents.models import Provider
-from agents.providers.catalogue import lists_models, models_refresh
 
 
 class Command(BaseCommand):

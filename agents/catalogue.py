@@ -28,9 +28,10 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from . import ModelInfo, ProviderError, provider_for
-from .capabilities import capabilities
-from .keys import key_status
+from llm import ModelInfo, ProviderError
+from llm.capabilities import capabilities
+
+from .provider_keys import key_status, provider_for
 
 logger = logging.getLogger(__name__)
 

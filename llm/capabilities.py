@@ -114,19 +114,19 @@ class Capabilities:
 
 CAPABILITIES: dict[str, Capabilities] = {
     "openai_compatible": Capabilities(
-        adapter="agents.providers.openai_compat:OpenAICompatAdapter",
+        adapter="llm.openai_compat:OpenAICompatAdapter",
         key=KEY_IF_NAMED, lists_models=True, tier_by_size=True, cloud=cloud_host,
     ),
     "anthropic": Capabilities(
-        adapter="agents.providers.anthropic:AnthropicAdapter",
+        adapter="llm.anthropic:AnthropicAdapter",
         key=KEY_REQUIRED, lists_models=True, tier_by_size=True, cloud=_always,
     ),
     "ollama": Capabilities(
-        adapter="agents.providers.ollama:OllamaAdapter",
+        adapter="llm.ollama:OllamaAdapter",
         key=KEY_OPTIONAL, lists_models=True, model_details=True, tier_by_size=True, request_options=ollama_options,
     ),
     "offline": Capabilities(
-        adapter="agents.providers.offline:OfflineAdapter", key=KEY_OPTIONAL, shares_client=False,
+        adapter="llm.offline:OfflineAdapter", key=KEY_OPTIONAL, shares_client=False,
     ),
     # A remote agent with its own run API: served by an agent backend (agents.agent_runs),
     # not by a stream adapter; the catalogue probes its health instead of listing models.

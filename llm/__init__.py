@@ -1,8 +1,10 @@
-"""Provider adapters: one module per wire format, a factory from the Provider row.
+"""Provider adapters: one module per wire format, and a factory. This package knows no app and
+no ORM: a provider is any object with the fields of ``agents.Provider`` (``pk``, ``kind``,
+``base_url``, ``default_model``, ``echo_reasoning``, ``options`` …), and its key is given by
+the caller (``agents.provider_keys.provider_for`` reads it from the environment or the
+encrypted field and checks the row first).
 
-``provider_for(provider_row)`` builds an adapter with the row's key (read now, from the
-environment or the encrypted field) and raises :class:`ProviderError` ``not_configured``
-when a required key is missing. ``capabilities(provider_row)`` says what the row's adapter
+``adapter_for(provider, api_key=…)`` builds (or reuses) the adapter; ``capabilities(provider)`` says what the row's adapter
 can do (key rule, model listing and details, request options per prompt tier, cloud);
 nothing outside this package branches on ``provider.kind``.
 
@@ -42,7 +44,6 @@ from .base import (
     Usage,
 )
 from .capabilities import Capabilities, adapter_class, capabilities
-from .keys import key_status, provider_api_key
 
 __all__ = [
     "Capabilities",
@@ -59,7 +60,7 @@ __all__ = [
     "ToolDefinition",
     "Usage",
     "capabilities",
-    "provider_for",
+    "adapter_for",
 ]
 
 
@@ -72,28 +73,21 @@ def _limits(overrides: dict) -> dict:
     }
 
 
-def provider_for(provider, **overrides) -> ProviderAdapter:
-    """Build the adapter for an ``agents.Provider`` row.
+def adapter_for(provider, *, api_key: str, **overrides) -> ProviderAdapter:
+    """The adapter for ``provider`` (a row with ``agents.Provider``'s fields) with ``api_key``.
 
     ``overrides``: ``max_retries`` / ``connect_timeout_s`` / ``read_timeout_s`` instead of
     the settings (the catalogue probes with short timeouts).
 
-    Raises ``ProviderError("not_configured", …)`` when the row is disabled, its kind has no
-    adapter here, or its key is missing ("not configured: set OPENAI_API_KEY").
+    Raises ``ProviderError("not_configured", …)`` when the row's kind has no stream adapter
+    (``agent_runs`` is served by its backend).
     """
-    if provider is None:
-        raise ProviderError("not_configured", "no provider selected for this thread")
-    if not provider.enabled:
-        raise ProviderError("not_configured", f"provider {provider.slug!r} is disabled")
-    missing = key_status(provider)
-    if missing:
-        raise ProviderError("not_configured", f"provider {provider.slug!r} is not configured: {missing}")
     caps = capabilities(provider)
     if not caps.adapter:  # agent_runs is served by its backend, never by a stream adapter
         raise ProviderError("not_configured", f"provider kind {provider.kind!r} is not available in this version")
 
     def build() -> ProviderAdapter:
-        return adapter_class(caps).from_provider(provider, api_key=provider_api_key(provider), **_limits(overrides))
+        return adapter_class(caps).from_provider(provider, api_key=api_key, **_limits(overrides))
 
     if not caps.shares_client:
         return build()
@@ -102,7 +96,7 @@ def provider_for(provider, **overrides) -> ProviderAdapter:
     # setting builds a new client; SDK clients are safe to share between threads.
     key = (
         provider.pk, provider.kind, provider.base_url, provider.echo_reasoning,
-        hashlib.sha256(provider_api_key(provider).encode()).hexdigest(),
+        hashlib.sha256(api_key.encode()).hexdigest(),
         tuple(sorted(_limits(overrides).items())),
         # The TLS trust the client was built with (tls.ssl_context): a new CA bundle, a new client.
         os.environ.get("SSL_CERT_FILE") or os.environ.get("REQUESTS_CA_BUNDLE") or "",

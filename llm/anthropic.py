@@ -150,7 +150,7 @@ def tool_schema(parameters: dict | None) -> dict:
 
 class AnthropicAdapter:
     """One provider row's client. ``api_key`` is read when the adapter is built. The
-    stream, error and finish plumbing is :mod:`agents.providers.wire`; this class maps the
+    stream, error and finish plumbing is :mod:`llm.wire`; this class maps the
     Messages API wire format."""
 
     think_tags = False  # thinking arrives in its own blocks
@@ -264,7 +264,7 @@ class AnthropicAdapter:
 
 
 class EventReader:
-    """One response's Messages API events → events (:class:`agents.providers.wire.Reader`):
+    """One response's Messages API events → events (:class:`llm.wire.Reader`):
     text and thinking as they come; ``tool_use`` blocks assembled from their JSON fragments;
     usage from ``message_start`` and ``message_delta``; the stop reason ends the response."""
 

@@ -67,9 +67,9 @@ def host_port(url: str) -> str:
 
 def scrub(text: str, secret: str | None) -> str:
     """Remove ``secret`` (an API key) — also transformed: prefix dropped, other case, cut
-    short — and anything else that looks like a key from ``text`` (``agents.redaction``);
+    short — and anything else that looks like a key from ``text`` (``chatplatform.redaction``);
     keys never reach events, pages or logs."""
-    from agents.redaction import redact
+    from chatplatform.redaction import redact
 
     return redact(text, [secret] if secret else [])
 

@@ -1,5 +1,6 @@
-"""Provider API keys: from the environment variable named on the row, or the admin-entered
-key stored Fernet-encrypted. Read when a client is built; never logged or returned."""
+"""Provider API keys — from the environment variable named on the row, or the admin-entered key
+stored Fernet-encrypted — and :func:`provider_for`, the adapter for a row with its key. Keys
+are read when a client is built; never logged or returned."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ import os
 
 from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
+
+from chatplatform.redaction import remember
+from llm import ProviderAdapter, ProviderError, adapter_for
+from llm.capabilities import KEY_OPTIONAL, KEY_REQUIRED, capabilities
 
 
 def _fernet() -> Fernet:
@@ -33,8 +38,6 @@ def decrypt_key(token: str) -> str:
 
 def provider_api_key(provider) -> str:
     """The key for ``provider`` (an ``agents.Provider``): env var first, then the stored one."""
-    from agents.redaction import remember
-
     value = os.environ.get(provider.api_key_env, "") if provider.api_key_env else ""
     value = value or decrypt_key(provider.api_key_encrypted)
     remember(value)  # from now on redacted wherever it shows up (errors, events, logs)
@@ -45,7 +48,6 @@ def key_status(provider) -> str | None:
     """``None`` when usable, else what to set ("set ANTHROPIC_API_KEY"), by the adapter's key
     rule (``capabilities.KEY_*``): an optional key is never missing; a named env var must
     be set; a required key must be set somewhere."""
-    from .capabilities import KEY_OPTIONAL, KEY_REQUIRED, capabilities
 
     rule = capabilities(provider).key
     if rule == KEY_OPTIONAL or provider_api_key(provider):
@@ -78,3 +80,22 @@ def warn_unconfigured_providers() -> list[str]:
     for warning in warnings:
         logger.warning(warning)
     return warnings
+
+
+def provider_for(provider, **overrides) -> ProviderAdapter:
+    """Build the adapter for an ``agents.Provider`` row with its key (``llm.adapter_for``).
+
+    ``overrides``: ``max_retries`` / ``connect_timeout_s`` / ``read_timeout_s`` instead of
+    the settings (the catalogue probes with short timeouts).
+
+    Raises ``ProviderError("not_configured", …)`` when the row is missing or disabled, its kind
+    has no adapter here, or its key is missing ("not configured: set OPENAI_API_KEY").
+    """
+    if provider is None:
+        raise ProviderError("not_configured", "no provider selected for this thread")
+    if not provider.enabled:
+        raise ProviderError("not_configured", f"provider {provider.slug!r} is disabled")
+    missing = key_status(provider)
+    if missing:
+        raise ProviderError("not_configured", f"provider {provider.slug!r} is not configured: {missing}")
+    return adapter_for(provider, api_key=provider_api_key(provider), **overrides)

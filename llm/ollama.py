@@ -87,7 +87,7 @@ def _to_wire(msg: ChatMessage, names: dict[str, str], *, echo_reasoning: bool) -
 
 
 class LineReader:
-    """One response's ``/api/chat`` NDJSON lines → events (:class:`agents.providers.wire.Reader`):
+    """One response's ``/api/chat`` NDJSON lines → events (:class:`llm.wire.Reader`):
     thinking, content and whole tool calls per line; the ``done`` line ends the response
     (with Ollama's prompt and output counts). A malformed line or an ``error`` line fails it."""
 
@@ -134,7 +134,7 @@ class LineReader:
 class OllamaAdapter:
     """One provider row's client. ``api_key`` (optional: a remote Ollama behind a proxy or
     ollama.com) is sent as a bearer token. The stream, error and finish plumbing is
-    :mod:`agents.providers.wire`; this class maps Ollama's native wire format."""
+    :mod:`llm.wire`; this class maps Ollama's native wire format."""
 
     think_tags = True
     unfinished = "the provider's stream ended before it was done"

@@ -139,7 +139,7 @@ class ToolCallAssembler:
 
 
 class ChunkReader:
-    """One response's Chat Completions chunks → events (:class:`agents.providers.wire.Reader`):
+    """One response's Chat Completions chunks → events (:class:`llm.wire.Reader`):
     text and reasoning as they come; tool-call fragments, usage and the finish reason kept
     until the stream ends (usage may follow the finish reason in a chunk of its own)."""
 
@@ -181,7 +181,7 @@ NOT_CHAT_RE = re.compile(r"(embed|whisper|tts|dall-e|moderation|davinci|babbage|
 
 class OpenAICompatAdapter:
     """One provider row's client. ``api_key`` is read when the adapter is built. The
-    stream, error and finish plumbing is :mod:`agents.providers.wire`; this class maps the
+    stream, error and finish plumbing is :mod:`llm.wire`; this class maps the
     Chat Completions wire format."""
 
     think_tags = True
