@@ -40,10 +40,10 @@ from django.core.management import call_command  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
-from agents.mcp import sync  # noqa: E402
-from agents.mcp.models import MCPServer  # noqa: E402
 from agents.pipeline import policy_views, tool_pipeline  # noqa: E402
 from agents.tools import ToolContext, tool_sources  # noqa: E402
+from mcp_client import sync  # noqa: E402
+from mcp_client.models import MCPServer  # noqa: E402
 from tests.mcp.conftest import HttpServer  # noqa: E402
 
 CTX = ToolContext(workspace_id=1, thread_id="t", user_id=1, run_id="r", role="member")

@@ -329,17 +329,9 @@ def knowledge_mcp_app() -> KnowledgeMCPApp:
 
 def with_mcp_endpoint(django_app):
     """Wrap the Django ASGI app: HTTP requests to ``/mcp`` or ``/mcp/…`` go to the knowledge
-    MCP server, everything else to Django. The first request also connects this process's
-    enabled external MCP servers (in a thread)."""
-
-    warmed = []
+    MCP server, everything else to Django."""
 
     async def app(scope, receive, send):
-        if not warmed:  # connect the enabled external MCP servers of this process
-            warmed.append(True)
-            from agents.mcp import sync
-
-            sync.warm_up_in_background()
         path = scope.get("path", "")
         if scope["type"] == "http" and (path == "/mcp" or path.startswith("/mcp/")):
             await knowledge_mcp_app()(scope, receive, send)

@@ -37,7 +37,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "chat",
     "agents",
-    "agents.mcp",
+    "mcp_client",
     "knowledge",
     "sso",
     "openai_api",
@@ -502,7 +502,7 @@ RUN_REAPER_ENABLED = env.bool("RUN_REAPER_ENABLED", default=True)
 # An approval request no enabled ApprovalPolicy covers expires after this many seconds (the
 # reaper denies it with an "expired" result and the run goes on); 0: it never expires.
 APPROVAL_DEFAULT_EXPIRES_S = env.int("APPROVAL_DEFAULT_EXPIRES_S", default=86400)
-# External MCP servers (agents.mcp): how often each session re-lists its tools (drift check),
+# External MCP servers (mcp_client): how often each session re-lists its tools (drift check),
 # how often a process re-reads the admin's settings, the longest reconnect backoff (seconds).
 MCP_REFRESH_S = env.float("MCP_REFRESH_S", default=60.0)
 MCP_RECONCILE_S = env.float("MCP_RECONCILE_S", default=5.0)

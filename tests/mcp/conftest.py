@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.mcp import sync
-from agents.mcp.models import MCPServer
+from mcp_client import sync
+from mcp_client.models import MCPServer
 
 ROOT = Path(__file__).resolve().parents[2]
 NPM_CACHE = ROOT / "var" / "mcp-npm"

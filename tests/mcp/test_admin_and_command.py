@@ -7,9 +7,9 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from agents.mcp import sync
-from agents.mcp.models import MCPServer, MCPTool
 from agents.models import AuditEvent
+from mcp_client import sync
+from mcp_client.models import MCPServer, MCPTool
 from tests.mcp.conftest import enable
 
 pytestmark = pytest.mark.django_db

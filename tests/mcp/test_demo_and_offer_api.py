@@ -8,9 +8,9 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from agents.mcp import sync
-from agents.mcp.models import MCPServer
 from chat.models import Thread, Workspace
+from mcp_client import sync
+from mcp_client.models import MCPServer
 
 pytestmark = pytest.mark.django_db
 

@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from agents.mcp import sync
-from agents.mcp.models import MCPServer, MCPTool
 from agents.models import AuditEvent, ToolPolicy
 from agents.pipeline import policy_views, tool_guard, tool_pipeline
 from agents.tools import ToolContext, tool_sources
+from mcp_client import sync
+from mcp_client.models import MCPServer, MCPTool
 from tests.mcp.conftest import enable, free_port
 
 pytestmark = pytest.mark.django_db

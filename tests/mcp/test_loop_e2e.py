@@ -10,11 +10,11 @@ import time
 import pytest
 from rest_framework.test import APIClient
 
-from agents.mcp import sync
-from agents.mcp.models import MCPServer
 from agents.models import ToolCall, ToolPolicy
 from agents.services import run_cancel, run_create
 from chat.models import Message
+from mcp_client import sync
+from mcp_client.models import MCPServer
 from tests.conftest import make_thread, types
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
 from tests.mcp.conftest import enable

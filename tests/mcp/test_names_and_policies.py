@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from agents.mcp import naming
-from agents.mcp.models import MCPTool
 from agents.models import ToolPolicy
 from agents.pipeline import policy_views, tool_guard, tool_pipeline
 from agents.tools import ToolContext, tool_sources
+from mcp_client import naming
+from mcp_client.models import MCPTool
 from tests.conftest import load_case
 from tests.mcp.conftest import enable
 from tests.mcp.http_server import LONG_NAME

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
-from agents.mcp import sync
-from agents.mcp.models import MCPTool
 from agents.models import ToolCall, ToolPolicy
 from agents.pipeline import policy_views, tool_pipeline
 from agents.services import run_create
 from agents.tools import ToolContext, tool_sources
+from mcp_client import sync
+from mcp_client.models import MCPTool
 from tests.conftest import make_thread, types
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
 from tests.mcp.conftest import enable, npm_packages

@@ -111,7 +111,7 @@ class Command(BaseCommand):
 
     def _mcp_demo(self) -> None:
         """The demo's external MCP server (mcp-server-time): connect once and list its tools."""
-        from agents.mcp import sync
+        from mcp_client import sync
 
         server = sync.seed_demo_time_server()
         try:

@@ -7,7 +7,7 @@
    defaults for a new one (off unless on the server's allowlist; risk from its annotations:
    ``readOnlyHint`` → read, ``destructiveHint`` → dangerous, otherwise write); a changed
    definition of an enabled tool quarantines it (audit event ``mcp_tool_quarantined``);
-3. gives every tool its exposed name (``agents.mcp.naming``), renaming its policy row with it;
+3. gives every tool its exposed name (``mcp_client.naming``), renaming its policy row with it;
 4. writes each server's health and builds the specs that :data:`mcp_tools` and
    :data:`mcp_resources` offer until the next reconcile.
 

@@ -61,7 +61,7 @@ class MCPServer(models.Model):
 
 class MCPTool(models.Model):
     """A tool an MCP server offered. ``name`` is the server's own name; ``exposed_name`` the
-    name offered to models (see ``agents.mcp.naming``), which is also its ``ToolPolicy`` row's
+    name offered to models (see ``mcp_client.naming``), which is also its ``ToolPolicy`` row's
     ``tool_name``.
 
     Drift: ``approved_hash`` is the hash of the definition (name, description, input schema,

@@ -3,8 +3,8 @@ them (the admin's "connect and list tools" from the command line)."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.mcp import sync
-from agents.mcp.models import MCPServer
+from mcp_client import sync
+from mcp_client.models import MCPServer
 
 
 class Command(BaseCommand):

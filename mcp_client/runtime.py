@@ -3,7 +3,7 @@
 The sessions live on a background event loop (thread ``mcp-loop``): the web process in
 embedded mode, each worker process in production. Tool threads call :func:`call` (blocking)
 and never touch the loop's objects directly; async code here never calls the ORM (the
-database side is ``agents.mcp.sync``, which runs in ordinary threads).
+database side is ``mcp_client.sync``, which runs in ordinary threads).
 
 Per server, a :class:`Connection` task: start the transport (``stdio`` process or
 streamable HTTP) → ``initialize`` → list tools and resources (bounded by the server's

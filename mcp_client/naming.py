@@ -12,7 +12,7 @@ Rules (``shared/cases/platform/05``):
   of ``server/tool``, so it stays unique and stable.
 
 Nothing is dropped: every (server, tool) pair gets exactly one exposed name, and calls map
-back to the pair (the policy row and the invocation both use the pair, see ``agents.mcp.sync``).
+back to the pair (the policy row and the invocation both use the pair, see ``mcp_client.sync``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class AgentsMcpConfig(AppConfig):
-    name = "agents.mcp"
+    name = "mcp_client"
     label = "agents_mcp"
     verbose_name = "MCP servers"
     default_auto_field = "django.db.models.BigAutoField"
