@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from .event_log import event_log
+from chatplatform.event_log import event_log
+
 from .event_types import TERMINAL_TYPES
 from .metrics import EVENTS_FILLED
 
@@ -114,7 +115,7 @@ def fill_from_log(run_id, saved: str, *, timeout_s: float = 5.0) -> str:
     much older when the database was unreachable while the model kept streaming), else
     ``saved``. The log is read on the publisher loop (sync callers only); a log that cannot
     be read, has expired or does not continue ``saved`` leaves ``saved`` as it is."""
-    from .events import run_coroutine
+    from chatplatform.loops import run_coroutine
 
     try:
         events = run_coroutine(event_log().read(str(run_id), 0), timeout=timeout_s)

@@ -44,7 +44,7 @@ def access_changed_notify(user_id, *, ended_session: str | None = None) -> None:
     def send() -> None:
         from channels.layers import get_channel_layer
 
-        from agents.events import run_coroutine
+        from chatplatform.loops import run_coroutine
 
         layer = get_channel_layer()
         if layer is None:

@@ -18,7 +18,6 @@ from django.conf import settings
 from django.http import Http404
 from rest_framework.exceptions import ValidationError
 
-from agents.event_log import event_log
 from agents.event_types import check_event
 from agents.events import GROUP_MESSAGE_TYPE
 from agents.metrics import WEBSOCKETS
@@ -31,6 +30,7 @@ from chatplatform.consumer_dispatch import ReceiveLoopsMixin
 from chatplatform.dbasync import db_async
 from chatplatform.dbpool import adatabase_down
 from chatplatform.errors import ServiceError
+from chatplatform.event_log import event_log
 from chatplatform.layers import LAYER_ERRORS
 from chatplatform.safe_input import BadInput
 

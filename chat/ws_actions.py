@@ -16,7 +16,7 @@ from agents.event_types import check_event
 from agents.models import AuditEvent
 from agents.selectors import run_get_for_user
 from agents.services import run_cancel, run_create, tool_call_decide
-from agents.tool_call_api import DecisionSerializer
+from chat.api.tool_calls import DecisionSerializer
 from chatplatform.errors import ServiceError
 
 from .api.serializers import RunCreateSerializer

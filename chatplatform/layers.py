@@ -245,7 +245,7 @@ class RedisPubSubLayer(RedisPubSubChannelLayer):
     def group_channel_name(self, group: str) -> str:
         """The pub/sub channel a group's messages are published on: with :meth:`serialize`,
         lets the event log publish an event in the same round trip that logs it
-        (``agents.event_log.RedisEventLog.append_and_publish_many``)."""
+        (``chatplatform.event_log.RedisEventLog.append_and_publish_many``)."""
         return RedisPubSubLoopLayer._get_group_channel_name(self, group)  # needs only ``prefix``: any thread
 
     @property

@@ -113,7 +113,7 @@ def pack_command(*args: str | bytes | int) -> bytes:
     """One Redis command as RESP: an array of bulk strings (``str`` as UTF-8, ``int`` in
     decimal). Raises TypeError for any other type. What redis-py's packer does, without its
     per-argument encoder objects: the production publisher packs one script call per run
-    event (``agents.event_log.RedisEventLog.append_and_publish_many``)."""
+    event (``chatplatform.event_log.RedisEventLog.append_and_publish_many``)."""
     parts = [b"*%d\r\n" % len(args)]
     for arg in args:
         if isinstance(arg, str):

@@ -9,8 +9,8 @@ import threading
 
 from django.conf import settings
 
-from agents.events import bind_server_loop
 from agents.runs.reaper import start_reaper
+from chatplatform.loops import bind_server_loop
 from chatplatform.loopwatch import watch_loop
 from llm.capabilities import preload_adapters
 from mcp_client import sync as mcp_sync

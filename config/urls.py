@@ -6,10 +6,10 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.settings import api_settings
 
-from agents.api import ProviderListApi, ProviderModelsApi
-from agents.offer_api import ThreadToolsApi
-from agents.tool_call_api import ApprovalInboxApi, ToolCallDecisionApi, ToolCallListApi
 from chat.api import views as chat_api
+from chat.api.providers import ProviderListApi, ProviderModelsApi
+from chat.api.tool_calls import ApprovalInboxApi, ToolCallDecisionApi, ToolCallListApi
+from chat.api.tool_offer import ThreadToolsApi
 from chat.sse import run_events
 from chatplatform.login_throttle import LOGIN_THROTTLES, LoginThrottleMixin
 from knowledge import api as knowledge_api

@@ -38,7 +38,7 @@ def _send(event: dict) -> None:
     try:
         from channels.layers import get_channel_layer
 
-        from agents.events import run_coroutine
+        from chatplatform.loops import run_coroutine
 
         layer = get_channel_layer()
         if layer is None:

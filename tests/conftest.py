@@ -20,11 +20,12 @@ from pathlib import Path
 import pytest
 from channels.layers import get_channel_layer
 
-from agents.events import run_coroutine, thread_group
+from agents.events import thread_group
 from agents.models import Provider, Role
 from agents.roles import ensure_default_roles
 from agents.services import run_create
 from chat.models import Membership, Thread, Workspace
+from chatplatform.loops import run_coroutine
 from tests.fakes.openai_server import FakeOpenAI
 
 CASES = Path(__file__).parent / "cases"

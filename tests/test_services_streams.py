@@ -6,10 +6,11 @@ import asyncio
 import pytest
 from channels.layers import channel_layers, get_channel_layer
 
-from agents.events import run_coroutine, thread_group
+from agents.events import thread_group
 from agents.replay import RunStreamCursor
 from agents.services import run_create
 from chat.models import Message
+from chatplatform.loops import run_coroutine
 from knowledge.services import knowledge_item_create
 from tests.conftest import make_thread
 

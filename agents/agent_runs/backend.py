@@ -69,8 +69,7 @@ from agents.runs import lifecycle
 from chat.models import Message
 from chat.services import message_create
 from llm import Usage
-
-from .client import SSE_COMMENT, AgentRunsClient, AgentRunsError
+from llm.agent_runs import SSE_COMMENT, AgentRunsClient, AgentRunsError
 
 logger = logging.getLogger(__name__)
 
@@ -565,8 +564,8 @@ class _Attempt:
         stored = self.assistant.content or ""
         if not self.run.attempts or self.assistant.status != Message.Status.STREAMING:
             return stored
-        from agents.event_log import event_log
-        from agents.events import run_coroutine
+        from chatplatform.event_log import event_log
+        from chatplatform.loops import run_coroutine
 
         try:
             events = run_coroutine(event_log().read(str(self.run.pk)), timeout=5)

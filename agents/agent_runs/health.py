@@ -6,7 +6,7 @@ run events and run approvals. Returns a status line like every provider's: "ok",
 
 from __future__ import annotations
 
-from .client import AgentRunsError
+from llm.agent_runs import AgentRunsError
 
 REQUIRED_FEATURES = ("run_submission", "run_events_sse", "run_approval_response", "run_stop")
 

@@ -274,8 +274,8 @@ def inbox_notify(*, ledger: ToolCall, run: Run, state: str) -> None:
     def send() -> None:
         from channels.layers import get_channel_layer
 
-        from agents.events import run_coroutine
         from chat.access import user_group
+        from chatplatform.loops import run_coroutine
 
         layer = get_channel_layer()
         if layer is None:

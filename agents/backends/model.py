@@ -21,7 +21,6 @@ from django.conf import settings
 
 from agents import metrics
 from agents.client_tools import client_tools_for
-from agents.events import LoopStopped, run_on_loop
 from agents.grounding import grounding_for
 from agents.loop.cutoff import OUTPUT_LIMIT_REASON, arguments_cut_off
 from agents.loop.execute import execute_tool_call
@@ -38,6 +37,7 @@ from chat.models import Message
 from chat.selectors import instruction_blocks
 from chat.services import message_create
 from chatplatform.db import retry_transient
+from chatplatform.loops import LoopStopped, run_on_loop
 from llm import (
     ChatRequest,
     Finish,

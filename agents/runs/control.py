@@ -26,7 +26,8 @@ import threading
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from ..events import publisher_loop
+from chatplatform.loops import publisher_loop
+
 from .lease import lease_check_now
 
 logger = logging.getLogger(__name__)

@@ -12,11 +12,11 @@ from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
 from rest_framework.authtoken.models import Token
 
-from agents.event_log import MemoryEventLog
 from agents.models import Run
 from agents.replay import RunStreamCursor
 from agents.services import run_create
 from chat.models import Message
+from chatplatform.event_log import MemoryEventLog
 from config.asgi import application
 from knowledge.services import knowledge_item_create
 from tests.conftest import joined_text, make_thread

@@ -9,9 +9,9 @@ from asgiref.sync import sync_to_async
 from django.db import connections
 from django.test import AsyncClient, Client
 
-from agents.events import run_coroutine
 from agents.tools import ToolContext, ToolError
 from chat.models import Thread
+from chatplatform.loops import run_coroutine
 from knowledge.events import knowledge_group
 from knowledge.models import KnowledgeItem
 from knowledge.services import knowledge_item_create, knowledge_item_update
@@ -181,7 +181,7 @@ def test_feed_streams_knowledge_changed_to_the_pages(users, workspaces, settings
         await sync_to_async(connections.close_all)()  # the executor thread's connection
         return chunk, item
 
-    from agents.events import bind_server_loop
+    from chatplatform.loops import bind_server_loop
 
     async def main():
         bind_server_loop(asyncio.get_running_loop())  # as daphne does: publish on the serving loop

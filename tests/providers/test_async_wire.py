@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from agents.events import publisher_loop
+from chatplatform.loops import publisher_loop
 from llm import (
     ChatMessage,
     ChatRequest,

@@ -372,8 +372,8 @@ def test_the_inbox_lists_what_each_person_may_decide(rules, people, workspaces, 
 def test_everyone_who_may_decide_is_notified_on_their_own_group(rules, people, workspaces, no_executor):
     from channels.layers import get_channel_layer
 
-    from agents.events import run_coroutine
     from chat.access import user_group
+    from chatplatform.loops import run_coroutine
 
     layer = get_channel_layer()
     channels = {}

@@ -15,8 +15,7 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from agents.event_log import event_log
-from agents.events import RunEmitter, run_coroutine
+from agents.events import RunEmitter
 from agents.models import Role, Run, ToolCall, ToolPolicy
 from agents.runs import lifecycle
 from agents.runs.executors import enqueue_run
@@ -24,6 +23,8 @@ from agents.runs.reaper import reap_expired_runs, reaper_pass_claim, run_earlies
 from agents.services import run_cancel, run_create
 from chat.models import Message
 from chat.services import message_create
+from chatplatform.event_log import event_log
+from chatplatform.loops import run_coroutine
 from tests.conftest import joined_text, make_thread, types
 from tests.policy.tooltest import call, scoped_toolbox
 from tests.scripted import Pause, calls, says

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.django_db
 
 
 def collect(sink, n):
-    from agents.events import run_coroutine
+    from chatplatform.loops import run_coroutine
 
     out = []
     for _ in range(n):

@@ -19,14 +19,15 @@ from django.core.cache import cache
 from django.db import OperationalError
 from django.utils import timezone
 
-from agents.event_log import event_log
-from agents.events import RunEmitter, run_coroutine
+from agents.events import RunEmitter
 from agents.models import Run
 from agents.runs import lease as lease_module
 from agents.runs import lifecycle
 from agents.runs.lease import LeaseLost, RunLease, unrenewed_key
 from agents.runs.reaper import reap_expired_runs
 from agents.services import run_create
+from chatplatform.event_log import event_log
+from chatplatform.loops import run_coroutine
 from tests.conftest import joined_text
 from tests.scripted import Pause, says
 

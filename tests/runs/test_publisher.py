@@ -13,14 +13,9 @@ import pytest
 import redis
 from channels.layers import get_channel_layer
 
-from agents.event_log import Appended, event_log
-from agents.events import (
-    RunEmitter,
-    ThreadPublisher,
-    publish_gather_s,
-    run_coroutine,
-    thread_publisher,
-)
+from agents.events import RunEmitter, ThreadPublisher, publish_gather_s, thread_publisher
+from chatplatform.event_log import Appended, event_log
+from chatplatform.loops import run_coroutine
 from tests.conftest import EventSink
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services]

@@ -15,12 +15,12 @@ import uuid
 import pytest
 from channels.layers import get_channel_layer
 
-from agents.events import publisher_loop
 from agents.models import Run
 from agents.runs import control, lifecycle
 from agents.runs.lease import RunLease, lease_check_now
 from agents.services import run_cancel, run_create
 from chat.models import Message
+from chatplatform.loops import publisher_loop
 from tests.conftest import joined_text
 from tests.fakes.openai_server import text_chunks
 

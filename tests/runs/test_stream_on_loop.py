@@ -11,10 +11,11 @@ import threading
 
 import pytest
 
-from agents.events import LoopStopped, RunEmitter, publisher_loop, run_coroutine, run_on_loop
+from agents.events import RunEmitter
 from agents.models import Run
 from agents.services import run_cancel
 from chat.models import Message
+from chatplatform.loops import LoopStopped, publisher_loop, run_coroutine, run_on_loop
 from tests.conftest import joined_text, make_thread, types
 from tests.fakes.openai_server import text_chunks, tool_call_chunks, usage_chunk
 from tests.providers.wire_helpers import tool_log  # noqa: F401 - fixture
@@ -75,17 +76,17 @@ def test_a_loop_that_stops_meanwhile_is_reported():
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    import agents.events as events
+    import chatplatform.loops as loops
 
-    saved = events._server_loop
-    events.bind_server_loop(loop)
+    saved = loops._server_loop
+    loops.bind_server_loop(loop)
     try:
         assert publisher_loop() is loop
         loop.call_later(0.1, loop.stop)
         with pytest.raises(LoopStopped):
             run_on_loop(lambda: asyncio.Event().wait(), poll_s=0.05, stop=lambda: None)
     finally:
-        events._server_loop = saved
+        loops._server_loop = saved
         thread.join(2)
         left = asyncio.all_tasks(loop)  # the task the stopped loop never finished
         for task in left:

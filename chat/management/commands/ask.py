@@ -22,15 +22,16 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.http import Http404
 
-from agents.api import provider_health
 from agents.event_types import TERMINAL_TYPES
-from agents.events import run_coroutine, thread_group
+from agents.events import thread_group
 from agents.selectors import provider_list
 from agents.services import RunRejected, run_create
+from chat.api.providers import provider_health
 from chat.models import Membership
 from chat.selectors import thread_get_for_user, workspace_get_for_user
 from chat.services import thread_create
 from chatplatform.layers import LAYER_ERRORS
+from chatplatform.loops import run_coroutine
 
 EXIT_OK, EXIT_FAILED, EXIT_AWAITING_APPROVAL = 0, 1, 3
 

@@ -14,13 +14,17 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents.catalogue import lists_models, provider_health, refresh_if_stale, setup_hint
+from agents.loop.tiers import resolve_tier
+from agents.models import LLMModel, Provider
+from agents.presentation import provider_status_for_viewer, sees_error_details
+from agents.selectors import (
+    model_list_for_provider,
+    provider_get,
+    provider_list,
+    role_names_for_user,
+)
 from chat.selectors import workspace_get_for_user
-
-from .catalogue import lists_models, provider_health, refresh_if_stale, setup_hint
-from .loop.tiers import resolve_tier
-from .models import LLMModel, Provider
-from .presentation import provider_status_for_viewer, sees_error_details
-from .selectors import model_list_for_provider, provider_get, provider_list, role_names_for_user
 
 __all__ = ["ProviderListApi", "ProviderModelsApi", "provider_health"]
 

@@ -9,10 +9,9 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents.pipeline import policy_defaults, policy_views, tool_pipeline
 from chat.models import Membership
 from chat.selectors import thread_get_for_user
-
-from .pipeline import policy_defaults, policy_views, tool_pipeline
 
 
 def thread_tools_for_user(*, user, thread) -> dict:

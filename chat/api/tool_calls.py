@@ -9,15 +9,14 @@ from rest_framework import generics, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents.approvals.policy import decider_check
+from agents.approvals.selectors import inbox_for_user, tool_call_get_for_decider
+from agents.approvals.services import approval_fields
+from agents.models import ToolCall
+from agents.presentation import shown_arguments, tool_call_presentation
+from agents.selectors import tool_call_list_for_user
+from agents.services import tool_call_decide
 from chat.selectors import thread_get_for_user
-
-from .approvals.policy import decider_check
-from .approvals.selectors import inbox_for_user, tool_call_get_for_decider
-from .approvals.services import approval_fields
-from .models import ToolCall
-from .presentation import shown_arguments, tool_call_presentation
-from .selectors import tool_call_list_for_user
-from .services import tool_call_decide
 
 
 class ToolCallSerializer(serializers.ModelSerializer):
