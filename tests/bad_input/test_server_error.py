@@ -9,7 +9,7 @@ from django.db import OperationalError
 from django.test import Client, override_settings
 from django.urls import path
 
-from chatplatform import urls as project_urls
+from config import urls as project_urls
 from chatplatform.api import UNAVAILABLE_MESSAGE
 
 
