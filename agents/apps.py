@@ -22,8 +22,11 @@ class AgentsConfig(AppConfig):
             importlib.import_module(module)
         registry.freeze()
         from agents import agent_runs
+        from agents.runs.driver import run_turn_or_fail
+        from agents.runs.executors import set_turn_runner
 
         agent_runs.register()  # the backend for provider kind agent_runs
+        set_turn_runner(run_turn_or_fail)  # what the embedded pool runs (the Celery task names it too)
         post_migrate.connect(_sync_tool_policies, sender=self)
         post_migrate.connect(_install_config_triggers, sender=self)
 

@@ -298,7 +298,7 @@ class ThreadConsumer(ClosesOnLayerLoss, ReceiveLoopsMixin, AsyncJsonWebsocketCon
                 user=self.scope["user"], workspace_id=self.workspace_id)
 
     async def inbox_changed(self, message: dict) -> None:
-        """Group handler for ``inbox.changed`` (``agents.approvals.services.inbox_notify``):
+        """Group handler for ``inbox.changed`` (``agents.approvals.requests.inbox_notify``):
         a call this user may decide was requested, progressed or closed; passed on as is."""
         await self.send_json(message["event"])
 

@@ -1,14 +1,12 @@
-"""Writes for the chat app: threads and messages."""
+"""Writes of the conversation core: threads, messages, preferences. It knows nothing of runs,
+tools or governance (``agents.services`` builds the use cases on top of it)."""
 
 from __future__ import annotations
-
-from itertools import pairwise
 
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from agents.ui_context import ui_context_accept
 from chatplatform.db import retry_transient, update_rows
 
 from .models import Message, Thread, UserPreferences, Workspace
@@ -80,88 +78,17 @@ def title_from_message(content: str) -> str:
     return (line[: cut if cut > 20 else TITLE_MAX_CHARS - 1]).rstrip() + "…"
 
 
-# Copied tool calls keep what happened in the original; a call that was still open there
-# did not run in the copy.
-_OPEN_CALL_STATUSES = {"pending", "awaiting_approval", "approved", "running"}
-
-
-def _tool_call_snapshots(messages: list[Message]) -> dict:
-    """``(message_id, call_id) → {status, summary, is_error, arguments_summary, decision,
-    decided_by}`` from the ledger (or from an earlier snapshot in a copy of a copy)."""
-    from agents.loop.execute import arguments_summary
-    from agents.models import ToolCall
-
-    ids = [m.pk for m in messages if m.tool_calls]
-    out = {}
-    for tc in ToolCall.objects.filter(message_id__in=ids).select_related("decided_by"):
-        shown = {k: v for k, v in (tc.arguments or {}).items() if k not in ("workspace_id", "thread_id", "user_id")}
-        out[(tc.message_id, tc.call_id)] = {
-            "status": "expired" if tc.status in _OPEN_CALL_STATUSES else tc.status,
-            "summary": tc.summary, "is_error": tc.is_error,
-            "arguments_summary": arguments_summary(shown) if tc.arguments else "",
-            "decision": tc.decision or "", "decided_by": tc.decided_by.get_username() if tc.decided_by else "",
-        }
-    for m in messages:
-        for call in m.tool_calls or []:
-            if "status" in call and (m.pk, call["id"]) not in out:
-                out[(m.pk, call["id"])] = {k: call[k] for k in call if k not in ("id", "name", "arguments")}
-    return out
-
-
-@transaction.atomic
-def thread_duplicate(*, thread: Thread, owner) -> Thread:
-    """A copy of ``thread`` for ``owner`` with a fresh id: settings, and every message with
-    its branch structure and selected branch (tool calls and tool results included, so the
-    copy continues on any provider). Runs and the tool-call ledger are not copied: each
-    copied tool call keeps a snapshot of its outcome (status, summary, arguments summary,
-    who decided), shown where the ledger would be."""
-    copy = Thread.objects.create(
-        workspace=thread.workspace,
-        owner=owner,
-        title=f"{thread.title or 'Chat'} (copy)"[:200],
-        provider=thread.provider,
-        model=thread.model,
-        grounded=thread.grounded,
-        allow_model_save=thread.allow_model_save,
-        include_private_in_ai=thread.include_private_in_ai,
-        ui_context=thread.ui_context,
-        prompt_tier=thread.prompt_tier,
-    )
-    fields = ["position", "role", "content", "reasoning", "tool_call_id", "is_error", "provider",
-              "model", "status", "citations", "usage", "error"]
-    originals = list(Message.objects.filter(thread=thread).order_by("position"))
-    snapshots = _tool_call_snapshots(originals)
-    copies = {}
-    for m in originals:
-        calls = [{"id": c["id"], "name": c["name"], "arguments": c.get("arguments", "{}"),
-                  **snapshots.get((m.pk, c["id"]), {})} for c in m.tool_calls or []]
-        copies[m.pk] = Message(thread=copy, tool_calls=calls, **{f: getattr(m, f) for f in fields})
-    Message.objects.bulk_create(copies.values())
-    for m in originals:
-        copies[m.pk].parent = copies.get(m.parent_id)
-        copies[m.pk].selected_child = copies.get(m.selected_child_id)
-    Message.objects.bulk_update(copies.values(), ["parent", "selected_child"])
-    leaf = copies.get(thread.leaf_id) or (copies[originals[-1].pk] if originals else None)
-    if leaf is not None:
-        Thread.objects.filter(pk=copy.pk).update(leaf=leaf)
-        copy.leaf = leaf
-    return copy
-
-
 THREAD_FIELDS = ("title", "provider", "model", "grounded", "allow_model_save", "include_private_in_ai",
                  "prompt_tier", "ui_context", "pinned", "archived")
 
 
-def thread_update(*, thread: Thread, user, **changes) -> Thread:
-    """Change ``thread``'s settings (``THREAD_FIELDS`` only). ``thread`` must come from
-    ``thread_get_for_user(..., write=True)``. A ``ui_context`` is validated and a rejected one
-    audited (``UIContextError``, 413/422)."""
+def thread_settings_save(*, thread: Thread, **changes) -> Thread:
+    """Save ``thread``'s settings (``THREAD_FIELDS`` only; values already validated — a UI
+    context goes through ``agents.services.thread_update``). Raises ``ValueError`` for a name
+    that is not a setting."""
     unknown = set(changes) - set(THREAD_FIELDS)
     if unknown:
         raise ValueError(f"not thread settings: {sorted(unknown)}")
-    if "ui_context" in changes:
-        changes["ui_context"] = ui_context_accept(raw=changes["ui_context"], user=user,
-                                                  workspace_id=thread.workspace_id, thread_id=thread.pk)
     for key, value in changes.items():
         setattr(thread, key, value)
     thread.save(update_fields=[*changes, "updated_at"])
@@ -171,103 +98,6 @@ def thread_update(*, thread: Thread, user, **changes) -> Thread:
 def thread_delete(*, thread: Thread) -> None:
     """Delete ``thread`` with its messages, runs and ledger (``thread_get_for_user(..., write=True)``)."""
     thread.delete()
-
-
-def _ensure_no_open_run(thread: Thread) -> None:
-    from agents.models import Run
-    from agents.services import RunRejected
-
-    if Run.objects.filter(thread=thread, status__in=[
-        Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.AWAITING_APPROVAL,
-    ]).exists():
-        raise RunRejected("run_in_progress", "Stop or finish the current reply first.", 409)
-
-
-def _lock_for_send(*, user, thread_id) -> Thread:
-    """Row locks in the order run_create takes them (user → thread), so an edit or a
-    regenerate never deadlocks with a concurrent send."""
-    from django.contrib.auth import get_user_model
-
-    list(get_user_model().objects.select_for_update(no_key=True).filter(pk=user.pk).values_list("pk", flat=True))
-    return Thread.objects.select_for_update(no_key=True).get(pk=thread_id)
-
-
-def _turn_question(message: Message) -> Message | None:
-    """The user message whose turn ``message`` belongs to (itself for a user message)."""
-    current: Message | None = message
-    while current is not None and current.role != Message.Role.USER:
-        current = current.parent
-    return current
-
-
-@transaction.atomic
-def message_regenerate(*, message: Message, user, **run_options):
-    """Run the turn of ``message`` again as a new version of its answer: the question stays
-    the same message (no new user message), the earlier answer stays as a sibling version.
-
-    ``message`` comes from ``message_get_for_user(..., write=True)``; a user message or any
-    message of its answer. Returns ``agents.services.RunCreated``. Raises ``RunRejected``:
-    ``run_in_progress`` (409), ``no_question`` (400, nothing asked before it), and those of
-    ``run_create``. ``run_options`` are ``run_create``'s (grounded, include_private, env_id).
-    """
-    from agents.services import RunRejected, run_create
-
-    thread = _lock_for_send(user=user, thread_id=message.thread_id)
-    _ensure_no_open_run(thread)
-    question = _turn_question(message)
-    if question is None:
-        raise RunRejected("no_question", "There is no question before this message to answer again.", 400)
-    Thread.objects.filter(pk=thread.pk).update(leaf=question)
-    return run_create(thread=thread, user=user, content=question.content, user_message=question, **run_options)
-
-
-@transaction.atomic
-def message_edit(*, message: Message, user, content: str, **run_options):
-    """Send an edited version of user message ``message``: a new user message beside it (same
-    parent) and a run that answers it; the original and its answers stay as version 1.
-
-    Raises ``RunRejected``: ``not_a_question`` (400, not a user message),
-    ``run_in_progress`` (409), and those of ``run_create`` (empty, too long, rate limits).
-    """
-    from agents.services import RunRejected, run_create
-
-    if message.role != Message.Role.USER:
-        raise RunRejected("not_a_question", "Only your own messages can be edited.", 400)
-    thread = _lock_for_send(user=user, thread_id=message.thread_id)
-    _ensure_no_open_run(thread)
-    if isinstance(content, str) and content.strip():
-        edited = message_create(thread_id=thread.pk, role=Message.Role.USER, content=content,
-                                parent_id=message.parent_id)
-    else:
-        edited = None  # run_create refuses the empty text with its usual error
-    return run_create(thread=thread, user=user, content=content, user_message=edited, **run_options)
-
-
-@transaction.atomic
-def thread_branch_select(*, thread: Thread, message_id) -> Message:
-    """Show the version ``message_id`` of its place in the conversation: the thread's leaf
-    becomes the end of the newest branch below it. Returns the new leaf.
-
-    ``thread`` comes from ``thread_get_for_user(..., write=True)``. Raises ``Http404`` for a
-    message of another thread and ``RunRejected`` ``run_in_progress`` (409) while a reply is
-    being written (its messages continue the current branch).
-    """
-    from django.http import Http404
-
-    from .selectors import message_branch_for_thread, message_newest_leaf_under
-
-    thread = Thread.objects.select_for_update().get(pk=thread.pk)
-    try:
-        message = Message.objects.get(pk=message_id, thread=thread)
-    except (Message.DoesNotExist, ValueError, TypeError, Exception) as exc:
-        raise Http404("No such message.") from exc
-    _ensure_no_open_run(thread)
-    leaf = message_newest_leaf_under(message=message)
-    Thread.objects.filter(pk=thread.pk).update(leaf=leaf)
-    for parent, child in pairwise(message_branch_for_thread(thread_id=thread.pk, leaf_id=leaf.pk)):
-        if parent.selected_child_id != child.pk:
-            Message.objects.filter(pk=parent.pk).update(selected_child=child)
-    return leaf
 
 
 def custom_instructions_set(*, user, text: str) -> UserPreferences:

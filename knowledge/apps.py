@@ -11,5 +11,8 @@ class KnowledgeConfig(AppConfig):
         from agents.grounding import register_grounding
 
         from .grounding import grounding_for_run
+        from .jobs import set_upload_processor
+        from .uploads import knowledge_upload_process
 
         register_grounding(grounding_for_run)
+        set_upload_processor(knowledge_upload_process)  # what the embedded import pool runs

@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -31,12 +32,25 @@ def _embedded_pool() -> concurrent.futures.ThreadPoolExecutor:
         return _pool
 
 
-def _run_embedded(upload_id: str) -> str:
-    from .uploads import knowledge_upload_process
+IMPORT_UPLOAD_TASK = "knowledge.import_upload"  # knowledge.tasks.import_upload_task
 
+_processor: Callable[..., str] | None = None
+
+
+def set_upload_processor(processor: Callable[..., str]) -> None:
+    """What the embedded pool runs for an upload id (``knowledge_upload_process(upload_id=…)``;
+    set once by ``KnowledgeConfig.ready``, as the Celery task names it): the executor never
+    imports the import code, which enqueues through it."""
+    global _processor
+    _processor = processor
+
+
+def _run_embedded(upload_id: str) -> str:
     close_old_connections()
     try:
-        return knowledge_upload_process(upload_id=upload_id)
+        if _processor is None:
+            raise RuntimeError("no upload processor: KnowledgeConfig.ready() has not run")
+        return _processor(upload_id=upload_id)
     except Exception:
         logger.exception("upload %s failed in the embedded executor", upload_id)
         return ""
@@ -51,8 +65,10 @@ def enqueue_upload(upload_id) -> concurrent.futures.Future | None:
     if executor == "none":
         return None
     if executor == "celery":
-        from .tasks import import_upload_task
+        from celery import (
+            current_app as app,  # the project's (config.celery), set when Django starts
+        )
 
-        import_upload_task.delay(str(upload_id))
+        app.send_task(IMPORT_UPLOAD_TASK, args=[str(upload_id)])
         return None
     return _embedded_pool().submit(_run_embedded, str(upload_id))

@@ -59,7 +59,7 @@ import time
 
 from django.conf import settings
 
-from agents.approvals.services import approval_request
+from agents.approvals.requests import approval_request
 from agents.backends import Outcome, Turn
 from agents.metering import DispatchRefused, meter
 from agents.models import Role, Run, ToolCall
@@ -513,7 +513,7 @@ class _Attempt:
         return False
 
     def _close_cancelled(self, *, confirmed: bool) -> Outcome:
-        from agents.runs.calls import close_open_calls
+        from agents.ledger import close_open_calls
 
         close_open_calls(run=self.run, reason=f"Stopped: the run was cancelled; {self.provider.name} was asked to stop.")
         if not confirmed:

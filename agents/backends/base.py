@@ -21,14 +21,36 @@ ledger, ``run.backend_state`` saved with ``lifecycle.run_backend_state_save``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from agents.events import RunEmitter
 from agents.models import Run
-from agents.runs.gate import SetupSlot
-from agents.runs.lease import RunLease
 from agents.tools import ToolContext
+
+
+class Lease(Protocol):
+    """What a backend may do with its run's lease (the driver's ``agents.runs.lease.RunLease``)."""
+
+    def tick(self) -> bool:
+        """Renew when due; True once the run was cancelled. Raises ``LeaseLost`` when another
+        worker took the run over."""
+
+    def wait_owned(self) -> None:
+        """Block until the last renewal confirmed this worker still owns the run (``LeaseLost``
+        otherwise)."""
+
+    def persist_stream(self, message_id: Any = None, fields: Callable[[], dict[str, str]] | None = None) -> None:
+        """Save ``fields()`` of streaming message ``message_id`` with every renewal; with no
+        arguments, stop (and save once more)."""
+
+
+class Slot(Protocol):
+    """The turn's place in the process's set-up gate (the driver's ``agents.runs.gate.SetupSlot``)."""
+
+    def release(self) -> None:
+        """Let the next waiting turn start its set-up. Idempotent."""
 
 
 @dataclass
@@ -39,10 +61,10 @@ class Turn:
 
     run: Run
     emitter: RunEmitter
-    lease: RunLease
+    lease: Lease
     role: str
     tools: ToolContext
-    slot: SetupSlot | None = None  # this turn's place in the process's set-up gate
+    slot: Slot | None = None  # this turn's place in the process's set-up gate
 
     def dispatched(self) -> None:
         """The turn's first request (to the model, or the remote agent's run) is on its way:

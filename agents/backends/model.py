@@ -22,6 +22,7 @@ from django.conf import settings
 from agents import metrics
 from agents.client_tools import client_tools_for
 from agents.grounding import grounding_for
+from agents.ledger import CANCELLED_RESULT, all_answered, answered_ids, close_open_calls
 from agents.loop.cutoff import OUTPUT_LIMIT_REASON, arguments_cut_off
 from agents.loop.execute import execute_tool_call
 from agents.loop.prompt import system_prompt, thread_history
@@ -31,12 +32,11 @@ from agents.models import Run
 from agents.pipeline import policy_views, tool_pipeline
 from agents.provider_keys import provider_for
 from agents.replay import fill_from_log
-from agents.runs.calls import CANCELLED_RESULT, all_answered, answered_ids, close_open_calls
-from agents.runs.dbconn import release_db_connection
 from chat.models import Message
 from chat.selectors import instruction_blocks
 from chat.services import message_create
 from chatplatform.db import retry_transient
+from chatplatform.dbconn import release_db_connection
 from chatplatform.loops import LoopStopped, run_on_loop
 from llm import (
     ChatRequest,

@@ -19,17 +19,17 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from agents.events import RunEmitter
+from agents.ledger import UNKNOWN_OUTCOME
 from agents.metering import meter
 from agents.models import AuditEvent, ToolCall
 from agents.pipeline import PolicyView, policy_defaults, tool_guard
 from agents.presentation import arguments_summary
 from agents.risk import resolve_env, risk_classify
 from agents.runs import lifecycle
-from agents.runs.calls import UNKNOWN_OUTCOME
-from agents.runs.dbconn import release_db_connection
 from agents.tools import ToolContext, ToolError, ToolOutput, ToolSpec, tool_sources
 from chat.models import Message
 from chat.services import message_create
+from chatplatform.dbconn import release_db_connection
 from chatplatform.safe_input import storable
 
 from .cutoff import arguments_cut_off
@@ -264,7 +264,7 @@ def _replay(run, assistant, call, ledger, emitter) -> CallOutcome | None:
 
 
 def _request_approval(run, ledger, emitter, model_args: dict, assessment, spec, *, reason: str = "") -> CallOutcome:
-    from agents.approvals.services import approval_request
+    from agents.approvals.requests import approval_request
 
     extra = {"reason": reason} if reason else {}
     approval_request(

@@ -33,16 +33,16 @@ from django.db import DatabaseError, connection, transaction
 
 from agents.backends import Outcome, Turn, backend_for
 from agents.events import RunEmitter
+from agents.ledger import CANCELLED_RESULT, UNKNOWN_OUTCOME, close_open_calls
 from agents.metering import meter
 from agents.models import Run, ToolCall
 from agents.replay import fill_from_log
 from agents.tools import ToolContext
 from chat.models import Membership, Message
 from chat.services import message_create
+from chatplatform.dbconn import DATABASE_UNAVAILABLE, is_database_unavailable, unavailable_message
 
 from . import control, lifecycle
-from .calls import CANCELLED_RESULT, UNKNOWN_OUTCOME, close_open_calls
-from .dbconn import DATABASE_UNAVAILABLE, is_database_unavailable, unavailable_message
 from .gate import SetupSlot, setup_slot
 from .lease import LeaseLost, RunLease, worker_identity
 

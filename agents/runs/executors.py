@@ -15,6 +15,7 @@ import contextvars
 import json
 import logging
 import threading
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -38,12 +39,23 @@ def _embedded_pool() -> concurrent.futures.ThreadPoolExecutor:
         return _pool
 
 
-def _run_embedded(run_id: str) -> None:
-    from .driver import run_turn_or_fail
+_turn_runner: Callable[..., None] | None = None
 
+
+def set_turn_runner(runner: Callable[..., None]) -> None:
+    """The function the embedded pool runs for a run id (``run_turn_or_fail(run_id=…)``, the
+    driver's; set once by ``AgentsConfig.ready``, as the Celery task names it): the executors
+    sit beside the driver and never import it."""
+    global _turn_runner
+    _turn_runner = runner
+
+
+def _run_embedded(run_id: str) -> None:
     close_old_connections()
     try:
-        run_turn_or_fail(run_id=run_id)
+        if _turn_runner is None:
+            raise RuntimeError("no turn runner: AgentsConfig.ready() has not run")
+        _turn_runner(run_id=run_id)
     except Exception:
         logger.exception("run %s failed in the embedded executor", run_id)
     finally:
@@ -78,7 +90,9 @@ def enqueue_run(run_id, *, requeued: bool = False) -> concurrent.futures.Future 
     if settings.RUN_EXECUTOR == "none":  # tests of the HTTP layer only; nothing executes
         return None
     if settings.RUN_EXECUTOR == "celery":
-        from config.celery import app
+        from celery import (
+            current_app as app,  # the project's (config.celery), set when Django starts
+        )
 
         try:
             app.send_task(RUN_TURN_TASK, args=[str(run_id)], retry=True, retry_policy=PUBLISH_RETRY_POLICY,
@@ -124,11 +138,12 @@ def waiting_turns(run_ids) -> set[str] | None:
     count of the backlog could not: the sends that came after a lost message filled it."""
     wanted = {str(run_id) for run_id in run_ids}
     if settings.RUN_EXECUTOR == "celery":
+        from celery import (
+            current_app as app,  # the project's (config.celery), set when Django starts
+        )
         from celery.exceptions import CeleryError
         from kombu.exceptions import KombuError
         from redis.exceptions import RedisError
-
-        from config.celery import app
 
         found: set[str] = set()
         try:

@@ -37,28 +37,27 @@ from django.db import OperationalError, close_old_connections, connection
 from django.db.models import Min, Q
 from django.utils import timezone
 
+from agents.approvals.expiry import approvals_earliest_expiry as earliest_expiry
+from agents.approvals.expiry import approvals_expire_due as expire_due
 from agents.models import Run
 from chatplatform.db import error_line
+from chatplatform.dbconn import is_database_unavailable
 
 from . import executors, lifecycle
-from .dbconn import is_database_unavailable
 from .driver import run_close_abandoned_cancel, run_fail_interrupted, run_fail_not_started
 from .executors import enqueue_run
 from .lease import unrenewed_key
 
 
 def approvals_expire_due() -> list[str]:
-    """Expire approval requests past their ``expires_at`` (``agents.approvals.services``)."""
-    from agents.approvals.services import approvals_expire_due as expire
-
-    return expire()
+    """Expire approval requests past their ``expires_at`` (``agents.approvals.expiry``); each
+    run that goes on is re-queued ahead of new sends."""
+    return expire_due(requeue=lambda run_id: enqueue_run(run_id, requeued=True))
 
 
 def approvals_earliest_expiry() -> datetime | None:
-    """The earliest ``expires_at`` of a parked call (``agents.approvals.services``)."""
-    from agents.approvals.services import approvals_earliest_expiry as earliest
-
-    return earliest()
+    """The earliest ``expires_at`` of a parked call (``agents.approvals.expiry``)."""
+    return earliest_expiry()
 
 
 logger = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from agents.approvals.services import approval_fields
+from agents.approvals.requests import approval_fields
 from agents.models import Provider, Run, ToolCall
 from agents.presentation import error_for_viewer, tool_call_presentation
 from chat.models import Message, Thread, Workspace

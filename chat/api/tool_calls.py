@@ -10,8 +10,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.approvals.policy import decider_check
+from agents.approvals.requests import approval_fields
 from agents.approvals.selectors import inbox_for_user, tool_call_get_for_decider
-from agents.approvals.services import approval_fields
 from agents.models import ToolCall
 from agents.presentation import shown_arguments, tool_call_presentation
 from agents.selectors import tool_call_list_for_user

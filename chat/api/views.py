@@ -16,7 +16,16 @@ from rest_framework.views import APIView
 
 from agents.presentation import sees_error_details
 from agents.selectors import run_get_for_user
-from agents.services import model_check, run_cancel, run_create
+from agents.services import (
+    message_edit,
+    message_regenerate,
+    model_check,
+    run_cancel,
+    run_create,
+    thread_branch_select,
+    thread_duplicate,
+    thread_update,
+)
 from chat.export import thread_export_json, thread_export_markdown
 from chat.models import Membership, Thread
 from chat.selectors import (
@@ -30,16 +39,7 @@ from chat.selectors import (
     workspace_get_for_user,
     workspace_list_for_user,
 )
-from chat.services import (
-    custom_instructions_set,
-    message_edit,
-    message_regenerate,
-    thread_branch_select,
-    thread_create,
-    thread_delete,
-    thread_duplicate,
-    thread_update,
-)
+from chat.services import custom_instructions_set, thread_create, thread_delete
 from chatplatform.api import ApiError
 
 from .serializers import (

@@ -274,7 +274,7 @@ WEB_DB_THREADS = env.int("WEB_DB_THREADS", default=8)
 
 # --- PostgreSQL connection pool ----------------------------------------------------------
 # One pool per process (web or worker). A turn's thread holds a connection only while it
-# queries (agents.runs.dbconn.release_db_connection hands it back between persists), so the
+# queries (chatplatform.dbconn.release_db_connection hands it back between persists), so the
 # pool needs half the turn threads, plus the web DB threads, plus 4 for the heartbeat, reaper
 # and HTTP requests. A thread that finds the pool empty waits up to DB_POOL_TIMEOUT_S, then
 # gets an OperationalError; a turn that hits it fails visibly (run.failed `database_unavailable`).

@@ -9,8 +9,8 @@ from django.db import OperationalError
 from django.test import Client, override_settings
 from django.urls import path
 
-from config import urls as project_urls
 from chatplatform.api import UNAVAILABLE_MESSAGE
+from config import urls as project_urls
 
 
 def _database_gone(request):

@@ -13,7 +13,6 @@ from django.utils import timezone
 
 from agents.approvals.defaults import DEFAULT_RULES, ensure_default_approval_policies
 from agents.approvals.policy import rule_for
-from agents.approvals.services import approval_decide, approvals_expire_due
 from agents.models import (
     ApprovalDecision,
     ApprovalPolicy,
@@ -24,6 +23,8 @@ from agents.models import (
     ToolPolicy,
 )
 from agents.runs import lifecycle
+from agents.runs.reaper import approvals_expire_due
+from agents.services import approval_decide
 from chat.models import Membership, Message
 from chat.services import message_create
 from tests.conftest import make_thread
@@ -402,7 +403,7 @@ def test_everyone_who_may_decide_is_notified_on_their_own_group(rules, people, w
                 return out
             out.append(event)
 
-    from agents.approvals.services import inbox_notify
+    from agents.approvals.requests import inbox_notify
 
     ledger = park(people, workspaces, requester="alice", risk="dangerous", tier="prod")
     inbox_notify(ledger=ledger, run=ledger.run, state="pending")

@@ -18,7 +18,7 @@ from agents.events import RunEmitter
 ROOT = Path(__file__).resolve().parents[2]
 DESIGN = ROOT / "docs" / "design.md"
 # text.delta: sent by the emitter's coalescing (RunEmitter.text), not by emit(); inbox.changed:
-# a per-user notice, not a run event (agents.approvals.services.inbox_notify checks it);
+# a per-user notice, not a run event (agents.approvals.requests.inbox_notify checks it);
 # run.queued: the reply to a socket's message.send (chat.ws_actions.message_send checks it).
 IMPLICIT = {"text.delta", "inbox.changed", "run.queued"}
 

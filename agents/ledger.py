@@ -4,10 +4,9 @@ ones so the history stays valid for every provider (a tool result follows every 
 from __future__ import annotations
 
 from agents.models import Run, ToolCall
+from agents.runs import lifecycle
 from chat.models import Message
 from chat.services import message_create
-
-from . import lifecycle
 
 CANCELLED_RESULT = "Not executed: the run was cancelled by the user."
 """The result an unanswered tool call of a cancelled run gets (the history stays valid for

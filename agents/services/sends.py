@@ -1,44 +1,28 @@
-"""Writes for the agents app: creating runs (a user message + a queued Run)."""
+"""Sending: a user message and a queued run (``run_create``), an edited question
+(``message_edit``) and an answer asked again (``message_regenerate``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agents.locks import lock_user_then_thread
+from agents.metering import meter
+from agents.models import Run
+from agents.ratelimit import rate_limit_hit
+from agents.runs.executors import enqueue_run
+from agents.selectors import model_allowed, role_names_for_user
+from agents.ui_context import ui_context_accept
 from chat.models import Message, Thread
 from chat.selectors import viewer_role_name
 from chat.services import message_create, title_from_message
-from chatplatform.errors import ServiceError
 
-from .backends import abandon_waiting
-from .events import RunEmitter
-from .metering import meter
-from .models import Run, ToolCall
-from .ratelimit import rate_limit_hit
-from .runs import lifecycle
-from .runs.calls import CANCELLED_RESULT, close_open_calls
-from .runs.control import run_check_now
-from .runs.driver import close_round_cancelled, mark_unanswered
-from .runs.executors import enqueue_run
-from .selectors import model_allowed, role_names_for_user
-from .ui_context import ui_context_accept
+from .results import RunCreated, RunRejected
+from .runs import end_waiting_run
 
 MAX_MESSAGE_CHARS = 32_000
-
-
-class RunRejected(ServiceError):
-    """A send, cancel or decision the server refuses (``chatplatform.errors.ServiceError``)."""
-
-
-@dataclass
-class RunCreated:
-    run: Run
-    user_message: Message | None  # None only for a run that continues after client tool results
 
 
 ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
@@ -71,7 +55,7 @@ def run_create(
     is reached; ``agents.metering``); ``model_not_allowed`` (403) when the thread's model is
     not enabled for the user's role in its workspace (``selectors.model_allowed``).
     ``user_message`` (a user message of ``thread`` at the end of the selected branch) re-runs
-    that turn instead of appending a new question: regenerate and retry (chat/services.py).
+    that turn instead of appending a new question: regenerate and retry (:func:`message_regenerate`).
     """
     if ui_context is not None:
         ui_context = ui_context_accept(raw=ui_context, user=user, workspace_id=thread.workspace_id,
@@ -87,7 +71,7 @@ def run_create(
         # Concurrent sends are serialised per user and per thread (row locks on PostgreSQL;
         # SQLite's IMMEDIATE transactions serialise writers): the checks below cannot race.
         # The partial unique index run_one_active_per_thread backs the first one up.
-        _lock(user_id=user.pk, thread_id=thread.pk)
+        lock_user_then_thread(user_id=user.pk, thread_id=thread.pk)
         # One read: the thread's unfinished runs and the user's active ones.
         rows = list(Run.objects.filter(Q(thread=thread, status__in=(*ACTIVE, Run.Status.AWAITING_APPROVAL))
                                        | Q(user=user, status__in=ACTIVE)).order_by())
@@ -105,7 +89,7 @@ def run_create(
             raise RunRejected("rate_limited", f"Too many messages; try again in {wait:.0f} s.", 429, retry_after=wait)
         meter().before_run(user=user, thread=thread)  # budgets: a hard limit reached → 429
         for waiting in unfinished:  # all waiting for a decision (the active ones were refused above)
-            _end_waiting_run(waiting, reason="Not executed: the user sent a new message instead of deciding.",
+            end_waiting_run(waiting, reason="Not executed: the user sent a new message instead of deciding.",
                              decision="superseded")
         for result in tool_results or ():
             message_create(thread_id=thread.pk, role=Message.Role.TOOL, content=result["content"],
@@ -158,85 +142,63 @@ def model_check(*, thread: Thread, user) -> None:
         )
 
 
-def _lock(*, user_id=None, thread_id=None) -> None:
-    """Row locks, always in the order user → thread, for the rest of the transaction.
-
-    ``FOR NO KEY UPDATE`` on PostgreSQL: it serialises these writers but not rows that merely
-    reference the user or thread (a decision stamping ``decided_by`` takes a key-share lock on
-    the user; with a plain ``FOR UPDATE`` that and a send by the same user deadlocked)."""
-    if user_id is not None:
-        list(get_user_model().objects.select_for_update(no_key=True).filter(pk=user_id).values_list("pk", flat=True))
-    if thread_id is not None:
-        list(Thread.objects.select_for_update(no_key=True).filter(pk=thread_id).values_list("pk", flat=True))
+def ensure_no_open_run(thread: Thread) -> None:
+    """Refuse (``run_in_progress``, 409) while ``thread`` has a queued, running or parked run."""
+    if Run.objects.filter(thread=thread, status__in=[
+        Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.AWAITING_APPROVAL,
+    ]).exists():
+        raise RunRejected("run_in_progress", "Stop or finish the current reply first.", 409)
 
 
-def _end_waiting_run(run: Run, *, reason: str, decision: str, run_message: str = "") -> bool:
-    """Cancel a run that waits for approval, or is queued: what a lost worker left open is
-    closed (``driver.close_round_cancelled``: a run re-queued after its worker died), its
-    open calls get ``reason`` as an error result (history stays valid for every provider),
-    ``approval.resolved`` and ``run.cancelled`` are published; the run's ``error`` is
-    ``{decision, run_message or reason}``. Returns False if the run was no longer waiting."""
-    if not lifecycle.run_cancel_waiting(run_id=run.pk, code=decision, reason=run_message or reason):
-        return False
-    run.refresh_from_db()
-    emitter = RunEmitter.for_run(run)
-    # A run re-queued after its worker died still holds that worker's round: close it too.
-    close_round_cancelled(run, emitter)
-    mark_unanswered(run, Message.Status.CANCELLED)  # cancelled while it waited for a worker
-    closed = close_open_calls(run=run, reason=reason)
-    for ledger_id in closed:
-        emitter.emit("approval.resolved", tool_call_id=ledger_id, decision=decision, decided_by=None)
-    emitter.emit("run.cancelled", status=Run.Status.CANCELLED)
-    emitter.close()
-    transaction.on_commit(lambda: abandon_waiting(run))  # a remote agent: deny and stop it there
-    return True
+def _lock_for_send(*, user, thread_id) -> Thread:
+    """The send path's locks (user → thread), so an edit or a regenerate never deadlocks with
+    a concurrent send; returns the thread."""
+    lock_user_then_thread(user_id=user.pk, thread_id=thread_id)
+    return Thread.objects.get(pk=thread_id)
 
 
-def _may_manage(run: Run, user) -> bool:
-    """The run's own user, or an admin of its workspace."""
-    from chat.selectors import membership_get
-
-    if run.user_id == user.pk:
-        return True
-    membership = membership_get(user=user, workspace_id=run.thread.workspace_id)
-    return membership is not None and membership.role.is_admin
+def _turn_question(message: Message) -> Message | None:
+    """The user message whose turn ``message`` belongs to (itself for a user message)."""
+    current: Message | None = message
+    while current is not None and current.role != Message.Role.USER:
+        current = current.parent
+    return current
 
 
-def run_cancel(*, run: Run, user) -> Run:
-    """Cancel a queued, running or awaiting run.
+@transaction.atomic
+def message_regenerate(*, message: Message, user, **run_options) -> RunCreated:
+    """Run the turn of ``message`` again as a new version of its answer: the question stays
+    the same message (no new user message), the earlier answer stays as a sibling version.
 
-    Only the run's user or an admin of its workspace may cancel (others: ``not_allowed``,
-    403). A queued or awaiting run is ended here: open tool calls get a "cancelled by the
-    user" result and ``run.cancelled`` is published now. A running one is stopped by its
-    worker, which closes the upstream stream and keeps the partial text with status
-    ``cancelled``: at its next token or check once the commit woke its heartbeat
-    (``agents.runs.control``), else at its next heartbeat (within a second). A finished run →
-    ``run_finished`` (409; the message says "already cancelled" when a cancel came first).
+    ``message`` comes from ``message_get_for_user(..., write=True)``; a user message or any
+    message of its answer. Returns ``agents.services.RunCreated``. Raises ``RunRejected``:
+    ``run_in_progress`` (409), ``no_question`` (400, nothing asked before it), and those of
+    ``run_create``. ``run_options`` are ``run_create``'s (grounded, include_private, env_id).
     """
-    if not _may_manage(run, user):
-        raise RunRejected("not_allowed", "Only the person who started this run or an admin of its workspace can "
-                                         "cancel it.", 403)
-    # The calls were not executed; the run may have written text (a lost attempt's).
-    if _end_waiting_run(run, reason=CANCELLED_RESULT, decision="cancelled", run_message="Cancelled by the user."):
-        return run
-    if not lifecycle.run_cancel_running(run_id=run.pk):
-        # A Stop that lost a race with another Stop says so, not "finished" (four Stops at once
-        # across two web processes: three were told the cancelled run had finished).
-        status = Run.objects.filter(pk=run.pk).values_list("status", flat=True).first()
-        message = ("This run was already cancelled." if status == Run.Status.CANCELLED
-                   else "This run has already finished.")
-        raise RunRejected("run_finished", message, 409)
-    run_id = run.pk
-    transaction.on_commit(lambda: run_check_now(run_id))
-    run.status = Run.Status.CANCELLED
-    return run
+    thread = _lock_for_send(user=user, thread_id=message.thread_id)
+    ensure_no_open_run(thread)
+    question = _turn_question(message)
+    if question is None:
+        raise RunRejected("no_question", "There is no question before this message to answer again.", 400)
+    Thread.objects.filter(pk=thread.pk).update(leaf=question)
+    return run_create(thread=thread, user=user, content=question.content, user_message=question, **run_options)
 
 
-def tool_call_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:
-    """Approve or deny a call that waits for approval, under the approval rule it carries
-    (``agents.approvals.services.approval_decide``: who may decide, two-person rule, expiry,
-    countdown; 400/403/409 as ``ServiceError``). ``tool_call`` must come from
-    ``tool_call_get_for_decider``."""
-    from .approvals.services import approval_decide
+@transaction.atomic
+def message_edit(*, message: Message, user, content: str, **run_options) -> RunCreated:
+    """Send an edited version of user message ``message``: a new user message beside it (same
+    parent) and a run that answers it; the original and its answers stay as version 1.
 
-    return approval_decide(tool_call=tool_call, user=user, decision=decision)
+    Raises ``RunRejected``: ``not_a_question`` (400, not a user message),
+    ``run_in_progress`` (409), and those of ``run_create`` (empty, too long, rate limits).
+    """
+    if message.role != Message.Role.USER:
+        raise RunRejected("not_a_question", "Only your own messages can be edited.", 400)
+    thread = _lock_for_send(user=user, thread_id=message.thread_id)
+    ensure_no_open_run(thread)
+    if isinstance(content, str) and content.strip():
+        edited = message_create(thread_id=thread.pk, role=Message.Role.USER, content=content,
+                                parent_id=message.parent_id)
+    else:
+        edited = None  # run_create refuses the empty text with its usual error
+    return run_create(thread=thread, user=user, content=content, user_message=edited, **run_options)
