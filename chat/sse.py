@@ -24,6 +24,7 @@ from agents.models import Run
 from agents.presentation import event_for_viewer, sees_error_details
 from agents.replay import RunStreamCursor
 from agents.selectors import run_get_for_user
+from chatplatform.credentials import auser_for_authorization, names_api_scheme
 from chatplatform.layers import LAYER_ERRORS, receive_within
 from chatplatform.safe_input import BadInput, parse_int
 
@@ -38,13 +39,6 @@ def _format_sse(event: dict) -> str:
     return f"id: {event.get('seq', '')}\nevent: {event['type']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n"
 
 
-def _token_user(header: str):
-    from rest_framework.authtoken.models import Token
-
-    token = Token.objects.select_related("user").filter(key=header[6:].strip()).first()
-    return token.user if token and token.user.is_active else None
-
-
 def _run_state(run_id) -> tuple[str, int]:
     row = Run.objects.filter(pk=run_id).values("status", "last_event_seq").get()
     return row["status"], row["last_event_seq"]
@@ -52,8 +46,8 @@ def _run_state(run_id) -> tuple[str, int]:
 
 async def run_events(request, run_id):
     auth = request.headers.get("Authorization", "")
-    if auth.lower().startswith("token "):
-        user = await sync_to_async(_token_user)(auth)
+    if names_api_scheme(auth):
+        user = await auser_for_authorization(auth)
     else:
         user = await request.auser()
     if user is None or not user.is_authenticated:

@@ -17,6 +17,7 @@ from agents.models import AuditEvent
 from agents.selectors import run_get_for_user
 from agents.services import run_cancel, run_create, tool_call_decide
 from chat.api.tool_calls import DecisionSerializer
+from chatplatform.credentials import authorization_key, scope_authorization, token_still_valid
 from chatplatform.errors import ServiceError
 
 from .api.serializers import RunCreateSerializer
@@ -72,12 +73,8 @@ def run_for_resume(*, user, thread_id: str, run_id) -> int:
 
 
 def token_from_scope(scope) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key.lower() == b"authorization":
-            text = value.decode("latin-1")
-            if text.lower().startswith("token "):
-                return text[6:].strip()
-    return None
+    """The API key the socket authenticated with (``chatplatform.credentials``), else None."""
+    return authorization_key(scope_authorization(scope))
 
 
 def socket_user_active(*, user, session_key: str | None, token: str | None) -> bool:
@@ -85,10 +82,8 @@ def socket_user_active(*, user, session_key: str | None, token: str | None) -> b
     from django.conf import settings
     from django.contrib.sessions.backends.base import SessionBase
     from django.utils.module_loading import import_string
-    from rest_framework.authtoken.models import Token
-
     if token is not None:  # one statement: the token exists and its user is active
-        return Token.objects.filter(key=token, user=user, user__is_active=True).exists()
+        return token_still_valid(user=user, key=token)
     user.refresh_from_db(fields=["is_active"])
     if not user.is_active:
         return False

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import validate_host
 
-from chatplatform.dbasync import db_async
+from chatplatform.credentials import auser_for_authorization, names_api_scheme
 
 logger = logging.getLogger(__name__)
 
@@ -21,16 +21,6 @@ def _header(scope, name: bytes) -> str | None:
         if key.lower() == name:
             return value.decode("latin-1")
     return None
-
-
-@db_async
-def _user_for_token(key: str):
-    from rest_framework.authtoken.models import Token
-
-    token = Token.objects.select_related("user").filter(key=key).first()
-    if token is None or not token.user.is_active:
-        return AnonymousUser()
-    return token.user
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -95,7 +85,8 @@ def origin_allowed(origin: str, *, host: str | None = None, scheme: str = "ws") 
 class TokenAndOriginMiddleware:
     """Runs inside ``AuthMiddlewareStack``: applies the token header and the origin rule.
 
-    * ``Authorization: Token <key>`` → that token's user (overrides any cookie session);
+    * ``Authorization: Bearer <key>`` or ``Token <key>`` (``chatplatform.credentials``) → that
+      token's user (overrides any cookie session; an unknown key → anonymous);
     * an ``Origin`` header that is neither a trusted origin nor the request's own (scheme,
       host and port; ``origin_allowed``) → anonymous;
     * no ``Origin`` and no token → anonymous (cookies alone are a browser's credentials).
@@ -112,8 +103,8 @@ class TokenAndOriginMiddleware:
                 origin, host=_header(scope, b"host"), scheme=scope.get("scheme") or "ws"):
             scope["user"] = AnonymousUser()
             scope["auth_error"] = "origin not allowed"
-        elif auth.lower().startswith("token "):
-            scope["user"] = await _user_for_token(auth[6:].strip())
+        elif names_api_scheme(auth):
+            scope["user"] = await auser_for_authorization(auth) or AnonymousUser()
         elif origin is None:
             scope["user"] = AnonymousUser()
         return await self.app(scope, receive, send)

@@ -40,6 +40,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 
 from chatplatform.api import UNAVAILABLE_MESSAGE, is_unavailable
+from chatplatform.credentials import CHALLENGE, auser_for_authorization
 
 logger = logging.getLogger(__name__)
 
@@ -241,15 +242,6 @@ def _header(scope, name: bytes) -> str:
     return ""
 
 
-def _token_user(key: str):
-    from rest_framework.authtoken.models import Token
-
-    token = Token.objects.select_related("user").filter(key=key).first()
-    if token is None or not token.user.is_active:
-        return None
-    return token.user
-
-
 async def _reply(send, status: int, code: str, message: str, extra: list | None = None) -> None:
     body = json.dumps({"error": {"code": code, "message": message}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
@@ -291,11 +283,9 @@ class KnowledgeMCPApp:
         if not domain or not validate_host(domain, allowed):
             await _reply(send, 400, "bad_host", "Invalid Host header.")
             return
-        scheme, _, key = _header(scope, b"authorization").partition(" ")
         user = None
         try:
-            if scheme.lower() in ("bearer", "token") and key.strip():
-                user = await sync_to_async(_token_user)(key.strip())
+            user = await auser_for_authorization(_header(scope, b"authorization"))
             writable = user is not None and await sync_to_async(may_write)(user)
         except Exception as exc:
             if not is_unavailable(exc):
@@ -307,7 +297,7 @@ class KnowledgeMCPApp:
         if user is None:
             await _reply(send, 401, "not_authenticated",
                          "Send an API token: Authorization: Bearer <token> (or Token <token>).",
-                         [(b"www-authenticate", b'Bearer realm="chatplatform"')])
+                         [(b"www-authenticate", CHALLENGE.encode())])
             return
         manager = await self._manager(writable)
         token = _caller.set(user)

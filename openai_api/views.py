@@ -50,6 +50,7 @@ from agents.events import thread_group
 from agents.models import Run
 from agents.presentation import error_for_viewer
 from agents.replay import TERMINAL_TYPES, RunStreamCursor
+from chatplatform.credentials import auser_for_authorization
 from chatplatform.layers import LAYER_ERRORS, receive_within
 
 from .services import (
@@ -73,18 +74,8 @@ def error(code: str, message: str, status: int) -> JsonResponse:
     return JsonResponse({"error": {"message": message, "type": kind, "code": code, "param": None}}, status=status)
 
 
-def _token_user(header: str):
-    from rest_framework.authtoken.models import Token
-
-    scheme, _, key = header.partition(" ")
-    if scheme.lower() not in ("bearer", "token") or not key.strip():
-        return None
-    token = Token.objects.select_related("user").filter(key=key.strip()).first()
-    return token.user if token and token.user.is_active else None
-
-
 async def _user(request):
-    return await sync_to_async(_token_user)(request.headers.get("Authorization", ""))
+    return await auser_for_authorization(request.headers.get("Authorization", ""))
 
 
 async def models(request):

@@ -384,7 +384,8 @@ LOGIN_RATE_LIMIT = env("LOGIN_RATE_LIMIT", default="10/min")  # per client addre
 LOGIN_USERNAME_RATE_LIMIT = env("LOGIN_USERNAME_RATE_LIMIT", default="10/min")  # per username
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        # Bearer or Token <key>: the one scheme rule of every door (chatplatform.credentials)
+        "chatplatform.credentials.AuthorizationHeaderAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

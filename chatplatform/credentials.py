@@ -1,0 +1,106 @@
+"""The one way an ``Authorization`` header becomes a user: REST (DRF), the websocket, SSE,
+``/v1`` and the knowledge base's ``/mcp/`` endpoint all call this module, so every door takes
+the same schemes and refuses the same things.
+
+The scheme rule: ``Bearer <key>`` (what OpenAI and MCP clients send) or ``Token <key>`` (DRF's
+word), the scheme case-insensitive, one key with no spaces inside. The key is a platform API
+token (``rest_framework.authtoken``'s ``Token``, made by ``POST /api/v1/auth/token/`` or an
+admin). A token of an inactive user is no credential.
+"""
+
+from __future__ import annotations
+
+from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication
+
+from .dbasync import db_async
+
+SCHEMES = ("bearer", "token")
+CHALLENGE = 'Bearer realm="chatplatform"'
+
+
+def authorization_key(header: str | bytes | None) -> str | None:
+    """The API key an ``Authorization`` header carries (``Bearer <key>`` or ``Token <key>``),
+    else None: no header, another scheme (``Basic …``), no key, or more than one word."""
+    if not header:
+        return None
+    if isinstance(header, bytes):
+        header = header.decode("latin-1")
+    parts = header.split()
+    if len(parts) != 2 or parts[0].lower() not in SCHEMES:
+        return None
+    return parts[1]
+
+
+def names_api_scheme(header: str | bytes | None) -> bool:
+    """The header is meant as an API credential (its scheme is ``Bearer`` or ``Token``), well
+    formed or not: such a request is judged by its key alone, never by a session cookie."""
+    if not header:
+        return False
+    if isinstance(header, bytes):
+        header = header.decode("latin-1")
+    return header.split(" ", 1)[0].strip().lower() in SCHEMES
+
+
+def user_for_key(key: str | None):
+    """The active user whose API token is ``key``, else None. One query."""
+    if not key:
+        return None
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.select_related("user").filter(key=key).first()
+    if token is None or not token.user.is_active:
+        return None
+    return token.user
+
+
+def user_for_authorization(header: str | bytes | None):
+    """The active user an ``Authorization`` header names (:func:`authorization_key`), else
+    None. Sync: views, DRF and management code; async code awaits
+    :func:`auser_for_authorization`."""
+    return user_for_key(authorization_key(header))
+
+
+auser_for_authorization = db_async(user_for_authorization)
+""":func:`user_for_authorization` for async code (the websocket, SSE, ``/v1``, ``/mcp/``): the
+database work runs on the executor, never on the event loop."""
+
+
+def scope_authorization(scope) -> str | None:
+    """The ``Authorization`` header of an ASGI ``scope`` (the last one, as Django reads it)."""
+    value = None
+    for name, raw in scope.get("headers", ()):
+        if name.lower() == b"authorization":
+            value = raw.decode("latin-1")
+    return value
+
+
+def token_still_valid(*, user, key: str) -> bool:
+    """``key`` is still a token of ``user`` and ``user`` is still active (an open socket's
+    periodic check: a deleted token or a deactivated user ends it)."""
+    from rest_framework.authtoken.models import Token
+
+    return Token.objects.filter(key=key, user=user, user__is_active=True).exists()
+
+
+class AuthorizationHeaderAuthentication(BaseAuthentication):
+    """DRF's authentication through :func:`user_for_authorization`: ``Bearer`` or ``Token``.
+
+    No header, or a scheme this rule does not take (``Basic``), leaves the request to the next
+    class (the session). A header of our schemes with a key that names no active user is a
+    401 — never silently anonymous."""
+
+    def authenticate(self, request):
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        if not names_api_scheme(header):
+            return None
+        key = authorization_key(header)
+        if key is None:
+            raise exceptions.AuthenticationFailed("Invalid Authorization header: send 'Bearer <token>'.")
+        user = user_for_key(key)
+        if user is None:
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        return user, key
+
+    def authenticate_header(self, request) -> str:
+        return CHALLENGE
