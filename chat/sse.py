@@ -14,18 +14,13 @@ import json
 import logging
 
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.http import Http404, JsonResponse, StreamingHttpResponse
 
-from agents.event_types import TERMINAL_TYPES
-from agents.events import thread_group
-from agents.models import Run
 from agents.presentation import event_for_viewer, sees_error_details
-from agents.replay import RunStreamCursor
 from agents.selectors import run_get_for_user
+from agents.streams import KEEPALIVE, run_event_stream
 from chatplatform.credentials import auser_for_authorization, names_api_scheme
-from chatplatform.layers import LAYER_ERRORS, receive_within
 from chatplatform.safe_input import BadInput, parse_int
 
 logger = logging.getLogger(__name__)
@@ -37,11 +32,6 @@ def _error(code: str, message: str, status: int) -> JsonResponse:
 
 def _format_sse(event: dict) -> str:
     return f"id: {event.get('seq', '')}\nevent: {event['type']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n"
-
-
-def _run_state(run_id) -> tuple[str, int]:
-    row = Run.objects.filter(pk=run_id).values("status", "last_event_seq").get()
-    return row["status"], row["last_event_seq"]
 
 
 async def run_events(request, run_id):
@@ -70,56 +60,16 @@ async def run_events(request, run_id):
 
 
 async def _stream(run_id: str, thread_id, after: int, *, detailed: bool = False):
-    """The run's events as SSE; ``detailed``: the viewer sees upstream error detail
+    """The run's events as SSE (``agents.streams.run_event_stream``), a comment line as the
+    keep-alive; ``detailed``: the viewer sees upstream error detail
     (``agents.presentation.event_for_viewer``)."""
-
-    def format_sse(event: dict) -> str:
-        return _format_sse(event_for_viewer(event, detailed=detailed))
-
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
-    group = thread_group(thread_id)
-    await layer.group_add(group, channel)  # subscribe first: nothing falls between log and live
-    cursor = RunStreamCursor()
-    try:
-        for event in await cursor.resume(run_id, after):
-            yield format_sse(event)
-            if event["type"] in TERMINAL_TYPES:
-                return
-        status, last_seq = await sync_to_async(_run_state)(run_id)
-        if status in Run.TERMINAL and cursor.delivered.get(run_id, after) >= last_seq:
-            return  # finished and the client already has everything
-        while True:
-            message = await receive_within(layer, channel, settings.SSE_KEEPALIVE_S)
-            if message is None:  # quiet, or Redis unreachable for now
-                try:
-                    caught_up = await cursor.catch_up(run_id)  # the layer may have dropped the tail
-                except LAYER_ERRORS as exc:  # the log is in Redis too: keep the stream, try later
-                    logger.info("run %s: event log unreadable (%s); SSE stream kept open", run_id, exc)
-                    yield ": keep-alive\n\n"
-                    continue
-                for event in caught_up:
-                    yield format_sse(event)
-                    if event["type"] in TERMINAL_TYPES:
-                        return
-                status, last_seq = await sync_to_async(_run_state)(run_id)
-                if status in Run.TERMINAL and cursor.delivered.get(run_id, after) >= last_seq:
-                    return
-                if status in Run.TERMINAL:
-                    yield format_sse({"type": "error", "run_id": run_id, "code": "events_missing",
-                                      "message": "This run's events are no longer available; reload its messages."})
-                    return
-                yield ": keep-alive\n\n"
-                continue
-            event = message.get("event", {})
-            if str(event.get("run_id")) != run_id:
-                continue
-            for out in await cursor.accept(event):
-                yield format_sse(out)
-                if out["type"] in TERMINAL_TYPES:
-                    return
-    finally:
-        await layer.group_discard(group, channel)
+    keepalive_s = float(settings.SSE_KEEPALIVE_S)
+    async for event in run_event_stream(run_id, thread_id, after=after, keepalive_s=keepalive_s,
+                                        check_s=keepalive_s):
+        if event is KEEPALIVE:
+            yield ": keep-alive\n\n"
+        else:
+            yield _format_sse(event_for_viewer(event, detailed=detailed))
 
 
 def schema_hook(result, generator, request, public):

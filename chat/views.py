@@ -9,13 +9,13 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from agents.catalogue import provider_health
 from agents.event_types import vocabulary
 from agents.models import Environment
 from agents.presentation import provider_status_for_viewer, sees_error_details
 from agents.risk import env_tier
 from agents.selectors import provider_list
 from agents.services import MAX_MESSAGE_CHARS
-from chat.api.providers import provider_health
 from chat.models import Membership
 from chatplatform.errors import ServiceError
 from knowledge.selectors import knowledge_can_create

@@ -37,21 +37,16 @@ Errors: ``{"error": {"message", "type", "code"}}`` with 400/401/403/404/409/413/
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.http import JsonResponse, StreamingHttpResponse
 
-from agents.events import thread_group
-from agents.models import Run
 from agents.presentation import error_for_viewer
-from agents.replay import TERMINAL_TYPES, RunStreamCursor
+from agents.streams import PARKED, run_event_stream
 from chatplatform.credentials import auser_for_authorization
-from chatplatform.layers import LAYER_ERRORS, receive_within
 
 from .services import (
     ApiRejected,
@@ -64,7 +59,6 @@ from .services import (
 )
 from .streaming import StreamedAnswer, failure_message
 
-PARKED = "approval.requested"
 logger = logging.getLogger(__name__)
 
 
@@ -121,67 +115,6 @@ async def chat_completions(request):
     return response
 
 
-# --- following the run ------------------------------------------------------------------------
-async def run_events(run_id: str, thread_id: str, *, every_event: bool = True, keepalive: bool = False):
-    """The run's events in order until it ends, parks for approval, or the wait runs out
-    (then a final ``{"type": "wait.timeout"}``). While Redis is unreachable (the live feed and
-    the event log are both there) it waits for Redis — unless ``every_event`` is false and the
-    run has ended or parked: a caller that reads the answer from the database then stops.
-    ``keepalive``: also a ``{"type": "keepalive"}`` pseudo-event after ``SSE_KEEPALIVE_S``
-    seconds with nothing yielded (the run waiting for a worker, a silent model, Redis away)."""
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
-    group = thread_group(thread_id)
-    await layer.group_add(group, channel)  # subscribe first: nothing falls between log and live
-    cursor = RunStreamCursor()
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + float(getattr(settings, "COMPAT_API_WAIT_S", 300.0))
-    quiet_s = float(settings.SSE_KEEPALIVE_S) if keepalive else float("inf")
-    last_yield = loop.time()
-    try:
-        for event in await cursor.resume(run_id, 0):
-            yield event
-            last_yield = loop.time()
-            if event["type"] in TERMINAL_TYPES or event["type"] == PARKED:
-                return
-        while True:
-            if loop.time() - last_yield >= quiet_s:
-                yield {"type": "keepalive"}
-                last_yield = loop.time()
-            left = deadline - loop.time()
-            if left <= 0:
-                yield {"type": "wait.timeout"}
-                return
-            message = await receive_within(layer, channel, min(left, 2.0, quiet_s))
-            try:
-                if message is not None:
-                    events = [] if str(message.get("event", {}).get("run_id")) != run_id else \
-                        await cursor.accept(message["event"])
-                else:  # quiet, or Redis unreachable for now
-                    events = await cursor.catch_up(run_id)  # the layer may have dropped the tail
-                    if not events and await sync_to_async(_parked_or_done)(run_id):
-                        events = await cursor.catch_up(run_id)
-                        if not events:
-                            return
-            except LAYER_ERRORS as exc:  # the event log is in Redis too
-                logger.info("run %s: event log unreadable (%s)", run_id, exc)
-                if not every_event and await sync_to_async(_parked_or_done)(run_id):
-                    return
-                continue
-            for event in events:
-                yield event
-                last_yield = loop.time()
-                if event["type"] in TERMINAL_TYPES or event["type"] == PARKED:
-                    return
-    finally:
-        await layer.group_discard(group, channel)
-
-
-def _parked_or_done(run_id: str) -> bool:
-    status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
-    return status is None or status in Run.TERMINAL or status == Run.Status.AWAITING_APPROVAL
-
-
 def _approval_note(event: dict, thread_id: str) -> str:
     risk = event.get("risk_level") or event.get("risk") or ""
     return (f"[Waiting for approval: the platform tool `{event.get('tool')}` ({risk}) needs a person's decision "
@@ -200,7 +133,8 @@ def _platform(started: Started, status: str) -> dict:
 
 async def _complete(started: Started) -> tuple[int, dict]:
     note, failure = "", None
-    async for event in run_events(started.run_id, started.thread_id, every_event=False):
+    async for event in run_event_stream(started.run_id, started.thread_id, stop_at_park=True, every_event=False,
+                                       wait_s=float(settings.COMPAT_API_WAIT_S)):
         if event["type"] == PARKED:
             note = _approval_note(event, started.thread_id)
         elif event["type"] == "wait.timeout":
@@ -247,7 +181,8 @@ async def _sse(started: Started, include_usage: bool):
     yield _chunk(started, {"role": "assistant", "content": ""})
     answer = StreamedAnswer()  # the text the client has, message by message
     note, failure = "", None
-    events = run_events(started.run_id, started.thread_id, keepalive=True)
+    events = run_event_stream(started.run_id, started.thread_id, stop_at_park=True,
+                              keepalive_s=float(settings.SSE_KEEPALIVE_S), wait_s=float(settings.COMPAT_API_WAIT_S))
     try:
         async for event in events:
             kind = event["type"]

@@ -186,7 +186,7 @@ async def stream(monkeypatch, events: list[dict], *, texts: list[str]) -> tuple[
     outcome = Outcome(status="completed", text="\n\n".join(t.strip() for t in texts), tool_calls=[],
                       finish_reason="stop", usage={"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
                       error={}, texts=texts)
-    monkeypatch.setattr(views, "run_events", run_events)
+    monkeypatch.setattr(views, "run_event_stream", run_events)
     monkeypatch.setattr(views, "completion_outcome", lambda **kw: outcome)
     monkeypatch.setattr(views, "conversation_remember", lambda **kw: remembered.append(kw["answer"]))
     started = Started(run_id="r1", thread_id="th-1", model_id="openai", created=1, messages=[])

@@ -13,24 +13,21 @@ command exits; the run stays parked and its request is in the approvers' inbox
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 
-from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.http import Http404
 
+from agents.catalogue import provider_health
 from agents.event_types import TERMINAL_TYPES
-from agents.events import thread_group
 from agents.selectors import provider_list
 from agents.services import RunRejected, run_create
-from chat.api.providers import provider_health
+from agents.streams import run_event_stream
 from chat.models import Membership
 from chat.selectors import thread_get_for_user, workspace_get_for_user
 from chat.services import thread_create
-from chatplatform.layers import LAYER_ERRORS
 from chatplatform.loops import run_coroutine
 
 EXIT_OK, EXIT_FAILED, EXIT_AWAITING_APPROVAL = 0, 1, 3
@@ -54,9 +51,6 @@ class Command(BaseCommand):
         if user is None:
             raise CommandError(f"no user {opts['user']!r}")
         thread = self._thread(user, opts)
-        layer = get_channel_layer()
-        channel = run_coroutine(layer.new_channel())
-        run_coroutine(layer.group_add(thread_group(thread.pk), channel))
         try:
             created = run_create(thread=thread, user=user, content=opts["question"])
         except RunRejected as exc:
@@ -64,8 +58,7 @@ class Command(BaseCommand):
         run_id = str(created.run.pk)
         if not opts["json"]:
             self.stderr.write(f"thread {thread.pk} · run {run_id} · {thread.provider.slug if thread.provider else '-'}")
-        status = self._follow(layer, channel, run_id, opts)
-        run_coroutine(layer.group_discard(thread_group(thread.pk), channel))
+        status = self._follow(thread.pk, run_id, opts)
         if status:
             sys.exit(status)
 
@@ -91,22 +84,25 @@ class Command(BaseCommand):
             self.stderr.write(f"warning: provider {slug}: {health}")
         return thread_create(workspace=workspace, owner=user, provider=provider, model=opts["model"])
 
-    def _follow(self, layer, channel, run_id, opts) -> int:
-        """The exit status: 0 completed, 1 failed/cancelled/timed out, 3 waiting for approval."""
+    def _follow(self, thread_id, run_id, opts) -> int:
+        """The exit status: 0 completed, 1 failed/cancelled/timed out, 3 waiting for approval.
+        The run's events come through ``agents.streams.run_event_stream`` (from the log first,
+        so nothing sent before this follows is missed), on the process's event loop."""
         out = self.stdout
+        events = run_event_stream(run_id, thread_id, stop_at_park=True, wait_s=opts["timeout"])
         while True:
             try:
-                message = run_coroutine(asyncio.wait_for(layer.receive(channel), opts["timeout"]))
-            except TimeoutError:
+                event = run_coroutine(anext(events))
+            except StopAsyncIteration:
+                self.stderr.write("the run's events ended early; read its thread")
+                return EXIT_FAILED
+            kind = event["type"]
+            if kind == "wait.timeout":
                 self.stderr.write("timed out waiting for the run")
                 return EXIT_FAILED
-            except LAYER_ERRORS as exc:
-                self.stderr.write(f"lost the live feed from Redis ({exc}); the run goes on — read its thread")
+            if kind == "error" and event.get("code") == "events_missing":
+                self.stderr.write(f"{event['message']} (thread {thread_id})")
                 return EXIT_FAILED
-            event = message.get("event", {})
-            if event.get("run_id") != run_id:
-                continue
-            kind = event["type"]
             if opts["json"]:
                 out.write(json.dumps(event))
             elif kind == "text.delta":
