@@ -16,6 +16,7 @@ from agents.models import Run
 from agents.replay import RunStreamCursor
 from agents.services import run_create
 from chat.models import Message
+from chatplatform import loops
 from chatplatform.event_log import MemoryEventLog
 from config.asgi import application
 from knowledge.services import knowledge_item_create
@@ -129,16 +130,25 @@ def test_sse_replays_a_finished_run_and_resumes_after_last_event_id(thread, user
 
 
 def test_sse_streams_a_live_run_to_its_end(thread, users, keys, settings):
+    # The live path, not the log fallback: the events are published on this loop (as on a web
+    # server's, bound by config.loop_binding) and the keep-alive that would catch up from the
+    # log comes only after the test's limit.
     settings.OFFLINE_DELTA_DELAY_S = 0.005
+    settings.SSE_KEEPALIVE_S = 120
 
     async def go():
-        created = await sync_to_async(run_create)(thread=thread, user=users["alice"], content="with statement")
-        response = await AsyncClient().get(f"/api/v1/runs/{created.run.pk}/events/",
-                                           headers={"Authorization": f"Token {keys['alice']}"})
-        assert response["Content-Type"] == "text/event-stream"
-        return created, parse_sse(await read_stream(response))
+        saved = loops._server_loop
+        loops.bind_server_loop(asyncio.get_running_loop())
+        try:
+            created = await sync_to_async(run_create)(thread=thread, user=users["alice"], content="with statement")
+            response = await AsyncClient().get(f"/api/v1/runs/{created.run.pk}/events/",
+                                               headers={"Authorization": f"Token {keys['alice']}"})
+            assert response["Content-Type"] == "text/event-stream"
+            return created, parse_sse(await read_stream(response))
+        finally:
+            loops._server_loop = saved
 
-    created, events = asyncio.run(go())
+    created, events = asyncio.run(asyncio.wait_for(go(), 20))
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     final = Message.objects.filter(thread=thread, role="assistant").order_by("-position").first()
     assert joined_text(events) == final.content
