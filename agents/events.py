@@ -515,7 +515,8 @@ class RunEmitter:
     first. Events carry deltas, never the accumulated text.
 
     Thread-safe: the loop's worker thread calls ``text``/``emit``; the sweep flushes on the
-    delivery's thread or loop.
+    delivery's thread or loop. ``clock`` (``time.monotonic`` by default) is what the window is
+    measured with; the sweep's timers run on the delivery's own clock.
     """
 
     def __init__(
@@ -526,8 +527,10 @@ class RunEmitter:
         start_seq: int = 0,
         window_s: float | None = None,
         max_chars: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.run_id = str(run_id)
+        self._clock = clock  # seconds, monotonic: when text was sent and is due (tests give their own)
         self.group = thread_group(thread_id)
         self.window_s = window_s  # None: adaptive (coalesce_window_s())
         self.max_chars = settings.EVENTS_COALESCE_MAX_CHARS if max_chars is None else max_chars
@@ -603,7 +606,7 @@ class RunEmitter:
         with self._lock:
             self._buffer.append(delta)
             self._buffered += len(delta)
-            now = time.monotonic()
+            now = self._clock()
             window = self.window_s if self.window_s is not None else coalesce_window_s(on_loop=on_loop)
             if self._buffered >= self.max_chars or now - self._last_sent >= window:
                 self._flush_locked(on_loop=on_loop)
@@ -706,7 +709,7 @@ class RunEmitter:
     def _number_locked(self, body: dict, *, on_loop: bool = False) -> dict:
         self._seq += 1
         event = {"type": body.pop("type"), "run_id": self.run_id, "seq": self._seq, **body}
-        self._last_sent = time.monotonic()
+        self._last_sent = self._clock()
         if self._publisher:
             self._outbox.append(event)
             self._publisher.wake(self)

@@ -38,13 +38,25 @@ def test_idle_delta_is_sent_at_once_and_burst_is_merged():
     assert all(e["run_id"] == "r1" for e in events)
 
 
+class FakeClock:
+    """A monotonic clock the test moves by hand (``RunEmitter(clock=…)``)."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def test_window_end_flushes_without_another_event():
     sink = EventSink("t-window")
     emitter = RunEmitter(run_id="r2", thread_id="t-window", window_s=0.05, max_chars=10_000)
     emitter.text("a")
     emitter.text("b")
-    time.sleep(0.2)  # the timer, not a later event, must send "b"
-    events = collect(sink, 2)
+    events = collect(sink, 2)  # the sweep's timer, not a later event or close(), sends "b"
     emitter.close()
     sink.close()
     assert [e["delta"] for e in events] == ["a", "b"]
@@ -54,12 +66,14 @@ def test_a_waiting_delta_goes_out_with_the_next_one_past_the_window():
     # A steady stream flushes itself: "b" came too soon after "a" and waits; "c", past the
     # window, takes it along in one event instead of "b" going out alone at the window's end.
     sink = EventSink("t-pair")
-    emitter = RunEmitter(run_id="r-pair", thread_id="t-pair", window_s=0.5, max_chars=10_000)
+    clock = FakeClock()
+    # The window is long on the sweep's real clock too: only "c" can send "b".
+    emitter = RunEmitter(run_id="r-pair", thread_id="t-pair", window_s=30, max_chars=10_000, clock=clock)
     emitter.text("a")  # idle: at once
-    time.sleep(0.3)
-    emitter.text("b")  # 0.3 s after "a": waits, due 0.5 s from now at the latest
-    time.sleep(0.25)
-    emitter.text("c")  # 0.55 s after "a", past the window: "b" and "c" together
+    clock.advance(18)
+    emitter.text("b")  # 18 s after "a": waits, due 30 s from now at the latest
+    clock.advance(15)
+    emitter.text("c")  # 33 s after "a", past the window: "b" and "c" together
     emitter.close()
     events = collect(sink, 2)
     sink.close()
