@@ -65,9 +65,7 @@ def enqueue_upload(upload_id) -> concurrent.futures.Future | None:
     if executor == "none":
         return None
     if executor == "celery":
-        from celery import (
-            current_app as app,  # the project's (config.celery), set when Django starts
-        )
+        from celery import current_app as app  # the project's (config.celery)
 
         app.send_task(IMPORT_UPLOAD_TASK, args=[str(upload_id)])
         return None

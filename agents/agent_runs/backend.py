@@ -61,6 +61,7 @@ from django.conf import settings
 
 from agents.approvals.requests import approval_request
 from agents.backends import Outcome, Turn
+from agents.ledger import tool_call_close
 from agents.metering import DispatchRefused, meter
 from agents.models import Role, Run, ToolCall
 from agents.provider_keys import key_status, provider_api_key
@@ -355,13 +356,8 @@ class _Attempt:
 
     def _finish_call(self, ledger: ToolCall, status: str, summary: str, *, is_error: bool,
                      duration_ms: int | None = None) -> None:
-        if not lifecycle.tool_call_finish(ledger=ledger, status=status, result={"summary": summary},
-                                          summary=summary, is_error=is_error, duration_ms=duration_ms):
-            return
-        self.emitter.emit("tool.completed", tool_call_id=str(ledger.pk), name=ledger.tool_name,
-                          status="failed" if is_error else "succeeded", summary=summary, is_error=is_error)
-        message_create(thread_id=self.run.thread_id, run=self.run, role=Message.Role.TOOL, content=summary,
-                       tool_call_id=ledger.call_id, is_error=is_error)
+        tool_call_close(ledger=ledger, run=self.run, emitter=self.emitter, status=status, summary=summary,
+                        result={"summary": summary}, is_error=is_error, duration_ms=duration_ms)
 
     # -- approvals --------------------------------------------------------------------------
     def _approval(self, event: dict) -> Outcome:

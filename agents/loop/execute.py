@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from agents.events import RunEmitter
-from agents.ledger import UNKNOWN_OUTCOME
+from agents.ledger import UNKNOWN_OUTCOME, tool_call_close
 from agents.metering import meter
 from agents.models import AuditEvent, ToolCall
 from agents.pipeline import PolicyView, policy_defaults, tool_guard
@@ -248,12 +248,8 @@ def _replay(run, assistant, call, ledger, emitter) -> CallOutcome | None:
         return CallOutcome(None, [], pending=True)
     if status == ToolCall.Status.RUNNING:
         # The worker died while the tool ran: we cannot know whether it took effect.
-        lifecycle.tool_call_mark_unknown(
-            ledger=ledger,
-            summary=UNKNOWN_OUTCOME,
-        )
-        emitter.emit("tool.completed", tool_call_id=str(ledger.pk), name=ledger.tool_name, status="failed",
-                     summary=ledger.summary, is_error=True)
+        tool_call_close(ledger=ledger, run=run, emitter=emitter, status=ToolCall.Status.STATUS_UNKNOWN,
+                        summary=UNKNOWN_OUTCOME, tool_message=False)  # answered below, as any known outcome
     if status == ToolCall.Status.DENIED:
         who = ledger.decided_by.get_username() if ledger.decided_by else "the user"
         error = (ledger.summary if ledger.decision == "expired"
@@ -392,21 +388,13 @@ def _finish(run, assistant, call, ledger, emitter, *, status, error: str = "", r
             started: float | None = None) -> CallOutcome:
     is_error = bool(error)
     result, error = storable(result), storable(error)  # a tool source's text may carry NUL
-    lifecycle.tool_call_finish(
-        ledger=ledger, status=status, result=result if not is_error else {"error": error},
-        summary=error if is_error else _summary(result), is_error=is_error,
+    message = tool_call_close(
+        ledger=ledger, run=run, emitter=emitter, status=status, is_error=is_error,
+        result=result if not is_error else {"error": error}, summary=error if is_error else _summary(result),
+        content=error if is_error else truncate_for_model(result),
         duration_ms=int((time.monotonic() - started) * 1000) if started is not None else None,
     )
-    content = error if is_error else truncate_for_model(result)
-    emitter.emit(
-        "tool.completed",
-        tool_call_id=str(ledger.pk),
-        name=ledger.tool_name,
-        status="failed" if is_error else "succeeded",
-        summary=ledger.summary,
-        is_error=is_error,
-    )
-    return CallOutcome(_tool_message(run, assistant, call, content, is_error), [])
+    return CallOutcome(message, [])
 
 
 def _summary(result: Any) -> str:

@@ -33,7 +33,7 @@ from django.db import DatabaseError, connection, transaction
 
 from agents.backends import Outcome, Turn, backend_for
 from agents.events import RunEmitter
-from agents.ledger import CANCELLED_RESULT, UNKNOWN_OUTCOME, close_open_calls
+from agents.ledger import CANCELLED_RESULT, UNKNOWN_OUTCOME, close_open_calls, tool_call_close
 from agents.metering import meter
 from agents.models import Run, ToolCall
 from agents.replay import fill_from_log
@@ -303,11 +303,8 @@ def close_round_cancelled(run: Run, emitter: RunEmitter) -> int:
     if run.budget_hold:
         meter().recover(run_id=run.pk)
     for ledger in ToolCall.objects.filter(run=run, status=ToolCall.Status.RUNNING):
-        if lifecycle.tool_call_mark_unknown(ledger=ledger, summary=UNKNOWN_OUTCOME):
-            message_create(thread_id=run.thread_id, run=run, role=Message.Role.TOOL, content=UNKNOWN_OUTCOME,
-                           tool_call_id=ledger.call_id, is_error=True)
-            emitter.emit("tool.completed", tool_call_id=str(ledger.pk), name=ledger.tool_name, status="failed",
-                         summary=UNKNOWN_OUTCOME, is_error=True)
+        tool_call_close(ledger=ledger, run=run, emitter=emitter, status=ToolCall.Status.STATUS_UNKNOWN,
+                        summary=UNKNOWN_OUTCOME)
     return _close_streaming(run, emitter, status=Message.Status.CANCELLED, latest=_shown_latest(run))
 
 

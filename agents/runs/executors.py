@@ -42,6 +42,14 @@ def _embedded_pool() -> concurrent.futures.ThreadPoolExecutor:
 _turn_runner: Callable[..., None] | None = None
 
 
+def celery_app():
+    """The project's Celery app (``config.celery``: the current app once Django has started);
+    looked up, not imported, so this layer never imports the composition root."""
+    from celery import current_app
+
+    return current_app._get_current_object()
+
+
 def set_turn_runner(runner: Callable[..., None]) -> None:
     """The function the embedded pool runs for a run id (``run_turn_or_fail(run_id=…)``, the
     driver's; set once by ``AgentsConfig.ready``, as the Celery task names it): the executors
@@ -90,9 +98,7 @@ def enqueue_run(run_id, *, requeued: bool = False) -> concurrent.futures.Future 
     if settings.RUN_EXECUTOR == "none":  # tests of the HTTP layer only; nothing executes
         return None
     if settings.RUN_EXECUTOR == "celery":
-        from celery import (
-            current_app as app,  # the project's (config.celery), set when Django starts
-        )
+        app = celery_app()
 
         try:
             app.send_task(RUN_TURN_TASK, args=[str(run_id)], retry=True, retry_policy=PUBLISH_RETRY_POLICY,
@@ -138,9 +144,7 @@ def waiting_turns(run_ids) -> set[str] | None:
     count of the backlog could not: the sends that came after a lost message filled it."""
     wanted = {str(run_id) for run_id in run_ids}
     if settings.RUN_EXECUTOR == "celery":
-        from celery import (
-            current_app as app,  # the project's (config.celery), set when Django starts
-        )
+        app = celery_app()
         from celery.exceptions import CeleryError
         from kombu.exceptions import KombuError
         from redis.exceptions import RedisError

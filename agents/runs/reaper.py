@@ -52,7 +52,7 @@ from .lease import unrenewed_key
 def approvals_expire_due() -> list[str]:
     """Expire approval requests past their ``expires_at`` (``agents.approvals.expiry``); each
     run that goes on is re-queued ahead of new sends."""
-    return expire_due(requeue=lambda run_id: enqueue_run(run_id, requeued=True))
+    return expire_due(requeue=lambda run_id: executors.enqueue_run(run_id, requeued=True))
 
 
 def approvals_earliest_expiry() -> datetime | None:

@@ -21,8 +21,7 @@ from agents.events import RunEmitter
 from agents.locks import lock_user_then_thread
 from agents.models import AuditEvent, Run, ToolCall
 from agents.risk import COUNTDOWN_S
-from agents.runs import lifecycle
-from agents.runs.executors import enqueue_run
+from agents.runs import executors, lifecycle
 
 PARK_WAIT_S = 3.0  # a decision that raced the run's park waits this long for it (_await_park)
 PARK_POLL_S = 0.02
@@ -30,7 +29,7 @@ PARK_POLL_S = 0.02
 
 def requeue_decided(run_id) -> None:
     """A decided (or expired) run goes on: ahead of new sends (``enqueue_run(requeued=True)``)."""
-    enqueue_run(run_id, requeued=True)
+    executors.enqueue_run(run_id, requeued=True)
 
 
 def tool_call_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:

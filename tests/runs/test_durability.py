@@ -533,7 +533,7 @@ def test_a_send_while_the_broker_is_down_is_accepted_and_kept_queued(thread, use
 
     settings.RUN_EXECUTOR = "celery"
     down = Celery("broker-down", broker="redis://127.0.0.1:9/0", set_as_current=False)  # nothing listens there
-    monkeypatch.setattr("config.celery.app", down)
+    monkeypatch.setattr("agents.runs.executors.celery_app", lambda: down)
     response = api_for(users["alice"]).post(f"/api/v1/threads/{thread.pk}/runs/", {"content": "hello"}, format="json")
     assert response.status_code == 202, response.content
     assert "could not reach the broker" in caplog.text
