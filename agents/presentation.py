@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from chat.selectors import memberships_for_user
+
 from .models import ToolCall
 from .risk import COUNTDOWN_S
 from .tools.api import DEFAULT_SCOPE_ARGS
@@ -98,16 +100,12 @@ def event_for_viewer(event: dict, *, detailed: bool) -> dict:
 def sees_error_details(*, user, workspace_id=None) -> bool:
     """Whether ``user`` sees upstream error detail: staff, or an admin of ``workspace_id`` (of
     any workspace when None — for platform-wide things such as provider status)."""
-    from chat.models import Membership
 
     if user is None or not getattr(user, "is_authenticated", False):
         return False
     if user.is_staff or user.is_superuser:
         return True
-    admins = Membership.objects.filter(user=user, role__is_admin=True)
-    if workspace_id is not None:
-        admins = admins.filter(workspace_id=workspace_id)
-    return admins.exists()
+    return memberships_for_user(user=user, workspace_id=workspace_id, admin=True).exists()
 
 
 def provider_status_for_viewer(status: str, *, detailed: bool) -> str:

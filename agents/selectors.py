@@ -5,8 +5,7 @@ from __future__ import annotations
 from django.db.models import Q, QuerySet
 from django.http import Http404
 
-from chat.models import Membership
-from chat.selectors import thread_get_for_user
+from chat.selectors import memberships_for_user, thread_get_for_user
 
 from .config_cache import config_cached
 from .models import LLMModel, Provider, Run, ToolCall
@@ -44,10 +43,7 @@ def model_list_for_provider(*, provider: Provider, role_names=None) -> QuerySet[
 
 def role_names_for_user(*, user, workspace_id=None) -> set[str]:
     """The caller's role names: in ``workspace_id``, or in every workspace they belong to."""
-    memberships = Membership.objects.filter(user=user)
-    if workspace_id is not None:
-        memberships = memberships.filter(workspace_id=workspace_id)
-    return set(memberships.values_list("role__name", flat=True))
+    return set(memberships_for_user(user=user, workspace_id=workspace_id).values_list("role__name", flat=True))
 
 
 def model_row(*, provider: Provider | None, name: str, memo=None):
@@ -93,8 +89,8 @@ def tool_call_list_for_user(*, user, status: str = "") -> QuerySet[ToolCall]:
     of the workspaces they administer. ``status`` filters (e.g. ``awaiting_approval``)."""
     from django.db.models import Q
 
-    admin_workspaces = Membership.objects.filter(user=user, role__is_admin=True).values("workspace_id")
-    member_workspaces = Membership.objects.filter(user=user).values("workspace_id")
+    admin_workspaces = memberships_for_user(user=user, admin=True).values("workspace_id")
+    member_workspaces = memberships_for_user(user=user).values("workspace_id")
     qs = ToolCall.objects.select_related("run__thread").filter(
         Q(run__thread__owner=user, run__thread__workspace_id__in=member_workspaces)
         | Q(run__thread__workspace_id__in=admin_workspaces)

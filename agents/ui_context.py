@@ -11,6 +11,7 @@ import json
 
 from django.conf import settings
 
+from agents.audit import audit_record
 from agents.models import AuditEvent
 from chatplatform.errors import ServiceError
 
@@ -66,7 +67,7 @@ def ui_context_accept(*, raw, user, workspace_id=None, thread_id=None) -> dict:
     try:
         return ui_context_validate(raw)
     except UIContextError as exc:
-        AuditEvent.objects.create(
+        audit_record(
             kind=AuditEvent.Kind.UI_CONTEXT_REJECTED, user=user, workspace_id=workspace_id, thread_id=thread_id,
             detail={"code": exc.code, "message": exc.message, "status": exc.status},
         )

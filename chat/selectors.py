@@ -19,15 +19,39 @@ def workspace_list_for_user(*, user) -> QuerySet[Workspace]:
     return Workspace.objects.filter(memberships__user=user).distinct()
 
 
+def memberships_for_user(*, user, workspace_id=None, admin: bool = False) -> QuerySet[Membership]:
+    """``user``'s memberships (a user or a user id), with role and workspace, oldest first —
+    the one way to ask who belongs where. ``workspace_id``: that workspace only; ``admin``: only
+    where the role is an admin role. An anonymous user has none."""
+    if not isinstance(user, int | str) and not getattr(user, "is_authenticated", False):
+        return Membership.objects.none()
+    rows = Membership.objects.select_related("role", "workspace").filter(user=user).order_by("pk")
+    if workspace_id is not None:
+        rows = rows.filter(workspace_id=workspace_id)
+    if admin:
+        rows = rows.filter(role__is_admin=True)
+    return rows
+
+
+def memberships_in_workspace(*, workspace_id) -> QuerySet[Membership]:
+    """The memberships of ``workspace_id`` (with user and role), oldest first."""
+    return Membership.objects.select_related("user", "role").filter(workspace_id=workspace_id).order_by("pk")
+
+
 def membership_get(*, user, workspace_id) -> Membership | None:
-    if not getattr(user, "is_authenticated", False):
-        return None
-    return Membership.objects.select_related("role", "workspace").filter(user=user, workspace_id=workspace_id).first()
+    """``user``'s membership (role, workspace) in ``workspace_id``, or None."""
+    return memberships_for_user(user=user, workspace_id=workspace_id).first()
+
+
+def role_name_in(*, user, workspace_id) -> str:
+    """``user``'s role name in ``workspace_id``; "" when not a member."""
+    membership = membership_get(user=user, workspace_id=workspace_id)
+    return membership.role.name if membership else ""
 
 
 def workspace_get_for_user(*, user, workspace) -> Workspace:
     """``workspace`` is a slug or a primary key. Raises Http404 unless the user is a member."""
-    memberships = Membership.objects.select_related("workspace").filter(user=user)
+    memberships = memberships_for_user(user=user)
     if isinstance(workspace, int) or _is_pk(workspace):
         m = memberships.filter(workspace_id=int(workspace)).first()
     else:

@@ -16,7 +16,7 @@ from agents.presentation import provider_status_for_viewer, sees_error_details
 from agents.risk import env_tier
 from agents.selectors import provider_list
 from agents.services import MAX_MESSAGE_CHARS
-from chat.models import Membership
+from chat.selectors import memberships_for_user
 from chatplatform.errors import ServiceError
 from knowledge.selectors import knowledge_can_create
 
@@ -40,7 +40,7 @@ def _url_template(name: str) -> str:
 def _rail_context(request, *, search: str = "") -> dict:
     providers = list(provider_list())
     detailed = sees_error_details(user=request.user)  # a probe's upstream text: staff and admins only
-    memberships = Membership.objects.filter(user=request.user).select_related("workspace", "role")
+    memberships = memberships_for_user(user=request.user)
     return {
         "url_templates": {"page": _url_template("chat:thread"), "knowledge_item": _url_template("knowledge:detail")},
         "threads": thread_list_for_user(user=request.user, search=search)[:100],
@@ -121,7 +121,7 @@ def preferences(request):
             error = exc.message
         else:
             return redirect(reverse("chat:preferences") + "?saved=1")
-    memberships = Membership.objects.filter(user=request.user).select_related("workspace", "role")
+    memberships = memberships_for_user(user=request.user)
     return render(request, "chat/preferences.html", {
         "custom_instructions": text, "error": error, "saved": saved, "memberships": memberships,
         "max_chars": INSTRUCTIONS_MAX_CHARS,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from django.http import Http404
 
 from agents.approvals.selectors import tool_call_get_for_decider
+from agents.audit import audit_record
 from agents.event_types import check_event
 from agents.models import AuditEvent
 from agents.selectors import run_get_for_user
@@ -27,10 +28,8 @@ from .selectors import thread_get_for_user, thread_may_write
 
 def audit_rejected_frame(*, user, thread_id, reason: str) -> None:
     """Record a frame the server could not read (kept for the audit trail, then ignored)."""
-    AuditEvent.objects.create(
-        kind=AuditEvent.Kind.FRAME_REJECTED, user=user if getattr(user, "is_authenticated", False) else None,
-        thread_id=thread_id, detail={"reason": reason[:500]},
-    )
+    audit_record(kind=AuditEvent.Kind.FRAME_REJECTED, user=user, thread_id=thread_id,
+                 detail={"reason": reason[:500]})
 
 
 def message_send(*, user, thread: Thread, frame: dict) -> list[dict]:

@@ -17,9 +17,8 @@ from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chat.models import Membership
 from chat.rendering import render_markdown
-from chat.selectors import message_get_for_user, workspace_get_for_user
+from chat.selectors import memberships_for_user, message_get_for_user, workspace_get_for_user
 from chatplatform.api import ApiError
 
 from .models import KnowledgeItem
@@ -138,7 +137,7 @@ def default_workspace(user, value):
     a workspace the caller does not belong to; 400 when several fit."""
     if value:
         return workspace_get_for_user(user=user, workspace=value)
-    memberships = list(Membership.objects.filter(user=user).select_related("workspace")[:2])
+    memberships = list(memberships_for_user(user=user)[:2])
     if len(memberships) != 1:
         raise ApiError("invalid", "workspace: say which workspace (slug or id).", 400)
     return memberships[0].workspace

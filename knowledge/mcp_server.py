@@ -39,6 +39,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 
+from agents.audit import audit_record
+from agents.models import AuditEvent
+from chat.selectors import memberships_for_user
 from chatplatform.api import UNAVAILABLE_MESSAGE, is_unavailable
 from chatplatform.credentials import CHALLENGE, auser_for_authorization
 
@@ -56,7 +59,6 @@ class Refused(Exception):
 
 
 def _workspace(user, value):
-    from chat.models import Membership
     from chat.selectors import workspace_get_for_user
 
     if value not in (None, ""):
@@ -64,7 +66,7 @@ def _workspace(user, value):
             return workspace_get_for_user(user=user, workspace=value)
         except Http404 as exc:
             raise Refused(f"No workspace {value!r} among yours.") from exc
-    memberships = list(Membership.objects.filter(user=user).select_related("workspace")[:2])
+    memberships = list(memberships_for_user(user=user)[:2])
     if len(memberships) != 1:
         raise Refused("Say which workspace (its slug or id): you belong to several.")
     return memberships[0].workspace
@@ -146,19 +148,16 @@ def update_item(user, *, item_id: str, **changes) -> dict:
 
 def may_write(user) -> bool:
     """Whether ``user`` may change the knowledge base in at least one of their workspaces."""
-    from chat.models import Membership
     from knowledge.selectors import knowledge_can_create
 
     return any(knowledge_can_create(user=user, workspace=m.workspace_id)
-               for m in Membership.objects.filter(user=user))
+               for m in memberships_for_user(user=user))
 
 
 def audit(user, tool: str, arguments: dict, *, ok: bool, error: str = "", workspace_id=None) -> None:
-    from agents.models import AuditEvent
-
     shown = {k: (v if len(json.dumps(v, default=str)) <= 200 else "…") for k, v in arguments.items()}
-    AuditEvent.objects.create(kind=AuditEvent.Kind.MCP_CALL, user=user, workspace_id=workspace_id, tool_name=tool,
-                              detail={"via": "mcp", "arguments": shown, "ok": ok, "error": error[:300]})
+    audit_record(kind=AuditEvent.Kind.MCP_CALL, user=user, workspace_id=workspace_id, tool_name=tool,
+                 detail={"via": "mcp", "arguments": shown, "ok": ok, "error": error[:300]})
 
 
 def _run(tool: str, func, arguments: dict) -> Any:

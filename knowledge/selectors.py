@@ -27,6 +27,7 @@ from django.db.models.expressions import RawSQL
 from django.http import Http404
 
 from chat.models import Membership, Workspace
+from chat.selectors import membership_get, memberships_for_user
 
 from .models import DEFAULT_SEARCH_LANGUAGE, KnowledgeChunk, KnowledgeItem, KnowledgeSettings
 from .search import MAX_QUERY_TERMS, STOP_WORDS, Filters, query_terms, run_search
@@ -167,7 +168,7 @@ def knowledge_search_for_user(
     if workspace is not None:
         workspace_ids = [workspace.pk]
     else:
-        workspace_ids = list(Membership.objects.filter(user=user).values_list("workspace_id", flat=True))
+        workspace_ids = list(memberships_for_user(user=user).values_list("workspace_id", flat=True))
     hits: list[Hit] = []
     for workspace_id in workspace_ids:
         hits.extend(
@@ -214,7 +215,7 @@ def knowledge_item_list_for_user(
     """Items ``user`` may see in lists, newest first: their workspaces (or ``workspace``),
     not hidden unless ``include_hidden``, private only their own."""
     qs = KnowledgeItem.objects.filter(
-        workspace__in=Membership.objects.filter(user=user).values("workspace_id")
+        workspace__in=memberships_for_user(user=user).values("workspace_id")
     ).filter(Q(is_private=False) | Q(owner=user))
     if not include_hidden:
         qs = qs.filter(is_hidden=False)
@@ -248,7 +249,7 @@ def knowledge_item_get_for_user(*, user, item_id) -> KnowledgeItem:
 def _membership(user, workspace_id) -> Membership | None:
     if not getattr(user, "is_authenticated", False):
         return None
-    return Membership.objects.select_related("role").filter(user=user, workspace_id=workspace_id).first()
+    return membership_get(user=user, workspace_id=workspace_id)
 
 
 def knowledge_can_create(*, user, workspace: Workspace | int) -> bool:

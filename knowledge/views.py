@@ -19,9 +19,8 @@ from django.http import Http404, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from chat.models import Membership
 from chat.rendering import render_markdown
-from chat.selectors import workspace_get_for_user
+from chat.selectors import memberships_for_user, workspace_get_for_user
 
 from .events import knowledge_group
 from .forms import TYPE_CHOICES, KnowledgeItemForm
@@ -57,7 +56,7 @@ def item_list(request):
     type_ = params.get("type", "").strip()
     tag = params.get("tag", "").strip().lower()
     show_hidden = params.get("hidden") == "1"
-    memberships = list(Membership.objects.filter(user=request.user).select_related("workspace", "role"))
+    memberships = list(memberships_for_user(user=request.user))
     workspace = None
     if params.get("workspace"):
         try:
@@ -122,7 +121,7 @@ def _form_values(form: KnowledgeItemForm) -> dict:
 
 @login_required
 def item_create(request):
-    workspaces = [m.workspace for m in Membership.objects.filter(user=request.user).select_related("workspace", "role")
+    workspaces = [m.workspace for m in memberships_for_user(user=request.user)
                   if knowledge_can_create(user=request.user, workspace=m.workspace_id)]
     if not workspaces:
         raise PermissionDenied("Your role can read the knowledge base but not add to it.")
@@ -178,7 +177,7 @@ def item_ask(request, item_id):
 
 # --- the live feed ------------------------------------------------------------------------
 def _workspace_ids(user) -> list[int]:
-    return list(Membership.objects.filter(user=user).values_list("workspace_id", flat=True))
+    return list(memberships_for_user(user=user).values_list("workspace_id", flat=True))
 
 
 async def knowledge_events(request):

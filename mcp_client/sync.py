@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.db import transaction
 
+from agents.audit import audit_record
 from agents.models import AuditEvent, Role, ToolPolicy
 from agents.provider_keys import decrypt_key, encrypt_key
 from agents.tools import ToolContext, ToolError, ToolSpec, registry
@@ -149,8 +150,8 @@ def proposed_risk(annotations: dict) -> str:
 
 
 def _audit(kind: str, tool: MCPTool, user=None, **detail) -> None:
-    AuditEvent.objects.create(kind=kind, user=user, tool_name=tool.exposed_name or tool.name,
-                              detail={"server": tool.server.slug, "tool": tool.name, **detail})
+    audit_record(kind=kind, user=user, tool_name=tool.exposed_name or tool.name,
+                 detail={"server": tool.server.slug, "tool": tool.name, **detail})
 
 
 # --- storing a listing ------------------------------------------------------------------------

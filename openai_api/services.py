@@ -41,8 +41,8 @@ from agents.presentation import sees_error_details
 from agents.provider_keys import key_status
 from agents.selectors import model_allowed, model_list_for_provider, role_names_for_user
 from agents.services import run_create
-from chat.models import Membership, Message, Thread, Workspace
-from chat.selectors import thread_get_for_user, workspace_get_for_user
+from chat.models import Message, Thread, Workspace
+from chat.selectors import memberships_for_user, thread_get_for_user, workspace_get_for_user
 from chat.services import message_create, thread_create, title_from_message
 from chatplatform.errors import ServiceError
 from llm import ToolDefinition
@@ -262,7 +262,7 @@ def _workspace_for(user, hint: str, provider: Provider, model: str) -> Workspace
             return workspace_get_for_user(user=user, workspace=hint)
         except Http404 as exc:
             raise ApiRejected("not_found", f"No workspace {hint!r} of yours.", 404) from exc
-    memberships = list(Membership.objects.filter(user=user).select_related("workspace", "role").order_by("pk"))
+    memberships = list(memberships_for_user(user=user))
     if not memberships:
         raise ApiRejected("forbidden", "You are not a member of any workspace.", 403)
     for membership in memberships:
@@ -353,7 +353,7 @@ def completion_start(*, user, body: dict, thread_header: str = "", workspace_hea
         else:
             known = (ApiThread.objects.select_related("thread").filter(user=user, digest=digest(prefix)).first()
                      if prefix else None)
-            if known is not None and Membership.objects.filter(user=user, workspace_id=known.thread.workspace_id).exists():
+            if known is not None and memberships_for_user(user=user, workspace_id=known.thread.workspace_id).exists():
                 thread = known.thread
             else:
                 workspace = _workspace_for(user, workspace_header, provider, model)

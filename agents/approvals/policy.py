@@ -20,6 +20,7 @@ from django.db.models import Q
 
 from agents.models import ApprovalPolicy, Run, ToolCall
 from chat.models import Membership
+from chat.selectors import membership_get, memberships_in_workspace
 
 K = ApprovalPolicy.ApproverKind
 
@@ -140,8 +141,7 @@ def decider_check(*, ledger: ToolCall, run: Run, user) -> DeciderCheck:
     the run's workspace at this moment. Does not look at earlier decisions (the service
     refuses a second decision by the same person with 409)."""
     rule = ApprovalRule.from_ledger(ledger)
-    membership = (Membership.objects.select_related("role")
-                  .filter(user=user, workspace_id=run.thread.workspace_id).first())
+    membership = membership_get(user=user, workspace_id=run.thread.workspace_id)
     role = membership.role.name if membership else ""
     is_requester = run.user_id == user.pk
     if membership is None:
@@ -163,7 +163,7 @@ def decider_check(*, ledger: ToolCall, run: Run, user) -> DeciderCheck:
 def candidates(*, ledger: ToolCall, run: Run) -> list:
     """Active users who may decide ``ledger`` now and have not decided it yet, by username."""
     rule = ApprovalRule.from_ledger(ledger)
-    members = Membership.objects.filter(workspace_id=run.thread.workspace_id, user__is_active=True)
+    members = memberships_in_workspace(workspace_id=run.thread.workspace_id).filter(user__is_active=True)
     if rule.approver_kind == K.ROLE:
         q = Q(role__name=rule.role)
     else:

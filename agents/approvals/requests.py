@@ -10,10 +10,11 @@ import logging
 
 from django.db import transaction
 
+from agents.audit import audit_record
 from agents.event_types import check_event
 from agents.models import ApprovalDecision, AuditEvent, Run, ToolCall
 from agents.runs import lifecycle
-from chat.models import Membership
+from chat.selectors import memberships_in_workspace
 from chatplatform.errors import ServiceError
 
 from .policy import ApprovalRule, candidates, rule_for, waiting_text
@@ -79,7 +80,7 @@ def decision_record(ledger: ToolCall, run: Run, *, user, decision: str, role: st
     """The ledger row and the audit event of one person's decision."""
     ApprovalDecision.objects.create(tool_call=ledger, user=user, username=user.get_username() if user else "",
                                     role=role, as_requester=as_requester, decision=decision)
-    AuditEvent.objects.create(
+    audit_record(
         kind=AuditEvent.Kind.APPROVAL_DECIDED if user else AuditEvent.Kind.APPROVAL_EXPIRED,
         user=user, workspace_id=run.thread.workspace_id, thread_id=run.thread_id, run=run,
         tool_name=ledger.tool_name,
@@ -98,7 +99,7 @@ def inbox_notify(*, ledger: ToolCall, run: Run, state: str) -> None:
     user_ids = {u.pk for u in candidates(ledger=ledger, run=run)} if state != "closed" else set()
     if state == "closed":  # whoever could have decided it a moment ago: the rule's whole group
         rule = ApprovalRule.from_ledger(ledger)
-        members = Membership.objects.filter(workspace_id=run.thread.workspace_id)
+        members = memberships_in_workspace(workspace_id=run.thread.workspace_id)
         members = members.filter(role__name=rule.role) if rule.approver_kind == "role" else members.filter(
             role__is_admin=True)
         user_ids |= set(members.values_list("user_id", flat=True))

@@ -5,8 +5,7 @@ from __future__ import annotations
 from django.http import Http404
 
 from agents.models import ToolCall
-from chat.models import Membership
-from chat.selectors import thread_get_for_user
+from chat.selectors import memberships_for_user, thread_get_for_user
 
 from .policy import ApprovalRule, K, decider_check
 
@@ -27,7 +26,7 @@ def tool_call_get_for_decider(*, user, tool_call_id) -> ToolCall:
         pass
     rule = ApprovalRule.from_ledger(tool_call)
     if (tool_call.approval and rule.approver_kind != K.REQUESTER
-            and Membership.objects.filter(user=user, workspace_id=tool_call.run.thread.workspace_id).exists()):
+            and memberships_for_user(user=user, workspace_id=tool_call.run.thread.workspace_id).exists()):
         return tool_call
     raise Http404("No such tool call.")
 
@@ -35,7 +34,7 @@ def tool_call_get_for_decider(*, user, tool_call_id) -> ToolCall:
 def inbox_for_user(*, user) -> list[ToolCall]:
     """Every call waiting for approval that ``user`` may decide now and has not decided yet,
     across their workspaces, oldest request first."""
-    workspaces = Membership.objects.filter(user=user).values("workspace_id")
+    workspaces = memberships_for_user(user=user).values("workspace_id")
     rows = (ToolCall.objects.filter(status=ToolCall.Status.AWAITING_APPROVAL, run__status="awaiting_approval",
                                     run__thread__workspace_id__in=workspaces)
             .exclude(approvals__user=user)

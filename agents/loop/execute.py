@@ -18,6 +18,7 @@ import jsonschema
 from django.conf import settings
 from django.db import close_old_connections
 
+from agents.audit import audit_record
 from agents.events import RunEmitter
 from agents.ledger import UNKNOWN_OUTCOME, tool_call_close
 from agents.metering import meter
@@ -177,7 +178,7 @@ def execute_tool_call(
     if guard.kind == "permission_denied":
         emitter.emit("permission.denied", tool=name, required_role=guard.required_role,
                      alternatives=list(guard.alternatives))
-        AuditEvent.objects.create(
+        audit_record(
             kind=AuditEvent.Kind.PERMISSION_DENIED, user_id=ctx.user_id, workspace_id=ctx.workspace_id,
             thread_id=ctx.thread_id, run=run, tool_name=name,
             detail={"role": ctx.role, "required_role": guard.required_role, "offered": name in offered},

@@ -38,7 +38,8 @@ from agents.metering import meter
 from agents.models import Run, ToolCall
 from agents.replay import fill_from_log
 from agents.tools import ToolContext
-from chat.models import Membership, Message
+from chat.models import Message
+from chat.selectors import role_name_in
 from chat.services import message_create
 from chatplatform.dbconn import DATABASE_UNAVAILABLE, is_database_unavailable, unavailable_message
 
@@ -191,10 +192,7 @@ def run_fail_unavailable(*, run_id, message: str, owner: str | None = None,
 
 def _turn(run: Run, emitter: RunEmitter, lease: RunLease, slot: SetupSlot | None = None) -> Turn:
     thread = run.thread
-    membership = Membership.objects.select_related("role").filter(
-        user_id=run.user_id, workspace_id=thread.workspace_id
-    ).first()
-    role = membership.role.name if membership else ""
+    role = role_name_in(user=run.user_id, workspace_id=thread.workspace_id)
     tools = ToolContext(
         workspace_id=thread.workspace_id,
         thread_id=str(thread.pk),

@@ -17,6 +17,7 @@ from agents.approvals.requests import (
     decision_record,
     inbox_notify,
 )
+from agents.audit import audit_record
 from agents.events import RunEmitter
 from agents.locks import lock_user_then_thread
 from agents.models import AuditEvent, Run, ToolCall
@@ -67,11 +68,11 @@ def approval_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:
         raise DecisionRefused("already_decided", "You already decided this call; it needs another person.", 409)
     check = decider_check(ledger=tool_call, run=run, user=user)
     if not check.allowed:
-        AuditEvent.objects.create(kind=AuditEvent.Kind.DECISION_REFUSED, user=user, run=run,
-                                  workspace_id=run.thread.workspace_id, thread_id=run.thread_id,
-                                  tool_name=tool_call.tool_name,
-                                  detail={"reason": check.reason, "role": check.role, "decision": decision,
-                                          "tool_call_id": str(tool_call.pk)})
+        audit_record(kind=AuditEvent.Kind.DECISION_REFUSED, user=user, run=run,
+                     workspace_id=run.thread.workspace_id, thread_id=run.thread_id,
+                     tool_name=tool_call.tool_name,
+                     detail={"reason": check.reason, "role": check.role, "decision": decision,
+                             "tool_call_id": str(tool_call.pk)})
         raise DecisionRefused("not_allowed", check.reason, 403)
     now = timezone.now()
     if decision == "approve" and tool_call.risk_level == "dangerous":

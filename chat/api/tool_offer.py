@@ -10,16 +10,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.pipeline import policy_defaults, policy_views, tool_pipeline
-from chat.models import Membership
-from chat.selectors import thread_get_for_user
+from chat.selectors import role_name_in, thread_get_for_user
 
 
 def thread_tools_for_user(*, user, thread) -> dict:
     """``{"role", "tools": [{"name", "description", "risk", "needs_approval", "source"}],
     "unavailable": [{"name", "reason"}]}`` for ``user`` in ``thread`` (already
     permission-checked). The role is the user's in the thread's workspace."""
-    membership = Membership.objects.select_related("role").filter(user=user, workspace_id=thread.workspace_id).first()
-    role = membership.role.name if membership else ""
+    role = role_name_in(user=user, workspace_id=thread.workspace_id)
     policies = policy_views()
     offer = tool_pipeline(role_name=role, object_type=None, allow_model_save=thread.allow_model_save,
                           policies=policies)

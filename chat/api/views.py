@@ -27,9 +27,10 @@ from agents.services import (
     thread_update,
 )
 from chat.export import thread_export_json, thread_export_markdown
-from chat.models import Membership, Thread
+from chat.models import Thread
 from chat.selectors import (
     custom_instructions_for_user,
+    memberships_for_user,
     message_branch_for_thread,
     message_get_for_user,
     message_list_for_thread,
@@ -70,7 +71,7 @@ class WorkspaceListApi(generics.ListAPIView):
     def get_serializer_context(self):
         context = super().get_serializer_context()
         context["roles"] = dict(
-            Membership.objects.filter(user=self.request.user).values_list("workspace_id", "role__name")
+            memberships_for_user(user=self.request.user).values_list("workspace_id", "role__name")
         )
         return context
 

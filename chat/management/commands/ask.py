@@ -25,8 +25,7 @@ from agents.event_types import TERMINAL_TYPES
 from agents.selectors import provider_list
 from agents.services import RunRejected, run_create
 from agents.streams import run_event_stream
-from chat.models import Membership
-from chat.selectors import thread_get_for_user, workspace_get_for_user
+from chat.selectors import memberships_for_user, thread_get_for_user, workspace_get_for_user
 from chat.services import thread_create
 from chatplatform.loops import run_coroutine
 
@@ -71,7 +70,7 @@ class Command(BaseCommand):
         if opts["workspace"]:
             workspace = workspace_get_for_user(user=user, workspace=opts["workspace"])
         else:
-            membership = Membership.objects.filter(user=user).select_related("workspace").first()
+            membership = memberships_for_user(user=user).first()
             if membership is None:
                 raise CommandError(f"{user.username} belongs to no workspace")
             workspace = membership.workspace
