@@ -43,11 +43,13 @@ worker: install
 ## test: the whole suite; PostgreSQL/Redis/Celery tests run when reachable (required with CI=true)
 test: install-dev
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	DJANGO_SETTINGS_MODULE=config.settings.test $(BIN)/python -m pytest -q -m "not services"
 	DJANGO_SETTINGS_MODULE=config.settings.test $(BIN)/python tests/run_services.py
 
 lint: install-dev
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 ## bench: the side-by-side streaming benchmark (embedded and production) with ratios to the
 ## stored Open WebUI baseline; BENCH_ARGS="--points 10x1000x50 --modes production" narrows it

@@ -22,9 +22,12 @@ class AgentsConfig(AppConfig):
             importlib.import_module(module)
         registry.freeze()
         from agents import agent_runs
+        from agents.backends import register_default_backend
+        from agents.backends.model import ModelBackend
         from agents.runs.driver import run_turn_or_fail
         from agents.runs.executors import set_turn_runner
 
+        register_default_backend(ModelBackend)  # the platform's own tool loop
         agent_runs.register()  # the backend for provider kind agent_runs
         set_turn_runner(run_turn_or_fail)  # what the embedded pool runs (the Celery task names it too)
         post_migrate.connect(_sync_tool_policies, sender=self)

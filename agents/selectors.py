@@ -25,6 +25,14 @@ def provider_list() -> QuerySet[Provider]:
     return Provider.objects.filter(enabled=True).order_by("name")
 
 
+def provider_list_configured() -> list[Provider]:
+    """Enabled providers this process has a key for (``provider_keys.key_status``), by name:
+    those a new thread may be given without failing ``not_configured``."""
+    from .provider_keys import key_status
+
+    return [p for p in provider_list() if key_status(p) is None]
+
+
 def provider_get(*, slug: str) -> Provider:
     try:
         return Provider.objects.get(slug=slug, enabled=True)

@@ -270,13 +270,12 @@ def knowledge_item_ask_thread(*, user, item: KnowledgeItem):
     Provider: the one of the user's latest thread in that workspace if still usable, else
     the first enabled provider that needs no missing key, else none (the chat page says so).
     ``item`` must come from ``knowledge_item_get_for_user``."""
-    from agents.provider_keys import key_status
-    from agents.selectors import provider_list
+    from agents.selectors import provider_list_configured
     from agents.ui_context import ui_context_validate
     from chat.models import Thread
     from chat.services import thread_create
 
-    usable = [p for p in provider_list() if key_status(p) is None]
+    usable = provider_list_configured()
     latest = (
         Thread.objects.filter(owner=user, workspace_id=item.workspace_id, provider__isnull=False)
         .order_by("-updated_at").values_list("provider_id", flat=True).first()

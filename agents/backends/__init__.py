@@ -5,6 +5,9 @@
   the platform's governance, repeat. The default for every provider kind.
 * Other backends register for a provider kind (``register_backend("agent_runs", factory)``),
   e.g. a remote agent with its own runs API.
+
+Every backend is registered once, in ``AgentsConfig.ready()`` — the default with
+``register_default_backend``; this package imports none of them.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Callable
 from .base import AgentBackend, Outcome, Turn
 
 _backends: dict[str, Callable[[], AgentBackend]] = {}
+_default: Callable[[], AgentBackend] | None = None
 
 
 def register_backend(kind: str, factory: Callable[[], AgentBackend]) -> None:
@@ -21,15 +25,19 @@ def register_backend(kind: str, factory: Callable[[], AgentBackend]) -> None:
     _backends[kind] = factory
 
 
+def register_default_backend(factory: Callable[[], AgentBackend]) -> None:
+    """Serve every other provider kind (and a run with no provider) with ``factory()``."""
+    global _default
+    _default = factory
+
+
 def backend_for(provider) -> AgentBackend:
     """The backend for a run's provider row (None → the model backend, which fails the run
     with a clear message)."""
-    factory = _backends.get(getattr(provider, "kind", ""))
-    if factory is not None:
-        return factory()
-    from .model import ModelBackend
-
-    return ModelBackend()
+    factory = _backends.get(getattr(provider, "kind", "")) or _default
+    if factory is None:
+        raise RuntimeError("no agent backend registered: AgentsConfig.ready() has not run")
+    return factory()
 
 
 def abandon_waiting(run) -> None:
@@ -43,4 +51,5 @@ def abandon_waiting(run) -> None:
         threading.Thread(target=abandon, args=(run,), name=f"abandon-{run.pk}", daemon=True).start()
 
 
-__all__ = ["AgentBackend", "Outcome", "Turn", "abandon_waiting", "backend_for", "register_backend"]
+__all__ = ["AgentBackend", "Outcome", "Turn", "abandon_waiting", "backend_for", "register_backend",
+           "register_default_backend"]
