@@ -23,6 +23,8 @@ def test_upload_files_from_the_knowledge_page(browser, embedded_platform):
     page = context.new_page()
     page_errors: list[str] = []
     page.on("pageerror", lambda exc: page_errors.append(str(exc)))
+    # Console errors too: a module that fails to load, a Content-Security-Policy violation.
+    page.on("console", lambda msg: page_errors.append(msg.text) if msg.type == "error" else None)
     try:
         page.goto("/accounts/login/")
         page.fill("input[name=username]", "alice")

@@ -32,6 +32,8 @@ def test_usage_page_draws_the_seeded_usage(browser, embedded_platform):
     try:
         page = sign_in(context, embedded_platform, "admin")
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        # Console errors too: a module that fails to load, a Content-Security-Policy violation.
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
         page.goto("/usage/all/?days=30&group=user")
         page.wait_for_function("() => document.getElementById('chart-tokens').chart !== undefined")
         chart = page.evaluate("""() => { const c = document.getElementById('chart-tokens').chart;

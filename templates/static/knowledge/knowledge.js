@@ -2,62 +2,59 @@
 // events; EventSource reconnects by itself). The list re-reads its results (server-rendered,
 // sanitised, permission-checked) and swaps them in; the item page offers a reload when the
 // item it shows changed. Chat tabs of the same browser also forward the event they receive
-// over their thread websocket (BroadcastChannel "chatplatform-knowledge").
-(function () {
-  "use strict";
-  var live = document.getElementById("kb-live");
-  var results = document.getElementById("kb-results");
-  var detail = document.getElementById("kb-detail");
-  var pending = null;
+// over their thread websocket (BroadcastChannel "chatplatform-knowledge"). An ES module.
+const live = document.getElementById("kb-live");
+const results = document.getElementById("kb-results");
+const detail = document.getElementById("kb-detail");
+let pending = null;
 
-  function status(text, cls) { if (live) { live.textContent = text; live.className = "conn " + (cls || ""); } }
+function status(text, cls) { if (live) { live.textContent = text; live.className = "conn " + (cls || ""); } }
 
-  function refreshList() {
-    if (!results) return;
-    clearTimeout(pending);
-    pending = setTimeout(function () {  // a burst of changes (an import) → one refresh
-      fetch(results.dataset.partialUrl, {credentials: "same-origin"})
-        .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.text(); })
-        .then(function (html) { results.innerHTML = html; status("updated just now", "ok"); })
-        .catch(function (e) { status("could not refresh: " + e.message, "bad"); });
-    }, 300);
-  }
+function refreshList() {
+  if (!results) return;
+  clearTimeout(pending);
+  pending = setTimeout(() => {  // a burst of changes (an import) → one refresh
+    fetch(results.dataset.partialUrl, {credentials: "same-origin"})
+      .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status); return r.text(); })
+      .then((html) => { results.innerHTML = html; status("updated just now", "ok"); })
+      .catch((e) => status("could not refresh: " + e.message, "bad"));
+  }, 300);
+}
 
-  function onChanged(event) {
-    var ids = event.item_ids || [];
-    if (results) refreshList();
-    if (detail && ids.indexOf(detail.dataset.itemId) !== -1 && !document.getElementById("kb-changed")) {
-      var note = document.createElement("div");
-      note.className = "kb-notice";
-      note.id = "kb-changed";
-      note.textContent = "This item was changed. ";
-      var a = document.createElement("a");
-      a.href = location.pathname;
-      a.textContent = "Reload";
-      note.appendChild(a);
-      detail.insertBefore(note, detail.firstChild.nextSibling);
-    }
+function onChanged(event) {
+  const ids = event.item_ids || [];
+  if (results) refreshList();
+  if (detail && ids.indexOf(detail.dataset.itemId) !== -1 && !document.getElementById("kb-changed")) {
+    const note = document.createElement("div");
+    note.className = "kb-notice";
+    note.id = "kb-changed";
+    note.textContent = "This item was changed. ";
+    const a = document.createElement("a");
+    a.href = location.pathname;
+    a.textContent = "Reload";
+    note.appendChild(a);
+    detail.insertBefore(note, detail.firstChild.nextSibling);
   }
+}
 
-  if (window.EventSource) {
-    var source = new EventSource("/knowledge/events/");
-    source.addEventListener("open", function () { status("live", "ok"); });
-    source.addEventListener("error", function () { status("reconnecting…", "warn"); });
-    source.addEventListener("knowledge.changed", function (m) {
-      try { onChanged(JSON.parse(m.data)); } catch (e) { console.error(e); }
-    });
-  }
-  if (window.BroadcastChannel) {
-    new BroadcastChannel("chatplatform-knowledge").onmessage = function (m) {
-      if (m.data && m.data.type === "knowledge.changed") onChanged(m.data);
-    };
-  }
-})();
+if (window.EventSource) {
+  const source = new EventSource("/knowledge/events/");
+  source.addEventListener("open", () => status("live", "ok"));
+  source.addEventListener("error", () => status("reconnecting…", "warn"));
+  source.addEventListener("knowledge.changed", (m) => {
+    try { onChanged(JSON.parse(m.data)); } catch (e) { console.error(e); }
+  });
+}
+if (window.BroadcastChannel) {
+  new BroadcastChannel("chatplatform-knowledge").onmessage = (m) => {
+    if (m.data && m.data.type === "knowledge.changed") onChanged(m.data);
+  };
+}
 
 // Forms that ask first (data-confirm="question"): e.g. deleting an item. A listener, not an
 // inline onsubmit: the Content-Security-Policy allows no inline script.
-document.querySelectorAll("form[data-confirm]").forEach(function (form) {
-  form.addEventListener("submit", function (e) {
+for (const form of document.querySelectorAll("form[data-confirm]")) {
+  form.addEventListener("submit", (e) => {
     if (!window.confirm(form.dataset.confirm)) e.preventDefault();
   });
-});
+}

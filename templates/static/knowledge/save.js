@@ -1,93 +1,87 @@
-// "Save to knowledge" on chat messages: chat.js draws a button per message
+// "Save to knowledge" on chat messages: the thread view draws a button per message
 // (.kb-save[data-message-id]); this opens a small form (type, optional title and tags) and
 // POSTs /api/v1/messages/{id}/save-to-knowledge/. Works whatever provider the thread uses:
 // the server saves the stored message text. On failure the form stays filled and says why;
-// drafts survive the message list being redrawn.
-(function () {
-  "use strict";
-  var box = document.getElementById("messages");
-  if (!box) return;
-  var TYPES = ["note", "fact", "decision", "howto", "reference", "snippet"];
-  var drafts = {};  // messageId → {type, title, tags}
+// drafts survive the message list being redrawn. An ES module; its stylesheet (save.css,
+// beside it) is added when it loads.
+const TYPES = ["note", "fact", "decision", "howto", "reference", "snippet"];
 
-  var me = document.currentScript;
-  if (me && me.src) {
-    var css = document.createElement("link");
-    css.rel = "stylesheet";
-    css.href = me.src.replace(/save\.js(\?.*)?$/, "save.css");
-    document.head.appendChild(css);
-  }
+const box = document.getElementById("messages");
+if (box) start(box);
 
-  function csrfToken() {
-    var m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
-    return m ? decodeURIComponent(m[1]) : "";
-  }
+function csrfToken() {
+  const m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+  return m ? decodeURIComponent(m[1]) : "";
+}
 
-  function node(tag, attrs, text) {
-    var e = document.createElement(tag);
-    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
-    if (text !== undefined) e.textContent = text;
-    return e;
-  }
+function node(tag, attrs, text) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function start(box) {
+  const drafts = {};  // messageId → {type, title, tags}
+
+  const css = document.createElement("link");
+  css.rel = "stylesheet";
+  css.href = new URL("save.css", import.meta.url).href;
+  document.head.appendChild(css);
 
   function openForm(button) {
-    var id = button.dataset.messageId;
-    var slot = button.parentNode;
+    const id = button.dataset.messageId;
+    const slot = button.parentNode;
     if (slot.querySelector("form")) return;
-    var draft = drafts[id] || {type: "note", title: "", tags: ""};
-    var form = node("form", {"class": "kb-save-form", "aria-label": "Save to knowledge"});
-    var type = node("select", {name: "type", "aria-label": "Type"});
-    TYPES.forEach(function (t) { var o = node("option", {value: t}, t); if (t === draft.type) o.selected = true; type.appendChild(o); });
-    var title = node("input", {name: "title", placeholder: "Title (optional)", maxlength: "300", "aria-label": "Title"});
+    const draft = drafts[id] || {type: "note", title: "", tags: ""};
+    const form = node("form", {"class": "kb-save-form", "aria-label": "Save to knowledge"});
+    const type = node("select", {name: "type", "aria-label": "Type"});
+    for (const t of TYPES) { const o = node("option", {value: t}, t); if (t === draft.type) o.selected = true; type.appendChild(o); }
+    const title = node("input", {name: "title", placeholder: "Title (optional)", maxlength: "300", "aria-label": "Title"});
     title.value = draft.title;
-    var tags = node("input", {name: "tags", placeholder: "tags, comma-separated", "aria-label": "Tags"});
+    const tags = node("input", {name: "tags", placeholder: "tags, comma-separated", "aria-label": "Tags"});
     tags.value = draft.tags;
-    var save = node("button", {type: "submit"}, "Save");
-    var cancel = node("button", {type: "button", "class": "link"}, "Cancel");
-    var status = node("span", {"class": "kb-save-status", role: "status"});
-    [type, title, tags, save, cancel, status].forEach(function (e) { form.appendChild(e); });
+    const save = node("button", {type: "submit"}, "Save");
+    const cancel = node("button", {type: "button", "class": "link"}, "Cancel");
+    const status = node("span", {"class": "kb-save-status", role: "status"});
+    form.append(type, title, tags, save, cancel, status);
     button.hidden = true;
     slot.appendChild(form);
     title.focus();
 
-    function remember() { drafts[id] = {type: type.value, title: title.value, tags: tags.value}; }
+    const remember = () => { drafts[id] = {type: type.value, title: title.value, tags: tags.value}; };
     form.addEventListener("input", remember);
-    cancel.addEventListener("click", function () { remember(); form.remove(); button.hidden = false; });
-    form.addEventListener("submit", function (e) {
+    cancel.addEventListener("click", () => { remember(); form.remove(); button.hidden = false; });
+    form.addEventListener("submit", (e) => {
       e.preventDefault();
       remember();
       save.disabled = true;
       status.className = "kb-save-status";
       status.textContent = "saving…";
-      var body = {type: type.value, title: title.value.trim(),
-                  tags: tags.value.split(",").map(function (t) { return t.trim(); }).filter(Boolean)};
+      const body = {type: type.value, title: title.value.trim(),
+                    tags: tags.value.split(",").map((t) => t.trim()).filter(Boolean)};
       fetch("/api/v1/messages/" + encodeURIComponent(id) + "/save-to-knowledge/", {
         method: "POST", credentials: "same-origin",
         headers: {"Content-Type": "application/json", "X-CSRFToken": csrfToken()},
-        body: JSON.stringify(body)
-      }).then(function (r) {
-        return r.json().catch(function () { return {}; }).then(function (data) { return {ok: r.ok, status: r.status, data: data}; });
-      }).then(function (res) {
-        if (!res.ok) {
-          var msg = (res.data.error && res.data.error.message) || ("HTTP " + res.status);
-          throw new Error(msg);
-        }
-        delete drafts[id];
-        form.remove();
-        var done = node("span", {"class": "kb-saved"}, "Saved to knowledge: ");
-        var link = node("a", {href: "/knowledge/" + res.data.id + "/"}, res.data.title);
-        done.appendChild(link);
-        slot.appendChild(done);
-      }).catch(function (err) {
-        save.disabled = false;  // the form keeps what was typed
-        status.className = "kb-save-status error";
-        status.textContent = "Not saved: " + err.message;
-      });
+        body: JSON.stringify(body),
+      }).then((r) => r.json().catch(() => ({})).then((data) => ({ok: r.ok, status: r.status, data})))
+        .then((res) => {
+          if (!res.ok) throw new Error((res.data.error && res.data.error.message) || ("HTTP " + res.status));
+          delete drafts[id];
+          form.remove();
+          const done = node("span", {"class": "kb-saved"}, "Saved to knowledge: ");
+          done.appendChild(node("a", {href: "/knowledge/" + res.data.id + "/"}, res.data.title));
+          slot.appendChild(done);
+        }).catch((err) => {
+          save.disabled = false;  // the form keeps what was typed
+          status.className = "kb-save-status error";
+          status.textContent = "Not saved: " + err.message;
+        });
     });
   }
 
-  box.addEventListener("click", function (e) {
-    var button = e.target.closest && e.target.closest(".kb-save");
+  box.addEventListener("click", (e) => {
+    const button = e.target.closest && e.target.closest(".kb-save");
     if (button && box.contains(button)) openForm(button);
   });
-})();
+}

@@ -4,38 +4,41 @@
 // "importing…" and polls GET /api/v1/knowledge/uploads/{id}/ until the upload is done:
 // a link to the new item, or the reason it failed (unsupported type, too large, unreadable,
 // password-protected PDF). A failed file leaves nothing behind on the server. The list
-// itself refreshes through the live feed (knowledge.js).
-(function () {
-  "use strict";
-  var root = document.getElementById("kb-upload");
-  if (!root) return;
+// itself refreshes through the live feed (knowledge.js). An ES module.
+const PARALLEL = 3, POLL_MS = 400;
+
+const root = document.getElementById("kb-upload");
+if (root) start(root);
+
+function mb(n) { return (n / (1024 * 1024)).toFixed(n < 10485760 ? 1 : 0) + " MB"; }
+function suffix(name) { const i = name.lastIndexOf("."); return i > 0 ? name.slice(i).toLowerCase() : ""; }
+
+function start(root) {
   // Files go up one by one through the API; the form itself never submits (a listener, not
   // an inline onsubmit: the Content-Security-Policy allows no inline script).
-  document.getElementById("kb-upload-form").addEventListener("submit", function (e) { e.preventDefault(); });
-  var drop = document.getElementById("kb-drop");
-  var picker = document.getElementById("kb-file");
-  var list = document.getElementById("kb-upload-list");
-  var maxBytes = parseInt(root.dataset.maxBytes, 10);
-  var suffixes = root.dataset.suffixes.split(",");
-  var PARALLEL = 3, POLL_MS = 400;
-  var queue = [], active = 0;
+  document.getElementById("kb-upload-form").addEventListener("submit", (e) => e.preventDefault());
+  const drop = document.getElementById("kb-drop");
+  const picker = document.getElementById("kb-file");
+  const list = document.getElementById("kb-upload-list");
+  const maxBytes = parseInt(root.dataset.maxBytes, 10);
+  const suffixes = root.dataset.suffixes.split(",");
+  const queue = [];
+  let active = 0;
 
   function csrf() {
-    var input = root.querySelector("input[name=csrfmiddlewaretoken]");
+    const input = root.querySelector("input[name=csrfmiddlewaretoken]");
     return input ? input.value : "";
   }
-  function mb(n) { return (n / (1024 * 1024)).toFixed(n < 10485760 ? 1 : 0) + " MB"; }
-  function suffix(name) { var i = name.lastIndexOf("."); return i > 0 ? name.slice(i).toLowerCase() : ""; }
 
   function row(file) {
-    var li = document.createElement("li");
+    const li = document.createElement("li");
     li.className = "kb-upload-file";
-    var name = document.createElement("span"); name.className = "name"; name.textContent = file.name; name.title = file.name;
-    var bar = document.createElement("progress"); bar.max = 100; bar.value = 0;
-    var state = document.createElement("span"); state.className = "state"; state.textContent = "waiting";
-    li.appendChild(name); li.appendChild(bar); li.appendChild(state);
+    const name = document.createElement("span"); name.className = "name"; name.textContent = file.name; name.title = file.name;
+    const bar = document.createElement("progress"); bar.max = 100; bar.value = 0;
+    const state = document.createElement("span"); state.className = "state"; state.textContent = "waiting";
+    li.append(name, bar, state);
     list.insertBefore(li, list.firstChild);
-    return {li: li, bar: bar, state: state};
+    return {li, bar, state};
   }
   function fail(r, message) {
     r.li.classList.add("failed"); r.bar.value = 0; r.bar.hidden = true;
@@ -45,32 +48,32 @@
     if (upload.status === "failed") { fail(r, upload.error || "could not be imported"); return; }
     r.li.classList.add("done"); r.bar.value = 100;
     r.state.textContent = "";
-    var a = document.createElement("a");
+    const a = document.createElement("a");
     a.href = "/knowledge/" + upload.item_id + "/";
     a.textContent = upload.status === "unchanged" ? "unchanged" : upload.status;  // created / updated
     r.state.appendChild(a);
   }
   function poll(r, id) {
     fetch("/api/v1/knowledge/uploads/" + id + "/", {credentials: "same-origin"})
-      .then(function (resp) { return resp.json().then(function (d) { if (!resp.ok) throw new Error(d.error ? d.error.message : "HTTP " + resp.status); return d; }); })
-      .then(function (upload) { if (upload.done) done(r, upload); else setTimeout(function () { poll(r, id); }, POLL_MS); })
-      .catch(function (e) { fail(r, e.message); });
+      .then((resp) => resp.json().then((d) => { if (!resp.ok) throw new Error(d.error ? d.error.message : "HTTP " + resp.status); return d; }))
+      .then((upload) => { if (upload.done) done(r, upload); else setTimeout(() => poll(r, id), POLL_MS); })
+      .catch((e) => fail(r, e.message));
   }
   function send(file, r) {
     active += 1;
-    var form = new FormData();
+    const form = new FormData();
     form.append("file", file);
     form.append("workspace", document.getElementById("kb-upload-workspace").value);
     form.append("tags", document.getElementById("kb-upload-tags").value);
     form.append("is_private", document.getElementById("kb-upload-private").checked ? "true" : "false");
-    var xhr = new XMLHttpRequest();
+    const xhr = new XMLHttpRequest();
     xhr.open("POST", root.dataset.url);
     xhr.setRequestHeader("X-CSRFToken", csrf());
-    xhr.upload.onprogress = function (e) {
+    xhr.upload.onprogress = (e) => {
       if (e.lengthComputable) { r.bar.value = Math.round(e.loaded * 100 / e.total); r.state.textContent = "uploading " + r.bar.value + " %"; }
     };
-    xhr.onload = function () {
-      var body = null;
+    xhr.onload = () => {
+      let body = null;
       try { body = JSON.parse(xhr.responseText); } catch (e) { body = null; }
       if (xhr.status === 202 && body) {
         r.bar.removeAttribute("value");  // indeterminate while the server imports
@@ -81,7 +84,7 @@
       }
       next();
     };
-    xhr.onerror = function () { fail(r, "upload failed: the connection broke"); next(); };
+    xhr.onerror = () => { fail(r, "upload failed: the connection broke"); next(); };
     r.state.textContent = "uploading 0 %";
     xhr.send(form);
   }
@@ -90,30 +93,30 @@
     pump();
   }
   function pump() {
-    while (active < PARALLEL && queue.length) { var job = queue.shift(); send(job.file, job.row); }
+    while (active < PARALLEL && queue.length) { const job = queue.shift(); send(job.file, job.row); }
   }
   function add(files) {
-    Array.prototype.forEach.call(files, function (file) {
-      var r = row(file);
+    for (const file of files) {
+      const r = row(file);
       // The server checks the same; checking here spares a useless upload.
-      if (suffixes.indexOf(suffix(file.name)) === -1) { fail(r, "unsupported file type " + (suffix(file.name) || "(none)") + " (use " + suffixes.join(", ") + ")"); return; }
-      if (file.size > maxBytes) { fail(r, "larger than the " + mb(maxBytes) + " limit (" + mb(file.size) + ")"); return; }
-      if (file.size === 0) { fail(r, "the file is empty"); return; }
-      queue.push({file: file, row: r});
-    });
+      if (suffixes.indexOf(suffix(file.name)) === -1) { fail(r, "unsupported file type " + (suffix(file.name) || "(none)") + " (use " + suffixes.join(", ") + ")"); continue; }
+      if (file.size > maxBytes) { fail(r, "larger than the " + mb(maxBytes) + " limit (" + mb(file.size) + ")"); continue; }
+      if (file.size === 0) { fail(r, "the file is empty"); continue; }
+      queue.push({file, row: r});
+    }
     pump();
   }
 
-  picker.addEventListener("change", function () { add(picker.files); picker.value = ""; });
-  ["dragenter", "dragover"].forEach(function (t) {
-    document.addEventListener(t, function (e) { e.preventDefault(); drop.classList.add("over"); });
-  });
-  ["dragleave", "dragend"].forEach(function (t) {
-    document.addEventListener(t, function (e) { if (!e.relatedTarget) drop.classList.remove("over"); });
-  });
-  document.addEventListener("drop", function (e) {  // anywhere on the page, not only the box
+  picker.addEventListener("change", () => { add(picker.files); picker.value = ""; });
+  for (const t of ["dragenter", "dragover"]) {
+    document.addEventListener(t, (e) => { e.preventDefault(); drop.classList.add("over"); });
+  }
+  for (const t of ["dragleave", "dragend"]) {
+    document.addEventListener(t, (e) => { if (!e.relatedTarget) drop.classList.remove("over"); });
+  }
+  document.addEventListener("drop", (e) => {  // anywhere on the page, not only the box
     e.preventDefault();
     drop.classList.remove("over");
     if (e.dataTransfer && e.dataTransfer.files.length) add(e.dataTransfer.files);
   });
-})();
+}

@@ -34,6 +34,3 @@ export async function api(method, url, body) {
 export function urlFor(template, id) {
   return template.replace("ID", encodeURIComponent(id));
 }
-
-// Classic scripts (thread header, knowledge save form) use the same helper.
-window.chatApi = api;

@@ -1,7 +1,7 @@
 // The approvals badge in the rail, on every page: how many calls the signed-in person may
 // decide now. One socket per page (/ws/approvals/, the per-user group) brings inbox.changed;
 // the count is re-read from GET /api/v1/approvals/ and the page hears "approvals:changed"
-// (the inbox page re-renders from it).
+// (the inbox page re-renders from it, and asks for a fresh read through ``inbox.refresh``).
 import { api } from "./api.js";
 
 const BADGE = "[data-approvals-count]";
@@ -43,5 +43,6 @@ function connect() {
   };
 }
 
-window.approvalsInbox = {refresh, get items() { return items; }};
+// The inbox page (approvals/inbox.js) imports it: the same module, so the same socket and list.
+export const inbox = {refresh, get items() { return items; }};
 if (document.body.dataset.user) connect();

@@ -66,7 +66,7 @@ function baseHandlers(app) {
         live.overlap = null;
         live.textView.reset();
       }
-      const text = live.overlap ? live.overlap.take(ev.delta) : ev.delta;  // after a hole: main.js missed
+      const text = live.overlap ? live.overlap.take(ev.delta) : ev.delta;  // after a hole: live-run.js missed
       if (live.overlap && live.overlap.done) live.overlap = null;
       if (text) live.textView.append(text);
       app.stickToBottom();
@@ -169,7 +169,7 @@ function baseHandlers(app) {
       } else {
         app.composerRejected(ev);
       }
-      // The label goes back by itself once the service answers again (main.js).
+      // The label goes back by itself once the service answers again (live-run.js).
       if (ev.code === "service_unavailable") app.unavailable(ev.message);
     },
   };

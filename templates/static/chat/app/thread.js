@@ -106,7 +106,7 @@ export class ThreadView {
     this.box.scrollTop = this.box.scrollHeight;
     // Listeners (usage/thread_usage.js: tokens and cost per turn and thread) read the list.
     this.box.dispatchEvent(new CustomEvent("chat:messages", {detail: messages}));
-    // A question with no answer under it: its run may still wait for a worker (main.js asks).
+    // A question with no answer under it: its run may still wait for a worker (live-run.js pickUp asks).
     const tail = messages.filter((m) => m.role === "user" || m.role === "assistant").pop();
     const unanswered = tail && tail.role === "user" && tail.run_id ? tail.run_id : null;
     const you = messages.filter((m) => m.role === "user").pop();

@@ -139,7 +139,7 @@ export function approvalCard(a, onDecide) {
       if (!onDecide(decision)) {
         approve.disabled = deny.disabled = false;
         note.textContent = "Not connected: try again in a moment.";
-        note.dataset.kind = "not_connected";  // cleared when the socket is back (main.js)
+        note.dataset.kind = "not_connected";  // cleared when the socket is back (live-run.js connection)
       }
     };
     approve.addEventListener("click", () => decide("approve"));

@@ -2,6 +2,7 @@
 // and workspaces, live (approvals-badge.js re-reads the list on each inbox.changed notice).
 import { api } from "../app/api.js";
 import { el } from "../app/dom.js";
+import { inbox } from "../app/approvals-badge.js";
 
 const root = document.getElementById("inbox");
 const empty = document.getElementById("inbox-empty");
@@ -81,7 +82,7 @@ function card(item) {
       c.dataset.state = out.status;
       note.textContent = out.status === "awaiting_approval"
         ? "Approved — waiting for a second approver" : (decision === "approve" ? "Approved" : "Denied");
-      window.approvalsInbox.refresh(null);
+      inbox.refresh(null);
     } catch (err) {
       delete c.dataset.busy;
       approve.disabled = deny.disabled = false;
@@ -114,4 +115,4 @@ window.addEventListener("approvals:changed", (e) => render(e.detail.items));
 setInterval(() => {
   for (const dd of root.querySelectorAll(".inbox-left")) dd.textContent = timeLeft(dd.dataset.expiresAt);
 }, 1000);
-if (window.approvalsInbox) window.approvalsInbox.refresh(null);
+inbox.refresh(null);
