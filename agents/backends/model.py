@@ -27,7 +27,7 @@ from agents.loop.cutoff import OUTPUT_LIMIT_REASON, arguments_cut_off
 from agents.loop.execute import execute_tool_call
 from agents.loop.prompt import system_prompt, thread_history
 from agents.loop.tiers import history_window, run_plan
-from agents.metering import DispatchRefused, meter
+from agents.metering import DispatchRefused, granted_output_tokens, meter
 from agents.models import Run
 from agents.pipeline import policy_views, tool_pipeline
 from agents.providers import (
@@ -43,6 +43,7 @@ from agents.providers import (
 )
 from agents.providers.wire import arelay
 from agents.replay import fill_from_log
+from agents.round_cost import round_cost
 from agents.runs.calls import CANCELLED_RESULT, all_answered, answered_ids, close_open_calls
 from agents.runs.dbconn import release_db_connection
 from chat.models import Message
@@ -245,7 +246,11 @@ class _Loop:
             echo_reasoning=plan.echo_reasoning,
             grounding=grounding.sources,
         )
-        hold = meter().before_round(run=self.run)  # may raise DispatchRefused
+        # May raise DispatchRefused. The budget reserves what the round can cost and may lower
+        # its output cap to what is left (usage.services.budget_admit): the request sends it.
+        hold = meter().before_round(run=self.run, cost=round_cost(request))
+        if (granted := granted_output_tokens(hold)) is not None:
+            request.max_output_tokens = granted
         streamed = Streamed()
         started = time.monotonic()
         first_text: float | None = None
