@@ -110,7 +110,8 @@ class _Loop:
             # (fenced: its lease could not be renewed): the run ends with it, nobody asks again.
             if self.emitter.seq > 0:
                 self.emitter.emit("message.completed", message_id=str(assistant.pk), status=assistant.status)
-            return Outcome.completed()
+            cut = assistant.status == Message.Status.TRUNCATED and assistant.error
+            return Outcome.completed(truncated=dict(assistant.error) if cut else None)
         while True:
             if assistant.tool_calls:  # a resumed message whose calls still need results
                 state = self._execute_calls(assistant)
@@ -145,7 +146,7 @@ class _Loop:
                 # A half-built tool call is never executed (shared/cases, issue: providers).
                 assistant.error = {"code": "output_limit", "message": OUTPUT_LIMIT_REASON}
                 self._close_assistant(assistant, streamed, Message.Status.TRUNCATED)
-                return Outcome.completed()
+                return Outcome.completed(truncated=dict(assistant.error))
             assistant.tool_calls = [
                 {"id": c.id, "name": c.name, "arguments": c.arguments} for c in streamed.tool_calls
             ]

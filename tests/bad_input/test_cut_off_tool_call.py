@@ -54,6 +54,9 @@ def test_repeatedly_cut_off_call_ends_truncated_after_one_retry(
     assert ToolCall.objects.filter(run=run).count() == 1
     completed = [e for e in events if e["type"] == "message.completed"]
     assert completed[-1]["status"] == "truncated"
+    # The live stream's end carries the reason too, not only the stored message.
+    assert events[-1]["type"] == "run.completed"
+    assert events[-1]["truncated"] == {"code": "output_limit", "message": final.error["message"]}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -65,7 +68,8 @@ def test_a_cut_off_call_that_succeeds_on_retry_continues_normally(
         fake_openai.script(tool_call_chunks([call("c1", "kb_lookup", '{"query": "wh')]),
                            tool_call_chunks([call("c2", "kb_lookup", {"query": "what"})]),
                            text_chunks("Found it."))
-        run, _ = converse(thread, users["alice"], "look it up")
+        run, events = converse(thread, users["alice"], "look it up")
     assert box.names() == ["kb_lookup"]
     final = Message.objects.filter(thread=thread, role="assistant").order_by("-position").first()
     assert final.status == "complete" and final.content == "Found it."
+    assert events[-1]["type"] == "run.completed" and events[-1]["truncated"] is None

@@ -68,6 +68,9 @@ function start(box) {
       if (conn && stream.open && conn.textContent !== "connected") showConn("connected", "ok");  // "regenerating…", an error
       view.load().then(() => {
         if (ev.type === "run.failed" && ev.error) showConn(ev.error.message, "bad");
+        // A completed run whose final answer was cut off (output_limit) says why, as its
+        // stored message does: the status line shows it in full (a long reason wraps).
+        if (ev.type === "run.completed" && ev.truncated) showConn(ev.truncated.message, "warn wrap");
       });
     },
     // run.queued: the send was taken, so the composer clears and the question is drawn at
