@@ -520,6 +520,10 @@ MCP_MAX_BACKOFF_S = env.float("MCP_MAX_BACKOFF_S", default=60.0)
 COMPAT_API_DEFAULT_MODEL = env("COMPAT_API_DEFAULT_MODEL", default="")
 # Longest a /v1/chat/completions request follows its run before answering "still working".
 COMPAT_API_WAIT_S = env.float("COMPAT_API_WAIT_S", default=300.0)
+# A /v1 streaming client that disconnects before the run ends cancels it (as OpenAI's API stops
+# generating): the worker closes the upstream stream and nothing more is billed. False: the run
+# goes on and its answer is kept in the thread.
+COMPAT_API_CANCEL_ON_DISCONNECT = env.bool("COMPAT_API_CANCEL_ON_DISCONNECT", default=True)
 
 # --- Knowledge uploads (knowledge/uploads.py) ------------------------------------------------
 KNOWLEDGE_MAX_FILE_BYTES = env.int("KNOWLEDGE_MAX_FILE_BYTES", default=20 * 1024 * 1024)

@@ -592,7 +592,11 @@ class _Handler(BaseHandler):
         for i, chunk in enumerate(chunks):
             if i and fake.delay_s:
                 time.sleep(fake.delay_s)
-            self._send_event(chunk.text if isinstance(chunk, RawLine) else json.dumps(chunk))
+            try:
+                self._send_event(chunk.text if isinstance(chunk, RawLine) else json.dumps(chunk))
+            except ConnectionDropped:  # the client closed the stream before its end
+                fake.streams_closed.append({"request": n, "chunks_sent": i, "chunks": len(chunks)})
+                raise
         if dying:
             self.die()
             return
@@ -660,6 +664,9 @@ class FakeOpenAI(FakeServer):
         ``list[dict[str, str]]``: the matching request headers, keys lowercased.
     server_errors:
         Exceptions raised inside handler threads (normally empty).
+    streams_closed:
+        ``list[dict]``: the streamed responses the client closed before their end,
+        ``{"request": n, "chunks_sent", "chunks"}`` (n: the request's number, from 1).
     """
 
     handler = _Handler
@@ -685,6 +692,8 @@ class FakeOpenAI(FakeServer):
         self.send_done = send_done
         self.require_reasoning_content = require_reasoning_content
         self.first_token_delay_s = 0.0
+        # Streams the client closed before their end: {"request": n, "chunks_sent", "chunks"}.
+        self.streams_closed: list[dict] = []
         self.script_raw(*(raw_iterations or ()))
 
     # -- scripting ------------------------------------------------------------
