@@ -437,7 +437,7 @@ def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None,
         windows = _windows([(budget, start) for budget, start, _ in bounds], lock=True)  # locked: then read
         live = [(w.in_flight, w.reserved) if w.hold_until and w.hold_until > now else (0, Decimal(0))
                 for w in windows]  # a stale hold counts as none
-        cap = None
+        cap, capped = None, False  # capped: a budget counts this round's tokens (else the request's cap stands)
         if cost is not None:
             cap = cost.max_output_tokens or settings.BUDGET_ROUND_MAX_OUTPUT_TOKENS
         for (budget, _start, end), window, (in_flight, reserved) in zip(bounds, windows, live, strict=True):
@@ -459,7 +459,7 @@ def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None,
                 needed = cost.input_tokens * rates.input + settings.BUDGET_MIN_OUTPUT_TOKENS * rates.output
                 raise _refusal(budget, spent, end, busy=False, left=max(left, Decimal(0)),
                                needed=needed.quantize(COST_PLACES) if budget.metric == Budget.Metric.COST else needed)
-            cap = min(cap, int(room))
+            cap, capped = min(cap, int(room)), True
         amounts = []
         for (budget, _start, _end), window, (in_flight, reserved) in zip(bounds, windows, live, strict=True):
             rates = _rates(budget, price)
@@ -471,7 +471,8 @@ def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None,
             BudgetWindow.objects.filter(pk=window.pk).update(
                 in_flight=in_flight + 1, reserved=reserved + amount,
                 hold_until=now + timedelta(seconds=settings.BUDGET_HOLD_S))
-        hold = Hold([window.pk for window in windows], run_id, amounts, cap)
+        granted = cap if capped else (cost.max_output_tokens if cost is not None else None)
+        hold = Hold([window.pk for window in windows], run_id, amounts, granted)
         if run_id is not None:
             Run.objects.filter(pk=run_id).update(budget_hold=hold.recorded())
     return hold

@@ -147,3 +147,16 @@ def test_a_dead_workers_reservation_is_given_back_by_the_reaper(users, workspace
     assert run_fail_interrupted(run_id=dead.pk, expected_lease=dead.lease_expires_at)  # the reaper
     window.refresh_from_db()
     assert window.reserved == 0 and window.in_flight == 0 and Run.objects.get(pk=dead.pk).budget_hold == []
+
+
+def test_a_cost_budget_on_an_unpriced_model_leaves_the_request_uncapped(users, workspaces, openai_provider):
+    """Nothing the round spends counts against it, so it lowers no cap and reserves nothing."""
+    from agents.metering import meter
+
+    Budget.objects.create(workspace=workspaces["demo"], metric="cost", currency="USD", period="day",
+                          hard_limit=Decimal("0.01"))
+    thread = make_thread(users["alice"], workspaces["demo"], openai_provider)
+    run = Run.objects.create(thread=thread, user=users["alice"], provider=openai_provider, model="fake-model")
+    hold = meter().before_round(run=run, cost=RoundCost(input_tokens=50_000, max_output_tokens=None))
+    assert hold.max_output_tokens is None
+    assert BudgetWindow.objects.get().reserved == 0
