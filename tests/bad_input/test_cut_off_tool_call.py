@@ -73,3 +73,20 @@ def test_a_cut_off_call_that_succeeds_on_retry_continues_normally(
     final = Message.objects.filter(thread=thread, role="assistant").order_by("-position").first()
     assert final.status == "complete" and final.content == "Found it."
     assert events[-1]["type"] == "run.completed" and events[-1]["truncated"] is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_manage_ask_says_why_a_completed_answer_was_cut_off(roles, users, workspaces, openai_provider, fake_openai):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    thread = make_thread(users["alice"], workspaces["demo"], openai_provider)
+    fake_openai.script(*[tool_call_chunks([call(f"c{i}", "search_knowledge", CUT)]) for i in range(2)])
+    out = StringIO()
+    try:
+        call_command("ask", "--user", "alice", "--thread", str(thread.pk), "--timeout", "30", "write a long note",
+                     stdout=out, stderr=StringIO())
+    except SystemExit as exit_:
+        assert exit_.code in (0, None)
+    assert "[completed, truncated] The model's reply reached its output limit" in out.getvalue()
