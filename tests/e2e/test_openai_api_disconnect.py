@@ -10,6 +10,8 @@ scripted fake upstream on loopback, answering 300 words at 20 words a second.
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import openai
 import pytest
@@ -70,3 +72,8 @@ def test_a_stream_closed_mid_answer_cancels_the_run_and_the_upstream_stream(plat
     assert closed[0]["chunks_sent"] < 200, closed
     assert answer["content"].startswith(text) and "word10 " in answer["content"]
     assert "word299" not in answer["content"]
+    # The demo's budgets (seed_usage) applied: the cancelled round's reservation was given back.
+    held = platform.manage("shell", "-c", "import json\nfrom usage.models import BudgetWindow\n"
+                           "print(json.dumps([[w.in_flight, int(w.reserved)] for w in BudgetWindow.objects.all()]))")
+    windows = json.loads(held.stdout.strip().splitlines()[-1])
+    assert windows and all(window == [0, 0] for window in windows), windows

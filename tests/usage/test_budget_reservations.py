@@ -160,3 +160,16 @@ def test_a_cost_budget_on_an_unpriced_model_leaves_the_request_uncapped(users, w
     hold = meter().before_round(run=run, cost=RoundCost(input_tokens=50_000, max_output_tokens=None))
     assert hold.max_output_tokens is None
     assert BudgetWindow.objects.get().reserved == 0
+
+
+def test_a_round_that_fails_gives_its_reservation_back(users, workspaces, openai_provider, fake_openai, converse):
+    from tests.fakes.openai_server import Failure
+
+    Budget.objects.create(workspace=workspaces["demo"], metric="tokens", period="day", hard_limit=LIMIT)
+    fake_openai.script(Failure(status=400, message="bad request"))
+    thread = make_thread(users["alice"], workspaces["demo"], openai_provider, grounded=False)
+    run, events = converse(thread, users["alice"], "Hi")
+    assert run.status == "failed" and len(fake_openai.requests) == 1
+    assert fake_openai.requests[0]["max_tokens"] > 0  # the round was admitted and reserved
+    window = BudgetWindow.objects.get()
+    assert (window.spent, window.in_flight, window.reserved) == (0, 0, 0)
