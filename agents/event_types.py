@@ -55,7 +55,9 @@ _ALL = (
     # A budget's soft limit (or, without one, its hard limit) reached: once per budget window.
     EventType("budget.warning", ("budget_id", "scope", "metric", "period", "spent", "soft_limit", "hard_limit",
                                  "currency", "resets_at")),
-    EventType("run.completed", ("status",), terminal=True),
+    # truncated: null, or {code, message} when the final answer was cut off (output_limit: a
+    # tool call cut by the output limit was not run), as stored on that message.
+    EventType("run.completed", ("status", "truncated"), terminal=True),
     EventType("run.failed", ("status", "error", "retryable"), terminal=True),
     EventType("run.cancelled", ("status",), terminal=True),
     # Sent to one socket: a bad frame, a refused action, missing events. Extra fields by

@@ -5,9 +5,13 @@ The run path calls the installed :class:`Meter` at six moments:
 
 * ``before_run(user, thread)`` — in ``run_create``, before anything is written; raise
   :class:`DispatchRefused` (→ 429 ``budget_exceeded`` + ``Retry-After``) to refuse the send;
-* ``before_round(run)`` — before every model request of a run (the first and each one after
-  a tool round); raise :class:`DispatchRefused` and the provider is not called. Returns a
-  *hold* (opaque) that the round's end gives back;
+* ``before_round(run, cost)`` — before every model request of a run (the first and each one
+  after a tool round); ``cost``: the request's :class:`agents.round_cost.RoundCost` (its input
+  estimate and the output cap it would send; None when not known ahead, an agent backend's
+  run). Raise :class:`DispatchRefused` and the provider is not called. Returns a *hold* that
+  the round's end settles or gives back; its ``max_output_tokens`` (int or None) is the output
+  cap the round was granted, which the request then sends as ``max_tokens``
+  (:func:`granted_output_tokens`);
 * ``after_round(run, message, usage, hold, emitter)`` — when the response's usage is known
   (``usage`` None: the provider reported none). Returns the dict stored as the message's
   ``usage`` (token counts, cost); ``emitter`` is the run's ``RunEmitter`` (for ``budget.warning``);
@@ -45,7 +49,7 @@ class DispatchRefused(ServiceError):
 class Meter(Protocol):
     def before_run(self, *, user, thread) -> None: ...
 
-    def before_round(self, *, run) -> Any: ...
+    def before_round(self, *, run, cost=None) -> Any: ...
 
     def after_round(self, *, run, message, usage, hold: Any, emitter) -> dict: ...
 
@@ -64,7 +68,7 @@ class _NoMeter:
     def before_run(self, *, user, thread) -> None:
         return None
 
-    def before_round(self, *, run) -> Any:
+    def before_round(self, *, run, cost=None) -> Any:
         return None
 
     def after_round(self, *, run, message, usage, hold: Any, emitter) -> dict:
@@ -87,6 +91,11 @@ class _NoMeter:
 
 
 _meter: Meter = _NoMeter()
+
+
+def granted_output_tokens(hold: Any) -> int | None:
+    """The output cap a hold grants its round (None: none, the request's own stands)."""
+    return getattr(hold, "max_output_tokens", None)
 
 
 def install_meter(meter: Meter) -> None:

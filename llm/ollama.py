@@ -179,8 +179,9 @@ class OllamaAdapter:
                 for t in request.tools
             ]
         options = {k: request.options[k] for k in OPTION_KEYS if request.options.get(k) is not None}
-        if request.max_output_tokens and "num_predict" not in options:
-            options["num_predict"] = request.max_output_tokens
+        if request.max_output_tokens:  # the tier's cap, or a budget's lower one (usage.services.budget_admit)
+            options["num_predict"] = min(options.get("num_predict") or request.max_output_tokens,
+                                         request.max_output_tokens)
         if options:
             body["options"] = options
         if request.options.get("think") is not None:

@@ -420,6 +420,26 @@ def client_tools_of_run(run) -> list[ToolDefinition]:
     return [ToolDefinition(t["name"], t.get("description", ""), t.get("parameters") or {}) for t in row or []]
 
 
+def completion_abandoned(*, run_id: str, user) -> bool:
+    """The client of a streaming completion disconnected before ``run_id`` ended: cancel the
+    run as its user (``agents.services.run_cancel``: the worker closes the upstream stream,
+    the partial text is kept ``cancelled``), as OpenAI's API stops generating, unless
+    ``COMPAT_API_CANCEL_ON_DISCONNECT`` is off. True when this cancelled it; False when the
+    setting is off or the run had already ended (or been cancelled)."""
+    from agents.services import RunRejected, run_cancel
+
+    if not settings.COMPAT_API_CANCEL_ON_DISCONNECT:
+        return False
+    run = Run.objects.select_related("thread").filter(pk=run_id).first()
+    if run is None or run.status in Run.TERMINAL:
+        return False
+    try:
+        run_cancel(run=run, user=user)
+    except RunRejected:  # it ended meanwhile
+        return False
+    return True
+
+
 def completion_outcome(*, run_id: str, client_tool_names: set[str]) -> Outcome:
     """The run's answer as the API returns it: the text of its assistant messages (joined by
     a blank line; a lost attempt's half answer left out, ``agents.loop.prompt.lost_attempt``),

@@ -52,6 +52,7 @@ from .services import (
     ApiRejected,
     Started,
     answer_message,
+    completion_abandoned,
     completion_outcome,
     completion_start,
     conversation_remember,
@@ -104,7 +105,7 @@ async def chat_completions(request):
         return response
     stream_options = body.get("stream_options") if isinstance(body.get("stream_options"), dict) else {}
     if body.get("stream"):
-        response = StreamingHttpResponse(_sse(started, bool(stream_options.get("include_usage"))),
+        response = StreamingHttpResponse(_sse(started, bool(stream_options.get("include_usage")), user),
                                          content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
@@ -177,7 +178,24 @@ def _stream_error(code: str, message: str) -> str:
     return f"data: {json.dumps({'error': {'message': message, 'type': 'api_error', 'code': code}})}\n\n"
 
 
-async def _sse(started: Started, include_usage: bool):
+async def _sse(started: Started, include_usage: bool, user):
+    """The stream's chunks. A client that disconnects before the run ended (the ASGI handler
+    cancels this generator's task, or closes it) cancels the run
+    (:func:`openai_api.services.completion_abandoned`; ``COMPAT_API_CANCEL_ON_DISCONNECT``)."""
+    ended = False
+    try:
+        async for chunk in _sse_chunks(started, include_usage):
+            yield chunk
+        ended = True
+    finally:
+        if not ended:
+            # Shielded: the task is being cancelled, and the cancel must still reach the run.
+            cancelled = await asyncio.shield(sync_to_async(completion_abandoned)(run_id=started.run_id, user=user))
+            logger.info("run %s: the /v1 client disconnected mid-stream%s", started.run_id,
+                        "; run cancelled" if cancelled else "")
+
+
+async def _sse_chunks(started: Started, include_usage: bool):
     yield _chunk(started, {"role": "assistant", "content": ""})
     answer = StreamedAnswer()  # the text the client has, message by message
     note, failure = "", None

@@ -68,10 +68,10 @@ class UsageMeter:
         row = _model_row(thread.provider, thread.model, thread)
         budget_check(user_id=user.pk, workspace_id=thread.workspace_id, model_id=row.pk if row is not None else None)
 
-    def before_round(self, *, run) -> Hold:
+    def before_round(self, *, run, cost=None) -> Hold:
         usage = _run_usage(run)
         return budget_admit(user_id=run.user_id, workspace_id=run.thread.workspace_id, model_id=usage.model_id,
-                            price=usage.price, budgets=usage.budgets, run_id=run.pk)
+                            price=usage.price, budgets=usage.budgets, run_id=run.pk, cost=cost)
 
     def after_round(self, *, run, message, usage, hold: Any, emitter) -> dict:
         counts = usage.as_dict() if usage is not None else None

@@ -126,6 +126,10 @@ class BudgetWindow(models.Model):
     spent = models.DecimalField(max_digits=24, decimal_places=8, default=0,
                                 help_text="tokens, or cost in the budget's currency, of the period so far")
     in_flight = models.PositiveIntegerField(default=0, help_text="rounds admitted, usage not yet stored")
+    reserved = models.DecimalField(
+        max_digits=24, decimal_places=8, default=0,
+        help_text="what the rounds in flight may still cost (tokens, or cost): their input estimates and "
+                  "output caps, settled to their real usage when they end")
     hold_until = models.DateTimeField(null=True, blank=True, help_text="holds older than this are stale")
     warned = models.BooleanField(default=False)
 

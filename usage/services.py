@@ -19,13 +19,21 @@ records (three sums per run, 30 % of a run's worker CPU in ``bench/run_cpu.py``,
 the month's usage). Saving a budget recounts its windows from the records (an admin's edit
 of its scope or metric, or of records — deleting records alone gives nothing back).
 
-A round is admitted when the spend is below the hard limit **and** either no other round
-is in flight or the rest of the budget covers one reserve (``BUDGET_ROUND_RESERVE_TOKENS``,
-priced at the model's dearest rate for cost budgets) for every round in flight plus this
-one. So once the remaining budget is below a reserve, rounds of one budget run one at a
-time, and the spend can pass the hard limit by at most the one round admitted last (as long
-as rounds stay within the reserve; set it to the largest round you expect). A hold whose
-worker died is forgotten after ``BUDGET_HOLD_S``.
+A round reserves what it can really cost: its input estimate (``agents.round_cost``: the
+request's bytes / ``BUDGET_BYTES_PER_TOKEN``) plus the output cap it sends as ``max_tokens``,
+priced at the model's rates for cost budgets. The cap is the request's own (else
+``BUDGET_ROUND_MAX_OUTPUT_TOKENS``) cut to what is left of each budget after its spend and
+the reservations of the rounds in flight (``BudgetWindow.reserved``); when that leaves fewer
+than ``BUDGET_MIN_OUTPUT_TOKENS`` the round is refused (``budget_exceeded``: "busy" while
+other rounds hold the rest). The round's usage record settles the reservation (takes it off
+``reserved`` and adds the real usage to ``spent``) in one transaction; a failed or cancelled
+round gives it back, and so does the next attempt or the reaper for a worker that died
+mid-round (the hold is recorded on the run). So the reservations in flight plus the spend
+never pass the hard limit, and the spend can pass it only by what providers count beyond
+the estimate: Σ over the rounds admitted last of (real input − estimated input), output
+being capped by ``max_tokens``. A round whose cost is not known ahead (an agent backend)
+reserves ``BUDGET_ROUND_RESERVE_TOKENS``. A hold whose worker died and was never recovered
+is forgotten after ``BUDGET_HOLD_S``.
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ from django.utils import timezone
 from agents.config_cache import config_cached
 from agents.metering import DispatchRefused
 from agents.models import LLMModel, Run
+from agents.round_cost import RoundCost
 from chatplatform.db import retry_transient
 
 from .models import Budget, BudgetWindow, ModelPrice, Period, ToolLimit, UsageRecord
@@ -220,15 +229,16 @@ def _amount(budget: Budget, record: UsageRecord) -> Decimal:
     return Decimal((record.input_tokens or 0) + (record.output_tokens or 0))
 
 
-def usage_count(record: UsageRecord, *, give_back: list[int] = ()) -> dict[int, tuple[int, Decimal, bool]]:
+def usage_count(record: UsageRecord, *, give_back: dict[int, Decimal] | None = None
+                ) -> dict[int, tuple[int, Decimal, bool]]:
     """Add a stored ``record`` to the window of its period of each enabled budget it falls
     under — :func:`usage_record` does, in the record's transaction; so must anything else
     that writes usage records one by one (bulk writers recount: :func:`budget_windows_recount`).
 
     The budgets are read here, in the transaction, not taken from the run: one created,
     edited (scope, metric) or deleted while the round streamed counts as it is now. Every
-    window touched — counted, and ``give_back``: the window ids of the round's hold, one round
-    fewer in flight — is locked in primary-key order, as admissions lock them, and read in the
+    window touched — counted, and ``give_back``: ``{window_id: reserved}`` of the round's hold,
+    one round fewer in flight and its reservation settled (taken off ``reserved``) — is locked in primary-key order, as admissions lock them, and read in the
     same statement. A window not made yet (the period's first record) is made then, as an
     admission makes one, and the windows are locked again: made here, its sum includes the
     record; made meanwhile by another transaction (which cannot see this uncommitted record),
@@ -242,10 +252,10 @@ def usage_count(record: UsageRecord, *, give_back: list[int] = ()) -> dict[int, 
         amount = _amount(budget, record)
         if amount:
             amounts[(budget.pk, window_bounds(budget.period, record.created_at)[0])] = (budget, amount)
-    give_back = list(give_back)
+    give_back = dict(give_back or {})
     if not amounts and not give_back:
         return {}
-    scope = reduce(operator.or_, (Q(budget_id=b, starts_at=start) for b, start in amounts), Q(pk__in=give_back))
+    scope = reduce(operator.or_, (Q(budget_id=b, starts_at=start) for b, start in amounts), Q(pk__in=list(give_back)))
     with transaction.atomic(savepoint=False):
         made: set[tuple[int, datetime]] = set()
         locked = list(_in_lock_order(BudgetWindow.objects.filter(scope)))
@@ -259,17 +269,19 @@ def usage_count(record: UsageRecord, *, give_back: list[int] = ()) -> dict[int, 
         for window in locked:
             key = (window.budget_id, window.starts_at)
             spent = window.spent + (amounts[key][1] if key in amounts and key not in made else Decimal(0))
-            in_flight = max(window.in_flight - 1, 0) if window.pk in give_back else window.in_flight
-            if spent != window.spent or in_flight != window.in_flight:
-                _window_set(window.pk, spent=spent, in_flight=in_flight)
+            in_flight, reserved = window.in_flight, window.reserved
+            if window.pk in give_back:
+                in_flight, reserved = max(in_flight - 1, 0), max(reserved - give_back[window.pk], Decimal(0))
+            if spent != window.spent or in_flight != window.in_flight or reserved != window.reserved:
+                _window_set(window.pk, spent=spent, in_flight=in_flight, reserved=reserved)
             if key in amounts:
                 out[window.budget_id] = (window.pk, spent, window.warned)
     return out
 
 
-def _window_set(window_id: int, *, spent: Decimal, in_flight: int) -> None:
-    """Write a locked window's new spend and rounds in flight (:func:`usage_count`)."""
-    BudgetWindow.objects.filter(pk=window_id).update(spent=spent, in_flight=in_flight)
+def _window_set(window_id: int, *, spent: Decimal, in_flight: int, reserved: Decimal) -> None:
+    """Write a locked window's new spend, rounds in flight and their reservations (:func:`usage_count`)."""
+    BudgetWindow.objects.filter(pk=window_id).update(spent=spent, in_flight=in_flight, reserved=reserved)
 
 
 def budget_windows_recount(budget: Budget) -> None:
@@ -285,27 +297,75 @@ def budget_windows_recount(budget: Budget) -> None:
 # -- holds -----------------------------------------------------------------------------------
 @dataclass
 class Hold:
-    """The windows a round holds (released when its usage is stored or it fails). With
-    ``run_id`` the hold is also recorded on the run (``Run.budget_hold``), and released only
-    while it is still recorded there: once, by its round or by :func:`budget_release_stale`."""
+    """What a round reserved on each window it holds (released when its usage is stored or it
+    fails): ``window_ids`` and, in the same order, ``reserved`` — tokens, or cost in the
+    budget's currency. ``max_output_tokens``: the output cap the round was granted (the
+    request sends it as ``max_tokens``; None: the round's cost was not known ahead, or no hard
+    limit applies). With ``run_id`` the hold is also recorded on the run (``Run.budget_hold``,
+    :meth:`recorded`), and released only while it is still recorded there: once, by its round
+    or by :func:`budget_release_stale`."""
 
     window_ids: list[int] = field(default_factory=list)
     run_id: object = None
+    reserved: list[Decimal] = field(default_factory=list)
+    max_output_tokens: int | None = None
+
+    def recorded(self) -> list:
+        """As stored on ``Run.budget_hold``: ``[[window_id, "reserved"], …]``."""
+        return [[pk, str(amount)] for pk, amount in self.amounts().items()]
+
+    def amounts(self) -> dict[int, Decimal]:
+        """``{window_id: reserved}`` (0 for a hold made without amounts)."""
+        return {pk: (self.reserved[i] if i < len(self.reserved) else Decimal(0))
+                for i, pk in enumerate(self.window_ids)}
+
+
+def recorded_amounts(value) -> dict[int, Decimal]:
+    """``Run.budget_hold`` as ``{window_id: reserved}``: ``[[id, "amount"], …]``, or a bare id
+    (a hold recorded before reservations had amounts: one round in flight, nothing reserved)."""
+    out: dict[int, Decimal] = {}
+    for item in value or []:
+        if isinstance(item, list | tuple):
+            out[int(item[0])] = Decimal(str(item[1]))
+        else:
+            out[int(item)] = Decimal(0)
+    return out
+
+
+@dataclass(frozen=True)
+class _Rates:
+    """What one input and one output token add to a budget: 1 and 1 for a tokens budget, the
+    model's price per token for a cost budget (None: unpriced, or priced in another currency —
+    the round adds nothing to it)."""
+
+    input: Decimal
+    output: Decimal
+
+
+def _rates(budget: Budget, price: ModelPrice | None) -> _Rates | None:
+    if budget.metric == Budget.Metric.TOKENS:
+        return _Rates(Decimal(1), Decimal(1))
+    if price is None or price.currency != budget.currency:
+        return None
+    return _Rates(price.input_per_mtok / MILLION, price.output_per_mtok / MILLION)
 
 
 def _reserve(budget: Budget, price: ModelPrice | None) -> Decimal:
-    tokens = Decimal(settings.BUDGET_ROUND_RESERVE_TOKENS)
-    if budget.metric == Budget.Metric.TOKENS:
-        return tokens
-    if price is None or price.currency != budget.currency:
+    """The fixed reserve of a round whose cost is not known ahead (an agent backend's run)."""
+    rates = _rates(budget, price)
+    if rates is None:
         return Decimal(0)  # an unpriced model adds no cost
-    return tokens * max(price.input_per_mtok, price.output_per_mtok) / MILLION
+    return Decimal(settings.BUDGET_ROUND_RESERVE_TOKENS) * max(rates.input, rates.output)
 
 
 _ADJECTIVE = {Period.DAY: "daily", Period.MONTH: "monthly"}
 
 
-def _refusal(budget: Budget, spent: Decimal, end: datetime, *, busy: bool) -> DispatchRefused:
+def _refusal(budget: Budget, spent: Decimal, end: datetime, *, busy: bool, left: Decimal | None = None,
+             needed: Decimal | None = None) -> DispatchRefused:
+    """``busy``: other rounds in flight hold the rest; ``left``/``needed`` (no other round
+    holds anything): what is left is less than the request's input plus the smallest useful
+    output, ``BUDGET_MIN_OUTPUT_TOKENS``."""
     now = timezone.now()
     unit = "tokens" if budget.metric == Budget.Metric.TOKENS else budget.currency
     scope = "this workspace" if budget.workspace_id and not budget.user_id else "your"
@@ -316,6 +376,14 @@ def _refusal(budget: Budget, spent: Decimal, end: datetime, *, busy: bool) -> Di
             f"({_fmt(spent)} of {_fmt(budget.hard_limit)} {unit}) and other replies are using the rest; "
             "try again in a moment.",
             retry_after=float(settings.BUDGET_BUSY_RETRY_S), resets_at=end.isoformat(),
+        )
+    if left is not None:
+        return DispatchRefused(
+            "budget_exceeded",
+            f"The budget is nearly used up: {_fmt(spent)} of {_fmt(budget.hard_limit)} {unit} "
+            f"{budget.get_period_display()}; the {_fmt(left)} {unit} left are too little for another reply "
+            f"(it needs about {_fmt(needed)}). It resets at {end:%Y-%m-%d %H:%M} UTC.",
+            retry_after=max(1.0, (end - now).total_seconds()), resets_at=end.isoformat(),
         )
     return DispatchRefused(
         "budget_exceeded",
@@ -344,11 +412,20 @@ def budget_check(*, user_id, workspace_id, model_id) -> None:
 
 
 def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None,
-                 budgets: list[Budget] | None = None, run_id=None) -> Hold:
-    """Take a hold for one model round on every hard-limited budget that applies (see the
-    module docstring), or raise :class:`DispatchRefused` and hold nothing. ``budgets``: the
-    :func:`budgets_for` these ids, when the caller has them already. ``run_id``: record the
-    hold on the run (``Run.budget_hold``) in the same transaction."""
+                 budgets: list[Budget] | None = None, run_id=None, cost: RoundCost | None = None) -> Hold:
+    """Reserve one model round on every hard-limited budget that applies (see the module
+    docstring), or raise :class:`DispatchRefused` and reserve nothing.
+
+    ``cost``: what the round can cost — its input estimate and the output cap it would send
+    (None: a cap of ``BUDGET_ROUND_MAX_OUTPUT_TOKENS``). The round is granted an output cap
+    (``Hold.max_output_tokens``, at most ``cost``'s) that fits what is left of every budget
+    after the spend and the other rounds' reservations, and reserves its input estimate plus
+    that cap; it is refused when the cap would be under ``BUDGET_MIN_OUTPUT_TOKENS``. Without
+    ``cost`` (an agent backend: its cost is not known ahead) it reserves
+    ``BUDGET_ROUND_RESERVE_TOKENS`` and is admitted alone, or beside others while the rest
+    covers it. ``budgets``: the :func:`budgets_for` these ids, when the caller has them
+    already. ``run_id``: record the hold on the run (``Run.budget_hold``) in the same
+    transaction."""
     if budgets is None:
         budgets = budgets_for(user_id=user_id, workspace_id=workspace_id, model_id=model_id)
     budgets = [b for b in budgets if b.hard_limit is not None]
@@ -358,64 +435,90 @@ def budget_admit(*, user_id, workspace_id, model_id, price: ModelPrice | None,
     now = timezone.now()
     with transaction.atomic():
         windows = _windows([(budget, start) for budget, start, _ in bounds], lock=True)  # locked: then read
-        # One more round in flight on each window (a stale hold counts as none), computed from
-        # the locked rows and written in one plain UPDATE per distinct count (usually one).
-        counts: dict[int, list[int]] = {}
-        for (budget, _start, end), window in zip(bounds, windows, strict=True):
+        live = [(w.in_flight, w.reserved) if w.hold_until and w.hold_until > now else (0, Decimal(0))
+                for w in windows]  # a stale hold counts as none
+        cap, capped = None, False  # capped: a budget counts this round's tokens (else the request's cap stands)
+        if cost is not None:
+            cap = cost.max_output_tokens or settings.BUDGET_ROUND_MAX_OUTPUT_TOKENS
+        for (budget, _start, end), window, (in_flight, reserved) in zip(bounds, windows, live, strict=True):
             spent = window.spent
-            in_flight = window.in_flight if window.hold_until and window.hold_until > now else 0
             if spent >= budget.hard_limit:
                 raise _refusal(budget, spent, end, busy=False)
-            if in_flight and spent + _reserve(budget, price) * (in_flight + 1) > budget.hard_limit:
-                raise _refusal(budget, spent, end, busy=True)
-            counts.setdefault(in_flight + 1, []).append(window.pk)
-        ids = [window.pk for window in windows]
-        until = now + timedelta(seconds=settings.BUDGET_HOLD_S)
-        for in_flight, pks in counts.items():
-            BudgetWindow.objects.filter(pk__in=pks).update(in_flight=in_flight, hold_until=until)
+            if cost is None:
+                if in_flight and spent + reserved + _reserve(budget, price) > budget.hard_limit:
+                    raise _refusal(budget, spent, end, busy=True)
+                continue
+            rates = _rates(budget, price)
+            if rates is None:
+                continue  # the round adds nothing to it
+            left = budget.hard_limit - spent - reserved
+            room = (left - cost.input_tokens * rates.input) / rates.output if rates.output else Decimal(cap)
+            if room < settings.BUDGET_MIN_OUTPUT_TOKENS:
+                if in_flight:
+                    raise _refusal(budget, spent, end, busy=True)
+                needed = cost.input_tokens * rates.input + settings.BUDGET_MIN_OUTPUT_TOKENS * rates.output
+                raise _refusal(budget, spent, end, busy=False, left=max(left, Decimal(0)),
+                               needed=needed.quantize(COST_PLACES) if budget.metric == Budget.Metric.COST else needed)
+            cap, capped = min(cap, int(room)), True
+        amounts = []
+        for (budget, _start, _end), window, (in_flight, reserved) in zip(bounds, windows, live, strict=True):
+            rates = _rates(budget, price)
+            if cost is None:
+                amount = _reserve(budget, price)
+            else:
+                amount = cost.input_tokens * rates.input + cap * rates.output if rates else Decimal(0)
+            amounts.append(amount)
+            BudgetWindow.objects.filter(pk=window.pk).update(
+                in_flight=in_flight + 1, reserved=reserved + amount,
+                hold_until=now + timedelta(seconds=settings.BUDGET_HOLD_S))
+        granted = cap if capped else (cost.max_output_tokens if cost is not None else None)
+        hold = Hold([window.pk for window in windows], run_id, amounts, granted)
         if run_id is not None:
-            Run.objects.filter(pk=run_id).update(budget_hold=ids)
-    return Hold(ids, run_id)
+            Run.objects.filter(pk=run_id).update(budget_hold=hold.recorded())
+    return hold
 
 
 def budget_release(hold: Hold | None) -> None:
-    """Give back a round's holds (its usage is stored, or it ended without a response). A hold
-    recorded on its run is given back only if it is still recorded there (not already by
-    :func:`budget_release_stale`)."""
+    """Give back a round's reservation (it ended without a response: provider error, cancel).
+    A hold recorded on its run is given back only if it is still recorded there (not already
+    by :func:`budget_release_stale`)."""
     if not hold or not hold.window_ids:
         return
     with transaction.atomic(savepoint=False):
         if _hold_taken_back(hold):
-            _give_back(hold.window_ids)
+            _give_back(hold.amounts())
 
 
 def _hold_taken_back(hold: Hold) -> bool:
     """Clear a hold recorded on its run: True when this caller is the one to give it back."""
-    return hold.run_id is None or bool(Run.objects.filter(pk=hold.run_id, budget_hold=hold.window_ids).update(
+    return hold.run_id is None or bool(Run.objects.filter(pk=hold.run_id, budget_hold=hold.recorded()).update(
         budget_hold=[]))
 
 
-def _give_back(window_ids: list[int]) -> None:
-    """One round fewer in flight on each window (locked in primary-key order first, as
-    admissions lock them: two writers never wait for each other's rows crosswise)."""
+def _give_back(amounts: dict[int, Decimal]) -> None:
+    """One round fewer in flight and its reservation off each window (locked in primary-key
+    order first, as admissions lock them: two writers never wait for each other's rows
+    crosswise)."""
     if connection.features.has_select_for_update:
-        list(_in_lock_order(BudgetWindow.objects.filter(pk__in=window_ids)).values_list("pk", flat=True))
-    BudgetWindow.objects.filter(pk__in=window_ids).update(in_flight=Greatest(F("in_flight") - 1, 0))
+        list(_in_lock_order(BudgetWindow.objects.filter(pk__in=list(amounts))).values_list("pk", flat=True))
+    for pk in sorted(amounts):
+        BudgetWindow.objects.filter(pk=pk).update(in_flight=Greatest(F("in_flight") - 1, 0),
+                                                  reserved=Greatest(F("reserved") - amounts[pk], Decimal(0)))
 
 
 def budget_release_stale(*, run_id) -> bool:
     """Give back the hold a run's earlier attempt left recorded (its worker died mid-round):
     called when a recovered run is claimed again and when the reaper fails it. Without this,
-    new admissions kept extending the window's ``hold_until`` and the dead round's share was
-    refused to others ("busy") until the window went quiet for ``BUDGET_HOLD_S``. True when
-    there was one."""
+    new admissions kept extending the window's ``hold_until`` and the dead round's reservation
+    was refused to others ("busy") until the window went quiet for ``BUDGET_HOLD_S``. True
+    when there was one."""
     with transaction.atomic():
-        ids = Run.objects.select_for_update().filter(pk=run_id).values_list("budget_hold", flat=True).first()
-        if not ids:
+        recorded = Run.objects.select_for_update().filter(pk=run_id).values_list("budget_hold", flat=True).first()
+        if not recorded:
             return False
         Run.objects.filter(pk=run_id).update(budget_hold=[])
-        _give_back(ids)
-    logger.info("run %s: released the budget hold of an earlier attempt (windows %s)", run_id, ids)
+        _give_back(recorded_amounts(recorded))
+    logger.info("run %s: released the budget hold of an earlier attempt (windows %s)", run_id, recorded)
     return True
 
 
@@ -437,7 +540,7 @@ def usage_record(*, run, message, usage: dict | None, hold: Hold | None = None,
     cost = usage_cost(price=price, usage=counts)
     with transaction.atomic():
         record = UsageRecord.objects.filter(message=message).first() if message is not None else None
-        give_back = hold.window_ids if hold and hold.window_ids and _hold_taken_back(hold) else []
+        give_back = hold.amounts() if hold and hold.window_ids and _hold_taken_back(hold) else {}
         if record is None:
             record = UsageRecord.objects.create(
                 run=run, message=message, user_id=run.user_id, workspace_id=run.thread.workspace_id,

@@ -95,16 +95,19 @@ class Outcome:
     """How a backend's ``advance`` ended. ``kind``: ``completed``, ``awaiting_approval``
     (a tool call waits for a person; no worker keeps waiting), ``cancelled`` (the backend
     already closed its messages as cancelled) or ``failed`` (``code``/``message`` name the
-    root cause; ``retryable`` tells the UI whether a retry may help)."""
+    root cause; ``retryable`` tells the UI whether a retry may help). ``truncated``: a
+    completed run whose final answer was cut off — ``{"code", "message"}`` as stored on that
+    message (``output_limit``), carried by ``run.completed``; None when it is whole."""
 
     kind: str
     code: str = ""
     message: str = ""
     retryable: bool = False
+    truncated: dict | None = None
 
     @classmethod
-    def completed(cls) -> Outcome:
-        return cls("completed")
+    def completed(cls, *, truncated: dict | None = None) -> Outcome:
+        return cls("completed", truncated=truncated)
 
     @classmethod
     def awaiting_approval(cls) -> Outcome:

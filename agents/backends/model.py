@@ -27,7 +27,7 @@ from agents.loop.cutoff import OUTPUT_LIMIT_REASON, arguments_cut_off
 from agents.loop.execute import execute_tool_call
 from agents.loop.prompt import system_prompt, thread_history
 from agents.loop.tiers import history_window, run_plan
-from agents.metering import DispatchRefused, meter
+from agents.metering import DispatchRefused, granted_output_tokens, meter
 from agents.models import Run
 from agents.pipeline import policy_views, tool_pipeline
 from agents.provider_keys import provider_for
@@ -49,6 +49,7 @@ from llm import (
     ToolDefinition,
 )
 from llm.wire import arelay
+from agents.round_cost import round_cost
 
 from .base import Outcome, Turn
 
@@ -109,7 +110,8 @@ class _Loop:
             # (fenced: its lease could not be renewed): the run ends with it, nobody asks again.
             if self.emitter.seq > 0:
                 self.emitter.emit("message.completed", message_id=str(assistant.pk), status=assistant.status)
-            return Outcome.completed()
+            cut = assistant.status == Message.Status.TRUNCATED and assistant.error
+            return Outcome.completed(truncated=dict(assistant.error) if cut else None)
         while True:
             if assistant.tool_calls:  # a resumed message whose calls still need results
                 state = self._execute_calls(assistant)
@@ -144,7 +146,7 @@ class _Loop:
                 # A half-built tool call is never executed (shared/cases, issue: providers).
                 assistant.error = {"code": "output_limit", "message": OUTPUT_LIMIT_REASON}
                 self._close_assistant(assistant, streamed, Message.Status.TRUNCATED)
-                return Outcome.completed()
+                return Outcome.completed(truncated=dict(assistant.error))
             assistant.tool_calls = [
                 {"id": c.id, "name": c.name, "arguments": c.arguments} for c in streamed.tool_calls
             ]
@@ -245,7 +247,11 @@ class _Loop:
             echo_reasoning=plan.echo_reasoning,
             grounding=grounding.sources,
         )
-        hold = meter().before_round(run=self.run)  # may raise DispatchRefused
+        # May raise DispatchRefused. The budget reserves what the round can cost and may lower
+        # its output cap to what is left (usage.services.budget_admit): the request sends it.
+        hold = meter().before_round(run=self.run, cost=round_cost(request))
+        if (granted := granted_output_tokens(hold)) is not None:
+            request.max_output_tokens = granted
         streamed = Streamed()
         started = time.monotonic()
         first_text: float | None = None

@@ -221,7 +221,8 @@ def _end(turn: Turn, backend, outcome: Outcome, owner: str) -> None:
         final = emitter.seq + 1
         if lifecycle.run_finish(run=run, status=Run.Status.COMPLETED, iterations=run.iterations,
                                 last_event_seq=final):
-            if emitter.emit("run.completed", status=Run.Status.COMPLETED)["seq"] == final:
+            if emitter.emit("run.completed", status=Run.Status.COMPLETED,
+                            truncated=outcome.truncated)["seq"] == final:
                 emitter.seq_saved(final)
             return
         outcome = Outcome.cancelled()  # cancelled after the last check: the cancel wins

@@ -455,8 +455,15 @@ LOGGING = {
 }
 
 # --- Usage, budgets, operators (usage/) -----------------------------------------------------
-# A model round's reserve when budgets admit concurrent rounds (usage/services.py), the age
-# after which a dead worker's hold is forgotten, and the Retry-After while others hold the rest.
+# Budget admission (usage/services.py): a model round reserves its input estimate (UTF-8 bytes
+# of the request / BUDGET_BYTES_PER_TOKEN) plus the max_tokens it sends — the request's own cap,
+# else BUDGET_ROUND_MAX_OUTPUT_TOKENS — cut to what is left of the budget; a round that would be
+# left fewer than BUDGET_MIN_OUTPUT_TOKENS is refused. A round whose cost is not known ahead (an
+# agent backend's run) reserves BUDGET_ROUND_RESERVE_TOKENS. Then the age after which a dead
+# worker's hold is forgotten, and the Retry-After while others hold the rest.
+BUDGET_BYTES_PER_TOKEN = env.float("BUDGET_BYTES_PER_TOKEN", default=3.0)
+BUDGET_ROUND_MAX_OUTPUT_TOKENS = env.int("BUDGET_ROUND_MAX_OUTPUT_TOKENS", default=8192)
+BUDGET_MIN_OUTPUT_TOKENS = env.int("BUDGET_MIN_OUTPUT_TOKENS", default=256)
 BUDGET_ROUND_RESERVE_TOKENS = env.int("BUDGET_ROUND_RESERVE_TOKENS", default=8000)
 BUDGET_HOLD_S = env.int("BUDGET_HOLD_S", default=300)
 BUDGET_BUSY_RETRY_S = env.int("BUDGET_BUSY_RETRY_S", default=5)
@@ -514,6 +521,10 @@ MCP_MAX_BACKOFF_S = env.float("MCP_MAX_BACKOFF_S", default=60.0)
 COMPAT_API_DEFAULT_MODEL = env("COMPAT_API_DEFAULT_MODEL", default="")
 # Longest a /v1/chat/completions request follows its run before answering "still working".
 COMPAT_API_WAIT_S = env.float("COMPAT_API_WAIT_S", default=300.0)
+# A /v1 streaming client that disconnects before the run ends cancels it (as OpenAI's API stops
+# generating): the worker closes the upstream stream and nothing more is billed. False: the run
+# goes on and its answer is kept in the thread.
+COMPAT_API_CANCEL_ON_DISCONNECT = env.bool("COMPAT_API_CANCEL_ON_DISCONNECT", default=True)
 
 # --- Knowledge uploads (knowledge/uploads.py) ------------------------------------------------
 KNOWLEDGE_MAX_FILE_BYTES = env.int("KNOWLEDGE_MAX_FILE_BYTES", default=20 * 1024 * 1024)

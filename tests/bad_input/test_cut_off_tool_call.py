@@ -54,6 +54,9 @@ def test_repeatedly_cut_off_call_ends_truncated_after_one_retry(
     assert ToolCall.objects.filter(run=run).count() == 1
     completed = [e for e in events if e["type"] == "message.completed"]
     assert completed[-1]["status"] == "truncated"
+    # The live stream's end carries the reason too, not only the stored message.
+    assert events[-1]["type"] == "run.completed"
+    assert events[-1]["truncated"] == {"code": "output_limit", "message": final.error["message"]}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -65,7 +68,25 @@ def test_a_cut_off_call_that_succeeds_on_retry_continues_normally(
         fake_openai.script(tool_call_chunks([call("c1", "kb_lookup", '{"query": "wh')]),
                            tool_call_chunks([call("c2", "kb_lookup", {"query": "what"})]),
                            text_chunks("Found it."))
-        run, _ = converse(thread, users["alice"], "look it up")
+        run, events = converse(thread, users["alice"], "look it up")
     assert box.names() == ["kb_lookup"]
     final = Message.objects.filter(thread=thread, role="assistant").order_by("-position").first()
     assert final.status == "complete" and final.content == "Found it."
+    assert events[-1]["type"] == "run.completed" and events[-1]["truncated"] is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_manage_ask_says_why_a_completed_answer_was_cut_off(roles, users, workspaces, openai_provider, fake_openai):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    thread = make_thread(users["alice"], workspaces["demo"], openai_provider)
+    fake_openai.script(*[tool_call_chunks([call(f"c{i}", "search_knowledge", CUT)]) for i in range(2)])
+    out = StringIO()
+    try:
+        call_command("ask", "--user", "alice", "--thread", str(thread.pk), "--timeout", "30", "write a long note",
+                     stdout=out, stderr=StringIO())
+    except SystemExit as exit_:
+        assert exit_.code in (0, None)
+    assert "[completed, truncated] The model's reply reached its output limit" in out.getvalue()

@@ -345,6 +345,26 @@ def test_retry_after_a_failure_reruns_the_same_turn(session_for, fake):
     assert [m["content"] for m in fake.requests[-1]["messages"] if m["role"] == "user"] == ["Will this work?"]
 
 
+def test_a_cut_off_answer_says_why_when_the_run_ends(session_for, fake):
+    """A tool call cut off by the output limit (twice: one retry) ends the run completed with
+    ``run.completed.truncated``: the status line shows the reason in full, in the viewport."""
+    s = session_for()
+    s.new_chat()
+    page = s.page
+    cut = tool_call_chunks([call("c1", "search_knowledge", '{"query": "a very long query that never ends')])
+    reset(fake, cut, cut)
+    s.send("Search for something long")
+    page.wait_for_selector("#conn.warn", timeout=RUN_MS)
+    s.wait_idle()
+    reason = page.locator("#conn").inner_text()
+    assert "reached its output limit in the middle of a tool call" in reason
+    assert reason.endswith("raise the model's output limit.")  # whole, not cut by an ellipsis
+    assert page.locator("article.msg.assistant").last.get_attribute("data-status") == "truncated"
+    s.in_viewport("#conn")
+    s.no_horizontal_overflow()
+    s.shot("cut-off-reason")
+
+
 # --- citations ---------------------------------------------------------------------------
 def test_citations_link_to_a_preview_of_the_quoted_passage(session_for, fake):
     s = session_for()

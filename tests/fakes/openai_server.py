@@ -38,6 +38,8 @@ one of:
 
 * :class:`Failure` -- answer with an HTTP error status and OpenAI's error JSON.
 * :class:`DieAfter` -- send some chunks, then drop the TCP connection mid-stream.
+* a *responder* -- a callable given the request's JSON body, returning one of the above
+  (an answer that depends on the request, such as usage that fills its ``max_tokens``).
 
 Iterations given via ``raw_iterations`` (or :meth:`FakeOpenAI.script_raw`) are
 sent byte-for-byte as given (no fields added); a :class:`RawLine` in one is sent as its text,
@@ -64,7 +66,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,7 +152,7 @@ class RawLine:
     text: str
 
 
-Iteration = list | Failure | DieAfter
+Iteration = list | Failure | DieAfter | Callable[[dict], Any]
 
 
 @dataclass
@@ -551,6 +553,8 @@ class _Handler(BaseHandler):
         created = int(time.time())
         stream = bool(body.get("stream"))
         item = scripted.item
+        if callable(item):  # a responder: the iteration made from the request (e.g. its max_tokens)
+            item = item(body)
 
         if isinstance(item, Failure):
             self.send_json(
@@ -588,7 +592,11 @@ class _Handler(BaseHandler):
         for i, chunk in enumerate(chunks):
             if i and fake.delay_s:
                 time.sleep(fake.delay_s)
-            self._send_event(chunk.text if isinstance(chunk, RawLine) else json.dumps(chunk))
+            try:
+                self._send_event(chunk.text if isinstance(chunk, RawLine) else json.dumps(chunk))
+            except ConnectionDropped:  # the client closed the stream before its end
+                fake.streams_closed.append({"request": n, "chunks_sent": i, "chunks": len(chunks)})
+                raise
         if dying:
             self.die()
             return
@@ -656,6 +664,9 @@ class FakeOpenAI(FakeServer):
         ``list[dict[str, str]]``: the matching request headers, keys lowercased.
     server_errors:
         Exceptions raised inside handler threads (normally empty).
+    streams_closed:
+        ``list[dict]``: the streamed responses the client closed before their end,
+        ``{"request": n, "chunks_sent", "chunks"}`` (n: the request's number, from 1).
     """
 
     handler = _Handler
@@ -681,6 +692,8 @@ class FakeOpenAI(FakeServer):
         self.send_done = send_done
         self.require_reasoning_content = require_reasoning_content
         self.first_token_delay_s = 0.0
+        # Streams the client closed before their end: {"request": n, "chunks_sent", "chunks"}.
+        self.streams_closed: list[dict] = []
         self.script_raw(*(raw_iterations or ()))
 
     # -- scripting ------------------------------------------------------------
@@ -707,9 +720,9 @@ class FakeOpenAI(FakeServer):
 def _wrap(iterations: Iterable[Iteration], *, raw: bool) -> list[_Scripted]:
     items = []
     for it in iterations:
-        if not isinstance(it, (list, tuple, Failure, DieAfter)):
+        if not isinstance(it, (list, tuple, Failure, DieAfter)) and not callable(it):
             raise TypeError(
-                f"an iteration must be a list of chunk dicts, Failure or DieAfter, not {it!r}"
+                f"an iteration must be a list of chunk dicts, Failure, DieAfter or a responder, not {it!r}"
             )
         items.append(_Scripted(list(it) if isinstance(it, tuple) else it, raw))
     return items

@@ -167,7 +167,7 @@ def test_failure_messages_point_to_the_thread():
     assert "lost" in missing and "does not continue" in missing and "th-1" in missing
 
 
-# --- the view's stream (openai_api.views._sse) with the run's events given ------------------------
+# --- the view's stream (openai_api.views._sse_chunks) with the run's events given ------------------------
 
 
 def run_over(status: str = "completed") -> dict:
@@ -190,7 +190,7 @@ async def stream(monkeypatch, events: list[dict], *, texts: list[str]) -> tuple[
     monkeypatch.setattr(views, "completion_outcome", lambda **kw: outcome)
     monkeypatch.setattr(views, "conversation_remember", lambda **kw: remembered.append(kw["answer"]))
     started = Started(run_id="r1", thread_id="th-1", model_id="openai", created=1, messages=[])
-    return [part async for part in views._sse(started, False)], remembered
+    return [part async for part in views._sse_chunks(started, False)], remembered
 
 
 def content(parts: list[str]) -> str:

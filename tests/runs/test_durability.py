@@ -89,7 +89,7 @@ def test_a_stale_writer_cannot_reuse_a_seq(users, workspaces, offline, sink_for,
     old.close()
     new = RunEmitter(run_id=run.pk, thread_id=thread.pk, start_seq=old.seq, window_s=0)  # the new owner
     new.text("second")
-    new.emit("run.completed", status="completed")
+    new.emit("run.completed", status="completed", truncated=None)
     new.close()
     old.text("stale")  # the old writer wakes up and tries seq 3 again
     old.close()

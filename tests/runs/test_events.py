@@ -27,7 +27,7 @@ def test_idle_delta_is_sent_at_once_and_burst_is_merged():
     emitter.text("Hello")  # nothing sent within the window: goes out immediately
     for piece in [" wor", "ld", "!"]:
         emitter.text(piece)  # inside the window: merged
-    emitter.emit("run.completed", status="completed")  # flushes the buffer first
+    emitter.emit("run.completed", status="completed", truncated=None)  # flushes the buffer first
     emitter.close()
     events = collect(sink, 3)
     sink.close()

@@ -127,7 +127,7 @@ def test_held_events_go_out_numbered_in_order_or_not_at_all(thread, users, sink_
     assert held["seq"] is None and held["held"] and emitter.seq == 1
     state["hold"] = False  # renewed: the next flush sends what was held, merged and in order
     emitter.flush()
-    emitter.emit("run.completed", status="completed")
+    emitter.emit("run.completed", status="completed", truncated=None)
     emitter.close(save_seq=False)
     events = sink.until_terminal(run.pk)
     assert [(e["seq"], e["type"]) for e in events] == [
@@ -139,7 +139,7 @@ def test_held_events_go_out_numbered_in_order_or_not_at_all(thread, users, sink_
     lost.hold, lost.fence = emitter.hold, emitter.fence
     lost.text("never shown")
     state.update(hold=False, lost=True)  # another worker owns the run now: drop what was held
-    lost.emit("run.completed", status="completed")
+    lost.emit("run.completed", status="completed", truncated=None)
     lost.close(save_seq=False)
     assert lost.seq == 5 and lost.fenced_count == 2
     assert [e["seq"] for e in run_coroutine(event_log().read(str(run.pk)))] == [1, 2, 3, 4, 5]

@@ -35,7 +35,7 @@ def test_concurrent_runs_reach_the_log_and_the_group_in_order(settings):
     def stream(emitter):
         for piece in pieces:
             emitter.text(piece)
-        emitter.emit("run.completed", status="completed")
+        emitter.emit("run.completed", status="completed", truncated=None)
         emitter.close()
 
     workers = [threading.Thread(target=stream, args=(emitter,)) for emitter in emitters]
@@ -174,7 +174,7 @@ def test_an_error_reply_for_one_run_stops_only_that_run_and_keeps_its_order(sett
 def test_an_event_that_cannot_be_serialised_is_dropped_alone(settings):
     emitter = RunEmitter(run_id=uuid.uuid4(), thread_id="t-bad-event", window_s=0)
     emitter.text("before ")
-    emitter.emit("run.completed", status=object())  # a bug upstream: not JSON
+    emitter.emit("run.completed", status=object(), truncated=None)  # a bug upstream: not JSON
     emitter.text("after ")
     emitter.close(timeout=10)
     assert [(e["seq"], e.get("delta")) for e in logged(emitter.run_id)] == [(1, "before "), (3, "after ")]

@@ -91,9 +91,9 @@ def test_soft_limit_warns_once_and_the_run_goes_on(users, workspaces, openai_pro
 
 def test_hard_limit_between_tool_rounds_stops_before_the_next_provider_call(users, workspaces, openai_provider,
                                                                              fake_openai, converse):
-    Budget.objects.create(workspace=workspaces["demo"], metric="tokens", period="day", hard_limit=500)
-    fake_openai.script(
-        tool_call_chunks([("c1", "search_knowledge", '{"query": "x"}')]) + [usage_chunk(450, 100)],
+    Budget.objects.create(workspace=workspaces["demo"], metric="tokens", period="day", hard_limit=5000)
+    fake_openai.script(  # the provider counts more input than estimated: the spend passes the limit by that
+        tool_call_chunks([("c1", "search_knowledge", '{"query": "x"}')]) + [usage_chunk(4500, 600)],
         text_chunks("never sent"),
     )
     thread = make_thread(users["alice"], workspaces["demo"], openai_provider)
@@ -104,7 +104,7 @@ def test_hard_limit_between_tool_rounds_stops_before_the_next_provider_call(user
     assert failed["type"] == "run.failed" and failed["error"]["code"] == "budget_exceeded"
     assert len(fake_openai.requests) == 1  # the second model request was never sent
     final = Message.objects.filter(run=run, role="assistant").order_by("-position").first()
-    assert final.status == "error" and "550 of 500 tokens" in final.content and "resets at" in final.content
+    assert final.status == "error" and "5100 of 5000 tokens" in final.content and "resets at" in final.content
     assert BudgetWindow.objects.get().in_flight == 0  # the first round's hold was given back
 
 
@@ -114,13 +114,16 @@ def test_cost_budget_counts_only_priced_usage_in_its_currency(users, workspaces,
     from usage.models import ModelPrice
 
     model = LLMModel.objects.create(provider=openai_provider, name="fake-model")
-    ModelPrice.objects.create(model=model, input_per_mtok=Decimal(1000), output_per_mtok=Decimal(1000))
+    ModelPrice.objects.create(model=model, input_per_mtok=Decimal(10), output_per_mtok=Decimal(10))
     Budget.objects.create(user=users["alice"], model=model, metric="cost", currency="USD", period="day",
                           hard_limit=Decimal("0.05"))
-    fake_openai.script(text_chunks("pricey") + [usage_chunk(40, 20)])  # 60 tokens × $0.001 = $0.06
+    fake_openai.script(text_chunks("pricey") + [usage_chunk(4000, 2000)])  # 6,000 tokens × $0.00001 = $0.06
     thread = make_thread(users["alice"], workspaces["demo"], openai_provider)
     run, events = converse(thread, users["alice"], "Hi")
-    assert types(events)[-1] == "run.completed"  # admitted while under the limit: one round may pass it
+    # Admitted with its output capped to the rest ($0.05 at $10/M: 5,000 tokens less the input
+    # estimate); the provider counted more input than estimated, which is what may pass the limit.
+    assert types(events)[-1] == "run.completed"
+    assert 256 <= fake_openai.requests[0]["max_tokens"] < 5000
 
     response = api_for(users["alice"]).post(f"/api/v1/threads/{thread.pk}/runs/", {"content": "Again"},
                                             format="json")
@@ -241,15 +244,17 @@ def test_a_recovered_run_gives_back_the_hold_its_dead_worker_left(users, workspa
                               lease_expires_at=timezone.now() - timedelta(seconds=5))
     meter().before_round(run=dead)  # its worker died mid-round: never released
     window = BudgetWindow.objects.get()
-    assert window.in_flight == 1 and Run.objects.get(pk=dead.pk).budget_hold == [window.pk]
+    assert window.in_flight == 1 and window.reserved == 8000  # a round of unknown cost: the fixed reserve
+    assert Run.objects.get(pk=dead.pk).budget_hold == [[window.pk, "8000"]]
     args = {"user_id": users["alice"].pk, "workspace_id": workspaces["demo"].pk, "model_id": None, "price": None}
     with pytest.raises(DispatchRefused):  # the phantom round is still counted
         budget_admit(**args)
     assert run_fail_interrupted(run_id=dead.pk, expected_lease=dead.lease_expires_at)
-    assert BudgetWindow.objects.get().in_flight == 0 and Run.objects.get(pk=dead.pk).budget_hold == []
+    window.refresh_from_db()
+    assert (window.in_flight, window.reserved) == (0, 0) and Run.objects.get(pk=dead.pk).budget_hold == []
     hold = budget_admit(**args)  # the rest is free for others again
     # A late release by the dead round's own worker (it was only frozen) gives nothing back twice.
-    budget_release(Hold([window.pk], dead.pk))
+    budget_release(Hold([window.pk], dead.pk, [Decimal(8000)]))
     assert BudgetWindow.objects.get().in_flight == 1
     budget_release(hold)
     assert BudgetWindow.objects.get().in_flight == 0

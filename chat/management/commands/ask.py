@@ -117,6 +117,8 @@ class Command(BaseCommand):
                 out.write(f"[saved] {event['title']} ({event['item_id']})")
             elif kind == "run.failed":
                 out.write(f"\n[failed] {event['error']['message']}")
+            elif kind == "run.completed" and event.get("truncated"):
+                out.write(f"\n[completed, truncated] {event['truncated']['message']}")
             elif kind in ("run.completed", "run.cancelled"):
                 out.write(f"\n[{kind.split('.')[1]}]")
             elif kind == "approval.requested":

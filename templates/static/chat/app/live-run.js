@@ -89,6 +89,9 @@ export function createLiveRun({stream, view, composer = null, api, urlFor, urls,
     if (stream.open && status.text() !== "connected") status.show("connected", "ok");  // "regenerating…", an error
     return view.load().then(() => {
       if (ev.type === "run.failed" && ev.error) status.show(ev.error.message, "bad");
+      // A completed run whose final answer was cut off (output_limit) says why, as its
+      // stored message does: the status line shows it in full (a long reason wraps).
+      if (ev.type === "run.completed" && ev.truncated) status.show(ev.truncated.message, "warn wrap");
     });
   }
 
