@@ -32,7 +32,7 @@ class RoundCost:
 
 
 def request_bytes(request) -> int:
-    """UTF-8 bytes of a :class:`agents.providers.base.ChatRequest`'s content as it goes on the
+    """UTF-8 bytes of a :class:`llm.base.ChatRequest`'s content as it goes on the
     wire (system, messages, tool calls, reasoning, tool definitions)."""
     parts = [request.system or ""]
     for message in request.messages:

@@ -37,6 +37,7 @@ Errors: ``{"error": {"message", "type", "code"}}`` with 400/401/403/404/409/413/
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
