@@ -10,12 +10,9 @@ daemon thread per process, :class:`ThreadPublisher`, logs and publishes every ru
 with a synchronous Redis connection — one script call per event, pipelined when several are
 ready. Otherwise (embedded mode, other layers) an event loop does: the web server's own loop
 when this process serves ASGI (the in-memory channel layer lives there), else one daemon loop
-thread per process (Celery workers, the ``ask`` command). Measured at 1 chat × 50 tokens/s
-(bench/side_by_side): the event loop spent about 1 ms of CPU per event on wake-ups, timers,
-tasks and redis-py's asyncio client; the thread spends a fraction of that. Publishing from the
-loop over a lean asyncio Redis connection instead cost the same as the thread (most of an
-event's cost is its send to Redis, whichever thread sends it:
-bench/side_by_side/results-2026-12-06-loop-publisher.md).
+thread per process (Celery workers, the ``ask`` command). Production uses a thread rather than
+a loop because an event loop pays for wake-ups, timers and tasks on every event besides the
+send to Redis, which costs the same from either (figures: docs/performance.md).
 """
 
 from __future__ import annotations
@@ -63,19 +60,16 @@ _streaming: weakref.WeakSet = weakref.WeakSet()  # emitters not yet closed in th
 def coalesce_window_s(*, on_loop: bool = False) -> float:
     """The adaptive coalescing window (seconds): ``EVENTS_COALESCE_WINDOW_S`` (30 ms) while
     few runs stream in this process, growing with every ``EVENTS_COALESCE_STREAMS_PER_STEP``
-    (16) concurrent streams up to ``EVENTS_COALESCE_MAX_WINDOW_S`` (100 ms). Measured with
-    bench/side_by_side: at 50 chats × 50 tok/s one process cannot publish one event per
-    token from turn threads, and fewer, larger deltas keep every stream moving instead of all
-    falling behind; at 10 chats two tokens per event instead of one cut production's CPU per
-    token by a third.
+    (16) concurrent streams up to ``EVENTS_COALESCE_MAX_WINDOW_S`` (100 ms). Under load one
+    process cannot publish one event per token from turn threads: fewer, larger deltas keep
+    every stream moving instead of all falling behind, and cost less CPU per token.
 
     ``on_loop``: the text is given on the delivery's own event loop (the model read there,
     embedded mode), where an event wakes no thread: the window is then
     ``EVENTS_COALESCE_LOOP_WINDOW_S`` (5 ms) up to ``EVENTS_COALESCE_LOOP_STREAMS`` (64)
     streams, the adaptive one beyond. It does not widen below that: a window shorter than the
     time between two tokens (20 ms at 50 tokens/s) merges nothing, and only holds back a token
-    that came early — at 50 chats a window widened to 16 ms made the p99 16–18 ms every
-    second, 2–5 ms with 5 ms (bench/side_by_side/results-2026-12-04-stream-on-loop.md)."""
+    that came early, which shows up as per-token latency."""
     base, per_step, most, _gather, loop_base, loop_streams = _event_settings()
     streams = len(_streaming)
     if on_loop and streams <= loop_streams:
@@ -88,12 +82,9 @@ def publish_gather_s() -> float:
     event wait for other runs' events, so that one Redis round trip carries several: none
     while at most ``EVENTS_COALESCE_STREAMS_PER_STEP`` (16) runs stream in this process —
     where the coalescing window is still at its base — and ``EVENTS_PUBLISH_GATHER_S``
-    (10 ms) beyond, where the process is loaded and CPU is what runs short. Measured at
-    10 chats × 50 tokens/s on one web process and one worker (bench/side_by_side, 2 cores):
-    gathering there cost 10 ms of p99 (33 against 23 ms; embedded mode 22 ms) for about a
-    fifth less CPU per token (0.43–0.46 against 0.55–0.56 CPU s per 1000 tokens), most of it
-    in the web process, which wakes for every message instead of every batch
-    (bench/side_by_side/results-2026-12-04-gather-under-load.md)."""
+    (10 ms) beyond, where the process is loaded and CPU is what runs short: gathering trades
+    a few ms of latency for less CPU per token, most of it in the web process, which then
+    wakes for every batch instead of every message."""
     _base, per_step, _most, gather, _loop_base, _loop_streams = _event_settings()
     return gather if len(_streaming) > per_step else 0.0
 
@@ -163,9 +154,8 @@ class _Sweep:
     delivery stays ready to wake (``linger``) 1.5 windows later, so a delta that starts to
     wait in that time needs no wake-up: it goes out at most half a window late. Otherwise
     ``waiting`` asks for one. Before, every delta that waited armed a timer at the window's
-    end, which woke the delivery twice (armed, fired) and always beat the next delta: 662
-    events per 1000 tokens at 50 tokens/s, now 500. A thread's wake-up costs about 80 µs of
-    CPU on this machine kind (bench/side_by_side/results-2026-12-02-sweep.md).
+    end, which woke the delivery twice (armed, fired) and always beat the next delta, so
+    fewer tokens shared an event; every wake-up of the thread costs CPU.
 
     Not thread-safe on its own: the caller holds its lock (the publisher's condition, or
     the loop delivery's lock)."""

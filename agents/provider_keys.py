@@ -62,8 +62,8 @@ def key_status(provider) -> str | None:
 def warn_unconfigured_providers() -> list[str]:
     """At a worker's start: one warning per enabled provider whose key this process cannot
     find (:func:`key_status`) — its runs would each fail ``not_configured``, and nothing else
-    says so until a person sends a message (a trial's worker was started without the
-    provider's key variable). Returns the warnings; a database that cannot be read is logged
+    says so until a person sends a message (a worker started without the provider's key
+    variable looks healthy otherwise). Returns the warnings; a database that cannot be read is logged
     at debug level and skipped."""
     import logging
 

@@ -114,8 +114,8 @@ class WebsocketSessionMiddleware(SessionMiddleware):
     """Channels' ``SessionMiddleware`` (the session from the cookie in ``scope["session"]``)
     without its wrapper around ``send``. That wrapper saves a modified session and sets its
     cookie on ``http.response.start`` only, which a websocket never sends, yet it read the
-    session's ``modified`` and ``is_empty()`` through a ``LazyObject`` on every message: 4 % of
-    a web process's CPU at 10 chats × 50 tokens/s (py-spy ``--gil``), one frame per token."""
+    session's ``modified`` and ``is_empty()`` through a ``LazyObject`` on every message — one
+    frame per token, a visible share of a streaming web process's CPU."""
 
     async def __call__(self, scope, receive, send):
         wrapper = InstanceSessionWrapper(scope, send)

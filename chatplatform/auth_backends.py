@@ -24,12 +24,11 @@ class PasswordBackend(ModelBackend):
     """Django's ``ModelBackend`` checking at most ``PASSWORD_CHECKS_AT_ONCE`` passwords at a
     time per process; the others wait their turn before they touch the database.
 
-    A check is CPU-bound (PBKDF2-SHA256 with Django 5.2's 1,000,000 iterations: 1.3 s of CPU
-    on the 2-core bench box; hashlib releases the GIL, so more checks than cores only make each
-    slower), and a request holds its pooled database connection from the user lookup to the
-    response. Measured with bench/side_by_side: 50 users signing in at once held every
-    connection of both web processes for over 10 s (``DB_POOL_TIMEOUT_S``), and the sign-ins and
-    any other request answered 503. Waiting here holds no connection."""
+    A check is CPU-bound (PBKDF2-SHA256 with Django's 1,000,000 iterations; hashlib releases
+    the GIL, so more checks than cores only make each slower), and a request holds its pooled
+    database connection from the user lookup to the response: many people signing in at once
+    would hold every connection past ``DB_POOL_TIMEOUT_S``, and the sign-ins and any other
+    request would answer 503. Waiting here holds no connection."""
 
     def authenticate(self, request, username=None, password=None, **kwargs):
         with password_check_slots():

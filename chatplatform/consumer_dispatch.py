@@ -4,11 +4,8 @@ client's socket, the channel layer) instead of Channels' ``await_many_dispatch``
 Channels waits on both sources with ``asyncio.wait`` and, after every message, starts a new
 task for the source that delivered it: per message a wait (a future and a done callback on
 each task), a task, and a turn of the event loop more. A run event is one channel-layer
-message per socket, so that cost is paid per token per viewer. Measured with a bare queue
-(``bench/consumer_dispatch.py``, CPU per message, median) on this machine kind, Channels' loop
-costs about four times this one: 47 µs against 12 µs on a slow box, 13 µs against 3.6 µs on a
-faster one; in a web process at 10 chats × 50 tokens/s it was a tenth of the process's CPU
-(py-spy, ``--gil``).
+message per socket, so that cost is paid per token per viewer; long-lived loops pay it once
+(``bench/consumer_dispatch.py`` compares the two; figures in docs/performance.md).
 
 What stays as in Channels: messages are dispatched one at a time (a handler never runs
 while another is suspended), each source's messages in the order it gave them, and an

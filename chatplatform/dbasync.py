@@ -3,8 +3,8 @@ executor (``WEB_DB_THREADS`` threads, set in ``config.loop_binding``).
 
 Channels' ``database_sync_to_async`` is thread-sensitive: every websocket of a web process
 shares ONE thread for its database work, so 10 simultaneous ``message.send`` frames (each a
-transaction, a broker publish and access checks) queue behind each other — measured as
-seconds of time-to-first-token at 10 chats. Each call here is self-contained (its own
+transaction, a broker publish and access checks) queue behind each other, and every reply's
+first token waits for them. Each call here is self-contained (its own
 transaction; connections are closed or returned to the pool around it, as Channels does), so
 it may run on any of the executor's threads.
 """

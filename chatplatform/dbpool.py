@@ -2,9 +2,9 @@
 
 psycopg_pool replaces a lost connection with attempts that back off exponentially (1 s, 2 s,
 4 s, 8 s … until ``reconnect_timeout``), and lets only one such attempt grow the pool at a
-time. After a 20 s outage its next attempt could be 10 s or more away, so every request
-and turn waited out ``DB_POOL_TIMEOUT_S`` and failed although PostgreSQL was back (measured:
-8.7 s of ``PoolTimeout`` after the server returned; ``tests/test_services_dbpool.py``).
+time. After an outage of a few seconds its next attempt can be many seconds away, so every
+request and turn would wait out ``DB_POOL_TIMEOUT_S`` and fail although PostgreSQL is back
+(``tests/test_services_dbpool.py`` holds the prompt reconnect).
 
 The settings give the pool a short ``reconnect_timeout`` (``DB_POOL_RECONNECT_S``, 2 s:
 attempts at 0, ~1 and 2 s, then it gives up) and this callback as ``reconnect_failed``: while
@@ -15,8 +15,8 @@ back; with nobody waiting it stops, and the next request's own attempt connects 
 The same give-up, when nothing listens at the server's address, marks the pool *unreachable*
 (:func:`unreachable`) until a connection attempt succeeds: requests and websockets that need
 the database are then answered 503 / closed 4503 at once instead of each waiting out
-``DB_POOL_TIMEOUT_S`` (10 s) for a server that refuses (found from a fresh clone: every page,
-API call and send hung 10 s during an outage). A server at its connection limit still
+``DB_POOL_TIMEOUT_S`` (10 s) for a server that refuses (otherwise every page, API call and
+send hangs that long during an outage). A server at its connection limit still
 listens: its requests keep waiting for a connection another thread hands back.
 
 Imports nothing from Django: the settings module refers to it.

@@ -16,9 +16,8 @@ gap by ``seq`` and refill it from the event log.
 Production (:class:`RedisPubSubLayer`): channels-redis's pub/sub layer. The list-based
 ``RedisChannelLayer`` costs four Redis round trips per group message on the sending side
 (expiry sweep, member list, a second sweep, a Lua push) and four more on the receiving side,
-where one process-wide lock lets a web process pop only one message per round-trip chain:
-measured with ``bench/ours_bench.py``, one daphne process fell seconds behind at 10 chats × 50
-tokens/s with idle CPUs. With pub/sub a group message is one ``PUBLISH`` and every web process
+where one process-wide lock lets a web process pop only one message per round-trip chain, so
+a web process falls behind a handful of streaming chats with its CPUs idle. With pub/sub a group message is one ``PUBLISH`` and every web process
 reads its subscriptions as a stream. Delivery is at most once, exactly like a full list
 channel: subscribers detect a gap by ``seq`` and refill it from the event log
 (``agents.replay``). Three changes to the stock layer: publishes do not queue behind one lock

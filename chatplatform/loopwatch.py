@@ -20,10 +20,9 @@ A stall is measured from when the beat was due, so it is never overstated: a loo
 ``EVENT_LOOP_STALL_S`` + ``interval_s`` is always reported, a shorter hold only if a beat fell
 due early in it.
 
-Cost, measured on the 2-core bench box: a beat wakes an idle loop (about 170 µs of CPU each)
-and the thread wakes about three times a second (about 120 µs each): with the defaults (a
-beat every ``EVENT_LOOP_STALL_S`` / 2 = 125 ms) about 1.5 ms of CPU per second per process,
-against 4–5 ms with a beat and a look every 50 ms (``bench/loopwatch_cost.py``).
+Cost: every beat wakes an idle loop and the thread wakes about three times a second, so the
+defaults (a beat every ``EVENT_LOOP_STALL_S`` / 2 = 125 ms) keep the watch to a small, fixed
+CPU cost per process; beating more often multiplies it (``bench/loopwatch_cost.py``).
 ``EVENT_LOOP_STALL_S`` = 0 turns the watch off.
 """
 

@@ -3,10 +3,8 @@ loop, read by an ``asyncio.Protocol`` that feeds hiredis's reply parser.
 
 Why not redis-py's asyncio ``PubSub``, as channels-redis drives it (``get_message(timeout=0.1)``
 in a loop): every message then costs a timeout handle, a retry wrapper, a stream reader's
-wake-up and a second turn of the event loop. Measured with ``bench/pubsub_receive.py`` (one
-message per read, as a web process sees them at 1–10 chats): about 190 µs of CPU per message,
-against about 70 µs here — and a web process's whole share of a run event was about 220 µs
-(bench/side_by_side/results-2026-12-05-pubsub.md). Replies are still parsed by hiredis; this
+wake-up and a second turn of the event loop — most of a web process's whole share of a run
+event (``bench/pubsub_receive.py`` compares the two). Replies are still parsed by hiredis; this
 module only owns the socket, the handshake and the subscriptions.
 
 What it guarantees (:class:`Subscriber`):

@@ -1,5 +1,5 @@
 """Input the platform refuses before it reaches a service or the database, in one place for
-REST, the websocket and SSE (issue 17, bad input).
+REST, the websocket and SSE.
 
 * JSON nested deeper than ``JSON_MAX_DEPTH`` (default 32) levels — whether Python's parser
   would recurse out (``RecursionError``) or not — is refused as ``nested_too_deeply``;

@@ -4,9 +4,9 @@
 option ``uvicorn`` does (``--host``, ``--port``, ``--ws``, ``--loop``, ``--workers``…) and runs
 uvicorn with one change, :class:`Server`: its main loop looks at the process once a second
 instead of every 0.1 s. uvicorn's loop only refreshes the ``Date`` header (once a second),
-checks ``--limit-max-requests`` and notices a stop signal; its ten wake-ups a second were a bare
-app's whole idle cost on a 2-core box, 1.9–2.1 against 0.38–0.39 ms of CPU per second with this
-loop (2026-12-05), and a share of every web process's CPU while runs stream. A stop signal still
+checks ``--limit-max-requests`` and notices a stop signal; its ten wake-ups a second are a bare
+app's whole idle cost, and a share of every web process's CPU while runs stream
+(``bench/idle_cpu.py``). A stop signal still
 ends the loop at once (:meth:`Server.handle_exit` wakes it).
 """
 

@@ -15,9 +15,8 @@ def warm_web_process() -> None:
       0.1 s) and the result backend (disabled, but resolved through the installed
       packages' entry points, about 16 ms).
 
-    Measured at issue 18 (py-spy of a web process at a burst of 50 first chats): about half
-    the process's GIL time went to these imports on request threads, while every other
-    request of the burst waited for the import lock or the GIL. Opens no connection, so it
+    Made lazily, these imports run on request threads during a burst of first chats, while
+    every other request of the burst waits for the import lock or the GIL. Opens no connection, so it
     is safe before a server forks its workers. Idempotent; called by ``config.asgi``
     before the start-up heap is frozen (``chatplatform.heap``)."""
     from django.urls import get_resolver

@@ -27,9 +27,9 @@ stop words are left out (bm25 reads the whole posting list of every term).
 
 Scale: candidates come from two capped tiers (``TITLE_CANDIDATES`` title matches,
 ``CONTENT_CANDIDATES`` title-or-content matches) and only they are scored, which keeps a
-search at 100 k items within ~10 ms median (bench/retrieval.py). Below the caps the ranking
-is exact; above them every item titled by the query stays in the running and the rest is a
-sample (measured on the benchmark corpus: 94–96 % of the exhaustive top-8 score mass).
+search's time flat as the corpus grows (bench/retrieval.py). Below the caps the ranking is
+exact; above them every item titled by the query stays in the running and the rest is a
+sample that keeps almost all of the exhaustive top results' score (bench/retrieval.py).
 
 Workspace and visibility filters are part of the same SQL statement, never applied to the
 results afterwards.

@@ -156,9 +156,9 @@ _LAZY_SDK_MODULES = ("openai.resources.chat",)
 
 
 def preload_adapters(**_signal_kwargs) -> None:
-    """Import every adapter and its SDK's lazily loaded modules now. Measured at issue 18: a
-    worker's first turns spent over a second of CPU importing the OpenAI SDK (pydantic model
-    building) on the turn's thread, holding up every simultaneous first token. Called when a
+    """Import every adapter and its SDK's lazily loaded modules now: made lazily, a worker's
+    first turns spend a second or more of CPU importing an SDK (pydantic model building) on
+    the turn's thread, holding up every simultaneous first token. Called when a
     Celery worker is ready and, in a thread, on a web process's first connection. An adapter
     whose SDK is not installed is skipped (its provider fails when used, as before)."""
     for caps in CAPABILITIES.values():

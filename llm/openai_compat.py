@@ -248,8 +248,8 @@ class OpenAICompatAdapter:
         """The SDK's request — auth, retries, status errors, SSE decoding, ``error`` events
         raised as ``APIError`` — with each chunk left as the JSON object it is
         (``cast_to=object``, the SDK's documented raw request): building a pydantic chunk per
-        token and turning it back into a dict cost ≈70 µs a token, a quarter of a Celery
-        worker's CPU while it streams (measured with py-spy under bench/side_by_side)."""
+        token only to turn it back into a dict would be a large share of a worker's CPU while
+        it streams."""
         return self.client.post("/chat/completions", body={**body, "stream": True}, cast_to=object,
                                 options={"security": {"bearer_auth": True}}, stream=True,
                                 stream_cls=openai.Stream[object])

@@ -4,7 +4,7 @@ once instead of at its worker's next heartbeat.
 A cancel is a database write (``lifecycle.run_cancel_running``); the worker holding the run
 finds it when its heartbeat's renewal fails (``agents.runs.lease``), every
 ``min(RUN_HEARTBEAT_S, STREAM_PERSIST_INTERVAL_S)`` seconds — up to a second of tokens after
-the person pressed Stop (a fresh-clone trial counted 23). Once the cancel has committed,
+the person pressed Stop, a couple of dozen at streaming speed. Once the cancel has committed,
 :func:`run_check_now` wakes that heartbeat for a beat now:
 
 * in this process directly (embedded mode, where the web process runs its turns);

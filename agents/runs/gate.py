@@ -13,10 +13,9 @@ work is the same; only its order changes.
 The gate never blocks the queue forever: a slot held for ``RUN_SETUP_WAIT_S`` (a set-up stuck
 on a slow database, or a backend that never calls :meth:`Turn.dispatched`) stops counting, and
 the next turn in line takes its place. The bound is on how long one holder can keep the others
-waiting, not on each waiter: with per-waiter timeouts, a queue longer than the timeout (fifty
-set-ups in one embedded process, ``bench/side_by_side/results-2026-12-04-fifo-gate.md``) went
-ahead all at once when the timeouts ran out, fifty set-ups at once on one GIL — what the gate
-exists to prevent. A slot is given back when the turn ends however it ends.
+waiting, not on each waiter: with per-waiter timeouts, a queue longer than the timeout would
+go ahead all at once when the timeouts ran out — every set-up at once on one GIL, what the
+gate exists to prevent. A slot is given back when the turn ends however it ends.
 """
 
 from __future__ import annotations

@@ -6,11 +6,10 @@ process, one database connection, however many runs) renews its lease every
 independently of upstream traffic, so a model that takes 20 s to its first token (or stalls mid-stream) is not taken for
 a dead worker. The heartbeat renews through its own database alias (``LEASE_DB_ALIAS``: a
 connection of its own on PostgreSQL, kept while the process lives and opened again at the
-next beat after an error), so renewals never queue behind turns for connections — measured at
-50 chats, a heartbeat waiting for the shared pool fenced healthy runs, which then stopped with
-no terminal event and were run again from the start; and a pool of its own, whose cut
-connections it re-opened only after a backoff, fenced runs after a few seconds of killed
-connections. A worker that dies stops
+next beat after an error), so renewals never queue behind turns for connections: a heartbeat
+waiting for the shared pool under load would fence healthy runs, which would then stop with no
+terminal event and run again from the start; and a pool of its own re-opens cut connections
+only after a backoff, which would fence runs after a few seconds of killed connections. A worker that dies stops
 renewing; the reaper (``agents.runs.reaper``) sees the expired lease within ``RUN_LEASE_S`` +
 ``RUN_REAPER_PERIOD_S`` seconds of the last renewal and re-queues the run, at most
 ``RUN_MAX_ATTEMPTS`` times (``Run.attempts`` counts these recoveries).

@@ -259,10 +259,9 @@ TOOL_CALLS_PER_USER = env.int("TOOL_CALLS_PER_USER", default=4)
 # served, so a burst of sends streams one after another instead of all at the end; a slot held
 # for RUN_SETUP_WAIT_S stops counting and the next turn in line takes its place. 0 turns the
 # gate off. One at a time in embedded mode, where set-up threads share the GIL with the loop
-# that serves every websocket: at 50 chats × 50 tokens/s the set-up seconds' token p99 was
-# 16–316 ms with two at once and 8–13 ms with one (9 runs each), for ~0.25 s more median time
-# to first token (bench/side_by_side/results-2026-12-05-setup-one.md). A worker's loop serves
-# only its model streams: two there.
+# that serves every websocket: two set-ups at once there hold back every stream's tokens while
+# they run, for little gain in time to first token (docs/performance.md). A worker's loop
+# serves only its model streams: two there.
 RUN_SETUP_CONCURRENCY = env.int("RUN_SETUP_CONCURRENCY", default=1 if RUN_EXECUTOR == "embedded" else 2)
 RUN_SETUP_WAIT_S = env.float("RUN_SETUP_WAIT_S", default=5.0)
 # Threads of a Celery worker (production); `make worker` and the README start workers with it.
@@ -291,8 +290,8 @@ DB_POOL_TIMEOUT_S = env.float("DB_POOL_TIMEOUT_S", default=10.0)
 DB_POOL_RECONNECT_S = env.float("DB_POOL_RECONNECT_S", default=2.0)
 # Server-side parameter binding and prepared statements (psycopg): a statement a connection
 # has run DB_PREPARE_THRESHOLD times is prepared on it, so PostgreSQL parses and plans it once
-# per connection, not per run (a run's ~50 statements are the same each time). Measured with
-# bench/run_cpu.py: PostgreSQL's CPU per run −12 to −27 % (medians of interleaved pairs). On by
+# per connection, not per run (a run's ~50 statements are the same each time), which lowers
+# PostgreSQL's CPU per run (bench/run_cpu.py). On by
 # default with the pool, whose connections live long; off (-1) by default without it (DB_POOL=false,
 # e.g. PgBouncer in transaction mode before 1.21, which cannot keep prepared statements).
 DB_PREPARE_THRESHOLD = env.int("DB_PREPARE_THRESHOLD", default=5 if DB_POOL else -1)
@@ -314,7 +313,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         # never wait behind turns for a connection. One connection of its own, kept for the
         # thread's life and opened again at the next beat after an error — not a pool: a pool
         # whose connections were cut backs off before reconnecting, and a heartbeat that cannot
-        # renew for 0.8 × RUN_LEASE_S fences healthy runs (found killing connections mid-run).
+        # renew for 0.8 × RUN_LEASE_S fences healthy runs when connections are cut mid-run.
         # Same database; tests mirror it.
         _lease_options = {k: v for k, v in DATABASES["default"]["OPTIONS"].items() if k != "pool"}
         DATABASES["leases"] = {

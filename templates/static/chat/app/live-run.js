@@ -116,8 +116,8 @@ export function createLiveRun({stream, view, composer = null, api, urlFor, urls,
   // EVENTS_LOG_RETRY_S). The database holds the text: read the thread again, then stream on
   // from the stored text with the run's events after the hole (those arriving meanwhile wait
   // in order) while it is open — or free the composer when it has ended, whose terminal
-  // event may be among those lost (a trial's page stayed "writing…" with Send locked until
-  // a reload). The stored text can be behind the first event after the hole (a few words
+  // event may be among those lost (the page would stay "writing…" with Send locked until a
+  // reload). The stored text can be behind the first event after the hole (a few words
   // missing) or ahead of it (those events' text held back: StoredOverlap); the run's end
   // draws the stored message whole.
   function missed(ev) {
@@ -285,7 +285,7 @@ export function createLiveRun({stream, view, composer = null, api, urlFor, urls,
   // flight (a web process restarting under it). Back on a socket, the thread says whether the
   // server took it — then the page follows its run as after a reload; if not (at a second look
   // SETTLE_AGAIN_MS later: the old process may still have been storing it), the text is freed
-  // to send again. The composer used to stay locked until a reload (found by a fresh-clone trial).
+  // to send again, rather than the composer staying locked until a reload.
   function settleSend(text, looks) {
     return view.load().then((last) => {
       if (!composer || composer.pending !== text || live) return;  // answered meanwhile

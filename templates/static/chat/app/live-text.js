@@ -72,7 +72,7 @@ export class LiveText {
 
 // After a hole in a run's events the page streams on from the stored text, which can run
 // ahead of the first event after the hole: the worker kept saving its text while Redis — and
-// so its events — were away (a trial: 70 tokens, shown twice until the run's end). The deltas
+// so its events — were away (those tokens would be shown twice until the run's end). The deltas
 // that follow are held while they repeat the stored text's tail and only what goes past it is
 // shown. When their first PROBE characters are not in the stored text (it was behind) or they
 // part from it, they are shown as they come.
