@@ -70,9 +70,9 @@ def _preload_in_background(**_signal_kwargs) -> None:
 
 def _install_config_triggers(sender, using="default", **kwargs) -> None:
     """After migrate: the configuration generation's triggers on every governed table
-    (``agents.config_cache``) — a migration that rebuilt a table on SQLite dropped its own."""
+    (``chatplatform.config_cache``) — a migration that rebuilt a table on SQLite dropped its own."""
     from django.db import connections
 
-    from agents.config_cache import install_triggers
+    from chatplatform.config_cache import install_triggers
 
     install_triggers(connections[using])

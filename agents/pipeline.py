@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from agents.config_cache import config_cached
 from agents.models import Role, ToolPolicy
 from agents.tools import ToolSpec, tool_sources
+from chatplatform.config_cache import config_cached
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def tool_policies_sync() -> int:
 def policy_views() -> dict[str, PolicyView]:
     """Tool name → effective policy: the registered tools' defaults overlaid with the policy
     rows (:func:`_policy_rows`, kept per process while the configuration does not change —
-    ``agents.config_cache``; one statement when it did not)."""
+    ``chatplatform.config_cache``; one statement when it did not)."""
     specs = {spec.name: spec for spec in tool_sources.all()}
     views = {name: policy_defaults(spec) for name, spec in specs.items()}
     for (tool_name, enabled, risk, affinity, timeout_s, approval_mode), names in config_cached(

@@ -6,8 +6,8 @@ from django.db.models import Q, QuerySet
 from django.http import Http404
 
 from chat.selectors import memberships_for_user, thread_get_for_user
+from chatplatform.config_cache import config_cached
 
-from .config_cache import config_cached
 from .models import LLMModel, Provider, Run, ToolCall
 
 
@@ -58,7 +58,7 @@ def model_row(*, provider: Provider | None, name: str, memo=None):
     """The ``LLMModel`` row ``name`` of ``provider`` with its price (the usage app's
     ``price``, joined) and ``allowed_role_names`` (a frozenset; empty: every role), or None
     (no provider, no name, no row). Kept per process while the configuration does not change
-    (``agents.config_cache``): shared, read-only. ``memo``: an object that lives for one
+    (``chatplatform.config_cache``): shared, read-only. ``memo``: an object that lives for one
     request or one turn (the request's thread, the turn's ``run.thread``) to keep the answer
     on, so the checks and the metering of one send or one turn look it up once."""
     if provider is None or not name:

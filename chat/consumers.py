@@ -22,7 +22,6 @@ from agents.event_types import check_event
 from agents.events import GROUP_MESSAGE_TYPE
 from agents.metrics import WEBSOCKETS
 from agents.presentation import event_for_viewer, sees_error_details
-from agents.ratelimit import rate_limit_hit
 from agents.replay import RunStreamCursor
 from chatplatform import safe_input
 from chatplatform.api import UNAVAILABLE_MESSAGE, flatten_detail, is_unavailable
@@ -32,6 +31,7 @@ from chatplatform.dbpool import adatabase_down
 from chatplatform.errors import ServiceError
 from chatplatform.event_log import event_log
 from chatplatform.layers import LAYER_ERRORS
+from chatplatform.ratelimit import rate_limit_hit
 from chatplatform.safe_input import BadInput
 
 from . import ws_actions

@@ -51,10 +51,10 @@ from django.db.models import F, Q, Sum
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
-from agents.config_cache import config_cached
 from agents.metering import DispatchRefused
 from agents.models import LLMModel, Run
 from agents.round_cost import RoundCost
+from chatplatform.config_cache import config_cached
 from chatplatform.db import retry_transient
 
 from .models import Budget, BudgetWindow, ModelPrice, Period, ToolLimit, UsageRecord
@@ -122,7 +122,7 @@ def budgets_for_record(record: UsageRecord) -> list[Budget]:
 def _enabled_budgets() -> tuple[list[Budget], dict[int, tuple[str, str]]]:
     """Every enabled budget, by primary key, and the ``(provider slug, name)`` of the models
     they name (as usage records name their model): kept per process while the configuration
-    does not change (``agents.config_cache``; budgets, models and providers are governed)."""
+    does not change (``chatplatform.config_cache``; budgets, models and providers are governed)."""
     budgets = list(Budget.objects.filter(enabled=True).order_by("pk"))
     return budgets, _model_names({budget.model_id for budget in budgets if budget.model_id})
 

@@ -1,9 +1,9 @@
-"""The configuration generation (agents.config_cache): a one-row table, and the triggers on
+"""The configuration generation (chatplatform.config_cache): a one-row table, and the triggers on
 the governed tables that move it (re-checked after every migrate: agents.apps)."""
 
 from django.db import migrations
 
-from agents.config_cache import create_table, drop_table, install_triggers
+from chatplatform.config_cache import create_table, drop_table, install_triggers
 
 
 def forward(apps, schema_editor):

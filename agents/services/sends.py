@@ -11,13 +11,13 @@ from django.utils import timezone
 from agents.locks import lock_user_then_thread
 from agents.metering import meter
 from agents.models import Run
-from agents.ratelimit import rate_limit_hit
 from agents.runs.executors import enqueue_run
 from agents.selectors import model_allowed, role_names_for_user
 from agents.ui_context import ui_context_accept
 from chat.models import Message, Thread
 from chat.selectors import viewer_role_name
 from chat.services import message_create, title_from_message
+from chatplatform.ratelimit import rate_limit_hit
 
 from .results import RunCreated, RunRejected
 from .runs import end_waiting_run

@@ -110,7 +110,7 @@ def _poll_run(client, run_id: str) -> dict:
 
 
 def test_services_admin_changes_apply_at_once_in_the_web_and_the_worker(services_platform, alice):
-    """Admin configuration is cached per process (agents.config_cache), and a change made in
+    """Admin configuration is cached per process (chatplatform.config_cache), and a change made in
     another process — here ``manage.py shell``, as an admin's or psql's would be — applies to
     the very next send in the web process and the very next turn on the Celery worker, both of
     which had the old configuration cached from earlier turns."""

@@ -1,4 +1,4 @@
-"""The per-process cache of admin configuration (``agents.config_cache``, issue 18).
+"""The per-process cache of admin configuration (``chatplatform.config_cache``, issue 18).
 
 Model rows, tool policies and budgets are kept per process under the *configuration
 generation*, which database triggers move with every change of a governed table. These tests
@@ -14,10 +14,10 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from agents.config_cache import TABLE, config_cached, config_generation
 from agents.models import LLMModel, Role, ToolPolicy
 from agents.pipeline import policy_views
 from agents.selectors import model_allowed, model_row
+from chatplatform.config_cache import TABLE, config_cached, config_generation
 from tests.conftest import make_thread
 from usage.models import Budget, ModelPrice
 from usage.services import budgets_for
@@ -162,7 +162,7 @@ def test_a_value_is_rebuilt_only_when_the_generation_moved(model):
 def test_names_nobody_configured_cannot_grow_the_cache_without_bound(openai_provider, monkeypatch):
     """A thread's model name comes from its user; a name without a row is cached as None. The
     cache keeps at most MAX_ENTRIES values and drops older generations' first."""
-    from agents import config_cache
+    from chatplatform import config_cache
 
     monkeypatch.setattr(config_cache, "MAX_ENTRIES", 5)
     config_cache.config_cache_clear()
@@ -180,7 +180,7 @@ def test_triggers_a_migration_dropped_are_back_after_migrate_and_the_change_is_s
     while they were missing is not served stale either."""
     from django.core.management import call_command
 
-    from agents.config_cache import install_triggers
+    from chatplatform.config_cache import install_triggers
 
     assert install_triggers() == []  # all there after the test database's migrations
     assert _allowed(openai_provider, "member")
@@ -196,7 +196,7 @@ def test_triggers_a_migration_dropped_are_back_after_migrate_and_the_change_is_s
 
 
 def _trigger_names() -> set[str]:
-    from agents.config_cache import _installed
+    from chatplatform.config_cache import _installed
 
     with connection.cursor() as cursor:
         return {name for _table, name in _installed(connection, cursor)}
@@ -224,7 +224,7 @@ def test_generations_never_repeat_when_the_table_is_made_again(model, roles):
 def test_without_the_table_nothing_is_cached_and_lookups_still_work(model, openai_provider, monkeypatch):
     """New code started before ``migrate``: no generation table yet. Lookups read the tables
     every time, as before there was a cache — no error, nothing stale."""
-    from agents import config_cache
+    from chatplatform import config_cache
 
     monkeypatch.setattr(config_cache, "TABLE", "agents_config_generation_not_made_yet")
     monkeypatch.setattr(config_cache, "_table_seen", False)

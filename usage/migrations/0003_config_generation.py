@@ -1,8 +1,8 @@
-"""Budgets and model prices move the configuration generation too (agents.config_cache)."""
+"""Budgets and model prices move the configuration generation too (chatplatform.config_cache)."""
 
 from django.db import migrations
 
-from agents.config_cache import drop_triggers, install_triggers
+from chatplatform.config_cache import drop_triggers, install_triggers
 
 
 def forward(apps, schema_editor):

@@ -1,8 +1,8 @@
 """A per-process cache of what administrators configure, exact to the last committed change.
 
 Every run reads the same few admin-governed rows — its model's row, price and allowed roles,
-the tool policies, the budgets — and at 50 chats started at once building those queries was
-a tenth of a run's CPU (``bench/run_cpu.py``). They change a few times a day.
+the tool policies, the budgets — and building those queries is a visible share of a run's CPU
+(``bench/run_cpu.py``), for rows that change a few times a day.
 
 :func:`config_cached` keeps a value per process together with the *configuration
 generation* it was built under: one ``bigint`` in ``agents_config_generation``, which database
