@@ -57,6 +57,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # A sign-in beyond its budget, at a door that does not show it itself (the admin): 429.
+    "chatplatform.login_throttle.LoginThrottledMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 # Request metrics (django-prometheus) around everything else; METRICS_ENABLED=false drops them.
@@ -379,7 +381,8 @@ FIELD_ENCRYPTION_KEY = env("FIELD_ENCRYPTION_KEY", default="")
 # Trusted reverse proxies in front of the app: 0 (default) = the socket peer is the client and
 # X-Forwarded-For is ignored; N = the client is the Nth entry from the right of that header.
 NUM_PROXIES = env.int("NUM_PROXIES", default=0)
-# Password guessing, on the token endpoint and the HTML sign-in form (chatplatform.login_throttle).
+# Password guessing, at every door that takes a password: the sign-in page, /admin/login/, the
+# token endpoint (chatplatform.login_throttle, enforced in chatplatform.auth_backends).
 LOGIN_RATE_LIMIT = env("LOGIN_RATE_LIMIT", default="10/min")  # per client address
 LOGIN_USERNAME_RATE_LIMIT = env("LOGIN_USERNAME_RATE_LIMIT", default="10/min")  # per username
 REST_FRAMEWORK = {
