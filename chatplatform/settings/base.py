@@ -521,6 +521,15 @@ COMPAT_API_WAIT_S = env.float("COMPAT_API_WAIT_S", default=300.0)
 KNOWLEDGE_MAX_FILE_BYTES = env.int("KNOWLEDGE_MAX_FILE_BYTES", default=20 * 1024 * 1024)
 KNOWLEDGE_UPLOAD_MAX_PENDING = env.int("KNOWLEDGE_UPLOAD_MAX_PENDING", default=200)
 KNOWLEDGE_IMPORT_THREADS = env.int("KNOWLEDGE_IMPORT_THREADS", default=2)
+# Decompression bombs (knowledge.parse_guard): a zip-based file (.docx) is refused from its
+# central directory beyond these, before anything is inflated …
+KNOWLEDGE_ARCHIVE_MAX_BYTES = env.int("KNOWLEDGE_ARCHIVE_MAX_BYTES", default=100 * 1024 * 1024)  # unpacked total
+KNOWLEDGE_ARCHIVE_MAX_ENTRIES = env.int("KNOWLEDGE_ARCHIVE_MAX_ENTRIES", default=2000)
+KNOWLEDGE_ARCHIVE_MAX_RATIO = env.float("KNOWLEDGE_ARCHIVE_MAX_RATIO", default=100)  # unpacked / packed
+# … and every parsed file (.docx, .pdf, .html) is read in a separate process with these limits.
+KNOWLEDGE_PARSE_MEMORY_MB = env.int("KNOWLEDGE_PARSE_MEMORY_MB", default=1024)  # address space (RLIMIT_AS)
+KNOWLEDGE_PARSE_CPU_S = env.int("KNOWLEDGE_PARSE_CPU_S", default=30)  # CPU time (RLIMIT_CPU)
+KNOWLEDGE_PARSE_TIMEOUT_S = env.float("KNOWLEDGE_PARSE_TIMEOUT_S", default=60)  # wall clock
 
 # --- Streams --------------------------------------------------------------------------------
 RUN_EVENT_LOG_TTL_S = env.int("RUN_EVENT_LOG_TTL_S", default=24 * 3600)
