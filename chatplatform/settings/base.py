@@ -516,6 +516,8 @@ MCP_MAX_BACKOFF_S = env.float("MCP_MAX_BACKOFF_S", default=60.0)
 COMPAT_API_DEFAULT_MODEL = env("COMPAT_API_DEFAULT_MODEL", default="")
 # Longest a /v1/chat/completions request follows its run before answering "still working".
 COMPAT_API_WAIT_S = env.float("COMPAT_API_WAIT_S", default=300.0)
+# Most messages one /v1/chat/completions request may carry (400 too_many_messages beyond).
+COMPAT_API_MAX_MESSAGES = env.int("COMPAT_API_MAX_MESSAGES", default=1000)
 
 # --- Knowledge uploads (knowledge/uploads.py) ------------------------------------------------
 KNOWLEDGE_MAX_FILE_BYTES = env.int("KNOWLEDGE_MAX_FILE_BYTES", default=20 * 1024 * 1024)
