@@ -68,9 +68,9 @@ class Limits:
             archive_max_bytes=int(getattr(settings, "KNOWLEDGE_ARCHIVE_MAX_BYTES", 100 * 1024 * 1024)),
             archive_max_entries=int(getattr(settings, "KNOWLEDGE_ARCHIVE_MAX_ENTRIES", 2000)),
             archive_max_ratio=float(getattr(settings, "KNOWLEDGE_ARCHIVE_MAX_RATIO", 100)),
-            memory_mb=int(getattr(settings, "KNOWLEDGE_PARSE_MEMORY_MB", 1024)),
-            cpu_s=int(getattr(settings, "KNOWLEDGE_PARSE_CPU_S", 30)),
-            timeout_s=float(getattr(settings, "KNOWLEDGE_PARSE_TIMEOUT_S", 60)),
+            memory_mb=int(getattr(settings, "KNOWLEDGE_PARSE_MEMORY_MB", 512)),
+            cpu_s=int(getattr(settings, "KNOWLEDGE_PARSE_CPU_S", 20)),
+            timeout_s=float(getattr(settings, "KNOWLEDGE_PARSE_TIMEOUT_S", 30)),
             max_chars=MAX_CONTENT_CHARS,
         )
 

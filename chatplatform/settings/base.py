@@ -529,9 +529,9 @@ KNOWLEDGE_ARCHIVE_MAX_BYTES = env.int("KNOWLEDGE_ARCHIVE_MAX_BYTES", default=100
 KNOWLEDGE_ARCHIVE_MAX_ENTRIES = env.int("KNOWLEDGE_ARCHIVE_MAX_ENTRIES", default=2000)
 KNOWLEDGE_ARCHIVE_MAX_RATIO = env.float("KNOWLEDGE_ARCHIVE_MAX_RATIO", default=100)  # unpacked / packed
 # … and every parsed file (.docx, .pdf, .html) is read in a separate process with these limits.
-KNOWLEDGE_PARSE_MEMORY_MB = env.int("KNOWLEDGE_PARSE_MEMORY_MB", default=1024)  # address space (RLIMIT_AS)
-KNOWLEDGE_PARSE_CPU_S = env.int("KNOWLEDGE_PARSE_CPU_S", default=30)  # CPU time (RLIMIT_CPU)
-KNOWLEDGE_PARSE_TIMEOUT_S = env.float("KNOWLEDGE_PARSE_TIMEOUT_S", default=60)  # wall clock
+KNOWLEDGE_PARSE_MEMORY_MB = env.int("KNOWLEDGE_PARSE_MEMORY_MB", default=512)  # address space (RLIMIT_AS)
+KNOWLEDGE_PARSE_CPU_S = env.int("KNOWLEDGE_PARSE_CPU_S", default=20)  # CPU time (RLIMIT_CPU)
+KNOWLEDGE_PARSE_TIMEOUT_S = env.float("KNOWLEDGE_PARSE_TIMEOUT_S", default=30)  # wall clock
 
 # --- Streams --------------------------------------------------------------------------------
 RUN_EVENT_LOG_TTL_S = env.int("RUN_EVENT_LOG_TTL_S", default=24 * 3600)
