@@ -16,7 +16,8 @@ shared cache:
   (``chatplatform.usernames.username_key``): ``Bob``, ``BOB`` and ``𝐛ob`` (mathematical
   bold b) share one budget, as the sign-in form maps them to the same account.
 
-Every password attempt counts once per request. Beyond either budget ``authenticate`` raises
+Every password attempt counts once per request; so does changing one's password
+(``/accounts/password_change/``, which checks the old password: :class:`PasswordChangeThrottleMixin`). Beyond either budget ``authenticate`` raises
 :class:`LoginThrottled` (a DRF ``Throttled``): REST answers 429 ``{"error": {"code":
 "throttled", ...}}`` with ``Retry-After``; the sign-in page shows itself again with a
 message (429); any other HTML door (the admin login) gets a 429 page from
@@ -142,6 +143,16 @@ class LoginThrottleMixin:
             response = self.render_to_response(context, status=429)
             response["Retry-After"] = str(exc.wait)
             return response
+
+
+class PasswordChangeThrottleMixin:
+    """For ``PasswordChangeView``: the old password is a password check too (a stolen session
+    could otherwise guess it, then change it), so every attempt spends the same budgets as a
+    sign-in of that account; beyond them ``LoginThrottled`` (a 429 page, the middleware)."""
+
+    def post(self, request, *args, **kwargs):
+        check_login_budget(request, request.user.get_username())
+        return super().post(request, *args, **kwargs)
 
 
 class LoginThrottledMiddleware:

@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 from django.views.generic import RedirectView
@@ -17,11 +18,15 @@ from openai_api import views as openai_views
 from sso.views import PlatformLoginView
 from usage import views as usage_views
 
-from .login_throttle import LoginThrottleMixin
+from .login_throttle import LoginThrottleMixin, PasswordChangeThrottleMixin
 
 
 class ThrottledLoginView(LoginThrottleMixin, PlatformLoginView):
     """The sign-in page (password form and SSO button) with the sign-in budgets."""
+
+
+class ThrottledPasswordChangeView(PasswordChangeThrottleMixin, auth_views.PasswordChangeView):
+    """Changing one's password (it checks the old one) spends the sign-in budgets."""
 
 
 api_v1 = [
@@ -64,6 +69,7 @@ urlpatterns = [
     # Sign-in budgets are enforced in the password backend for every door, the admin login
     # included (chatplatform.login_throttle); this view shows a throttled attempt in the page.
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
+    path("accounts/password_change/", ThrottledPasswordChangeView.as_view(), name="password_change"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("oidc/", include("sso.urls")),
     path("chat/", include("chat.urls")),

@@ -116,6 +116,25 @@ def test_with_password_login_on_staff_sign_in_at_the_admin(users):
     assert admin_post(client, "admin", "pw-admin").status_code == 302 and signed_in(client)
 
 
+def test_changing_a_password_spends_the_same_budget(users, budgets):
+    """The old-password check of /accounts/password_change/ is a door too: a stolen session
+    cannot guess the password there beyond the account's budget."""
+    budgets.LOGIN_RATE_LIMIT = "1000/hour"
+    budgets.LOGIN_USERNAME_RATE_LIMIT = "3/hour"
+    client = Client()
+    client.force_login(users["alice"])
+    url = "/accounts/password_change/"
+    for i in range(3):
+        wrong = client.post(url, {"old_password": f"guess-{i}", "new_password1": "N3w-secret-pw!", "new_password2": "N3w-secret-pw!"})
+        assert wrong.status_code == 200  # the form again: old password incorrect
+    blocked = client.post(url, {"old_password": "pw-alice", "new_password1": "N3w-secret-pw!", "new_password2": "N3w-secret-pw!"})
+    assert blocked.status_code == 429 and int(blocked["Retry-After"]) > 0
+    users["alice"].refresh_from_db()
+    assert users["alice"].check_password("pw-alice")  # unchanged
+    # The account's sign-in budget is spent as well.
+    assert Client(REMOTE_ADDR="192.0.2.60").post(FORM, {"username": "alice", "password": "pw-alice"}).status_code == 429
+
+
 # --- usernames at creation ---------------------------------------------------------------------
 def test_new_usernames_are_stored_in_nfkc_form(db):
     user = get_user_model().objects.create_user(username="\uff43\uff41\uff52\uff4c", password="x")  # full-width carl
