@@ -157,3 +157,20 @@ def test_renaming_onto_a_lookalike_is_refused_and_unchanged_names_save(users):
     bob.username = "ALICE"
     with pytest.raises(UsernameLookalike):
         bob.save()
+
+
+def test_renaming_onto_a_lookalike_in_the_admin_is_a_form_error(users, root):
+    client = Client()
+    client.force_login(root)
+    bob = users["bob"]
+    page = client.get(f"/admin/auth/user/{bob.pk}/change/")
+    assert page.status_code == 200
+    form = page.context["adminform"].form
+    data = {name: (value if value is not None else "") for name, value in form.initial.items()
+            if name not in ("password", "groups", "user_permissions", "last_login", "date_joined")}
+    data.update({"username": "\uff21\uff4c\uff49\uff43\uff45", "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"})
+    response = client.post(f"/admin/auth/user/{bob.pk}/change/", data)
+    assert response.status_code == 200  # the form again, not a 500
+    assert "reads the same as the existing account" in response.content.decode()
+    bob.refresh_from_db()
+    assert bob.username == "bob"
