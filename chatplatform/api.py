@@ -102,11 +102,18 @@ class ClientErrorLogFilter(logging.Filter):
 
 def bad_request(request, exception=None):
     """``handler400``: API paths answer the JSON error shape (413 for a body over
-    ``DATA_UPLOAD_MAX_MEMORY_SIZE``); pages keep Django's default."""
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE``; under ``/v1/`` OpenAI's ``{"error": {"message", "type",
+    "param", "code"}}``); pages keep Django's default."""
     from django.core.exceptions import RequestDataTooBig
     from django.http import JsonResponse
     from django.views.defaults import bad_request as page_bad_request
 
+    if request.path.startswith("/v1/"):  # the OpenAI-compatible API: OpenAI's error shape
+        too_big = isinstance(exception, RequestDataTooBig)
+        return JsonResponse({"error": {
+            "message": "The request body is too large." if too_big else "Bad request.",
+            "type": "invalid_request_error", "param": None, "code": "too_large" if too_big else "bad_request",
+        }}, status=413 if too_big else 400)
     if request.path.startswith("/api/"):
         if isinstance(exception, RequestDataTooBig):
             return JsonResponse({"error": {"code": "too_large", "message": "The request body is too large."}}, status=413)

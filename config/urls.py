@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 from django.views.generic import RedirectView
@@ -11,7 +12,7 @@ from chat.api.providers import ProviderListApi, ProviderModelsApi
 from chat.api.tool_calls import ApprovalInboxApi, ToolCallDecisionApi, ToolCallListApi
 from chat.api.tool_offer import ThreadToolsApi
 from chat.sse import run_events
-from chatplatform.login_throttle import LOGIN_THROTTLES, LoginThrottleMixin
+from chatplatform.login_throttle import LoginThrottleMixin, PasswordChangeThrottleMixin
 from knowledge import api as knowledge_api
 from knowledge import upload_api as knowledge_upload_api
 from openai_api import views as openai_views
@@ -23,9 +24,14 @@ class ThrottledLoginView(LoginThrottleMixin, PlatformLoginView):
     """The sign-in page (password form and SSO button) with the sign-in budgets."""
 
 
+class ThrottledPasswordChangeView(PasswordChangeThrottleMixin, auth_views.PasswordChangeView):
+    """Changing one's password (it checks the old one) spends the sign-in budgets."""
+
+
 api_v1 = [
+    # Sign-in budgets: in the password backend, as for every door (chatplatform.login_throttle).
     path("auth/token/", ObtainAuthToken.as_view(
-        throttle_classes=LOGIN_THROTTLES, parser_classes=api_settings.DEFAULT_PARSER_CLASSES), name="auth-token"),
+        throttle_classes=[], parser_classes=api_settings.DEFAULT_PARSER_CLASSES), name="auth-token"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
     path("me/preferences/", chat_api.PreferencesApi.as_view(), name="preferences"),
     path("threads/", chat_api.ThreadListCreateApi.as_view(), name="threads"),
@@ -59,8 +65,10 @@ api_v1 = [
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="chat:index", permanent=False)),
     path("admin/", admin.site.urls),
-    # The sign-in form is throttled like the token endpoint (chatplatform.login_throttle).
+    # Sign-in budgets are enforced in the password backend for every door, the admin login
+    # included (chatplatform.login_throttle); this view shows a throttled attempt in the page.
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
+    path("accounts/password_change/", ThrottledPasswordChangeView.as_view(), name="password_change"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("oidc/", include("sso.urls")),
     path("chat/", include("chat.urls")),

@@ -12,7 +12,6 @@ creates an item. ``extract_bytes`` is shared with uploads from the browser
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -20,6 +19,8 @@ from pathlib import Path
 
 from chat.models import Workspace
 
+from . import parse_guard
+from .extractors import ImportFailed, _tidy, extract_docx, extract_html, extract_pdf  # noqa: F401  (re-exported)
 from .models import KnowledgeItem
 from .services import KnowledgeRejected, content_hash, knowledge_item_create, knowledge_item_update
 
@@ -29,11 +30,6 @@ PDF_SUFFIXES = {".pdf"}
 DOCX_SUFFIXES = {".docx"}
 SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES | PDF_SUFFIXES | DOCX_SUFFIXES
 MAX_FILE_BYTES = 20 * 1024 * 1024  # default of settings.KNOWLEDGE_MAX_FILE_BYTES
-_BLOCK_TAGS = [
-    "p", "div", "section", "article", "main", "header", "footer", "aside", "blockquote", "pre",
-    "ul", "ol", "li", "dl", "dt", "dd", "table", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "figure",
-]
-_DROP_TAGS = ["script", "style", "noscript", "template", "nav", "svg", "iframe", "form", "head"]
 
 
 def max_file_bytes() -> int:
@@ -41,10 +37,6 @@ def max_file_bytes() -> int:
     from django.conf import settings
 
     return int(getattr(settings, "KNOWLEDGE_MAX_FILE_BYTES", MAX_FILE_BYTES))
-
-
-class ImportFailed(Exception):
-    """One file could not be imported; the message says why."""
 
 
 @dataclass
@@ -59,12 +51,6 @@ class ImportReport:
         return self.created + self.updated + self.unchanged + len(self.failed)
 
 
-def _tidy(text: str) -> str:
-    """Trim lines, collapse runs of blank lines to one paragraph break."""
-    lines = [" ".join(line.split()) if line.strip() else "" for line in text.splitlines()]
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
-
-
 def _text_title(text: str, suffix: str) -> str:
     lines = [ln.rstrip() for ln in text.splitlines()]
     for n, line in enumerate(lines[:50]):
@@ -76,92 +62,21 @@ def _text_title(text: str, suffix: str) -> str:
     return ""
 
 
-def extract_html(raw: bytes) -> tuple[str, str]:
-    """HTML bytes → ``(title, text)``; text keeps paragraphs, drops scripts and chrome."""
-    from bs4 import BeautifulSoup
-
-    soup = BeautifulSoup(raw, "html.parser")
-    title = soup.title.get_text(" ", strip=True) if soup.title else ""
-    if not title and soup.find("h1"):
-        title = soup.find("h1").get_text(" ", strip=True)
-    for tag in soup.find_all(_DROP_TAGS):
-        tag.decompose()
-    for br in soup.find_all("br"):
-        br.replace_with("\n")
-    for tag in soup.find_all(_BLOCK_TAGS):
-        tag.insert_before("\n\n")
-        tag.insert_after("\n\n")
-    return title, _tidy(soup.get_text())
-
-
-def extract_pdf(raw: bytes) -> tuple[str, str]:
-    """PDF bytes → ``(title, text)``. An encrypted PDF that opens with the empty password
-    (common for "no copying" flags) is read; one that needs a password is an ImportFailed."""
-    from pypdf import PdfReader
-
-    try:
-        reader = PdfReader(io.BytesIO(raw))
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise ImportFailed("the PDF is password-protected")
-        pages = [(page.extract_text() or "") for page in reader.pages]
-        title = str((reader.metadata or {}).get("/Title") or "").strip()
-    except ImportFailed:
-        raise
-    except Exception as exc:  # pypdf raises many kinds for broken files
-        if "password" in str(exc).lower() or "decrypt" in str(exc).lower():
-            raise ImportFailed("the PDF is password-protected") from exc
-        raise ImportFailed(f"unreadable PDF ({type(exc).__name__}: {exc})") from exc
-    return title, _tidy("\n\n".join(pages))
-
-
-def extract_docx(raw: bytes) -> tuple[str, str]:
-    """Word ``.docx`` bytes → ``(title, text)``: paragraphs in order (headings as Markdown
-    ``#`` lines so chunking and titles work as for Markdown), then table rows with their
-    cells joined by `` | ``. The title is the document's core "title" property, else its
-    first heading."""
-    import docx
-
-    try:
-        document = docx.Document(io.BytesIO(raw))
-    except Exception as exc:  # not a zip, not a Word document, a broken part
-        raise ImportFailed(f"unreadable Word document ({type(exc).__name__})") from exc
-    lines: list[str] = []
-    first_heading = ""
-    for para in document.paragraphs:
-        text = para.text.strip()
-        if not text:
-            continue
-        style = (para.style.name or "") if para.style is not None else ""
-        if style == "Title" or style.startswith("Heading"):
-            level = 1 if style == "Title" else int("".join(c for c in style if c.isdigit()) or 1)
-            first_heading = first_heading or text
-            lines.append("#" * min(level, 6) + " " + text)
-        else:
-            lines.append(text)
-    for table in document.tables:
-        for row in table.rows:
-            cells = [c.text.strip() for c in row.cells]
-            if any(cells):
-                lines.append(" | ".join(cells))
-    title = (document.core_properties.title or "").strip() or first_heading
-    return title, "\n\n".join(lines).strip()
-
-
 def extract_bytes(name: str, raw: bytes) -> tuple[str, str]:
     """``(title, text)`` of a supported file given its name (for the type) and its bytes;
     the title falls back to the file name. Raises ImportFailed for an unsupported type,
-    an oversized, unreadable, password-protected or empty file."""
+    an oversized, unreadable, password-protected or empty file, and for one whose parsing
+    would exceed the limits of ``knowledge.parse_guard`` (a decompression bomb)."""
     suffix = Path(name).suffix.lower()
     if suffix not in SUFFIXES:
         raise ImportFailed(f"unsupported file type {suffix or '(none)'}")
     if len(raw) > max_file_bytes():
         raise ImportFailed(f"larger than {max_file_bytes() // (1024 * 1024)} MB")
-    if suffix in PDF_SUFFIXES:
-        title, text = extract_pdf(raw)
-    elif suffix in DOCX_SUFFIXES:
-        title, text = extract_docx(raw)
-    elif suffix in HTML_SUFFIXES:
-        title, text = extract_html(raw)
+    if suffix in PDF_SUFFIXES | DOCX_SUFFIXES | HTML_SUFFIXES:
+        # Parsers a hostile file can attack (decompression bombs, deep nesting): a zip's
+        # declared sizes are checked first, then the parser runs in a separate process with
+        # memory, CPU and wall-clock limits (knowledge.parse_guard).
+        title, text = parse_guard.parse(suffix, raw)
     else:
         try:
             text = raw.decode("utf-8")

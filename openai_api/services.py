@@ -99,21 +99,29 @@ def normalise_messages(raw) -> list[dict]:
     out = []
     for n, msg in enumerate(raw):
         where = f"messages[{n}]"
-        if not isinstance(msg, dict) or msg.get("role") not in ROLES:
-            raise ApiRejected("invalid_request_error", f"{where}: role must be one of {', '.join(sorted(ROLES))}.")
+        if not isinstance(msg, dict):
+            raise ApiRejected("invalid_request_error", f"{where}: each message must be an object.", param=where)
+        if not isinstance(msg.get("role"), str) or msg["role"] not in ROLES:
+            raise ApiRejected("invalid_request_error", f"{where}: role must be one of {', '.join(sorted(ROLES))}.",
+                              param=f"{where}.role")
         item = {"role": msg["role"], "content": _text(msg.get("content"), where)}
         if msg["role"] == "assistant" and msg.get("tool_calls"):
+            if not isinstance(msg["tool_calls"], list):
+                raise ApiRejected("invalid_request_error", f"{where}: tool_calls must be a list.",
+                                  param=f"{where}.tool_calls")
             calls = []
             for call in msg["tool_calls"]:
-                fn = (call or {}).get("function") or {}
-                if not call.get("id") or not fn.get("name"):
-                    raise ApiRejected("invalid_request_error", f"{where}: every tool call needs an id and a function name.")
+                fn = call.get("function") if isinstance(call, dict) else None
+                if not isinstance(fn, dict) or not call.get("id") or not fn.get("name") \
+                        or not isinstance(call["id"], str | int) or not isinstance(fn["name"], str):
+                    raise ApiRejected("invalid_request_error", f"{where}: every tool call needs an id and a function name.",
+                                      param=f"{where}.tool_calls")
                 args = fn.get("arguments")
                 calls.append({"id": str(call["id"]), "name": str(fn["name"]),
                               "arguments": args if isinstance(args, str) else json.dumps(args or {})})
             item["tool_calls"] = calls
         if msg["role"] == "tool":
-            if not msg.get("tool_call_id"):
+            if not msg.get("tool_call_id") or not isinstance(msg["tool_call_id"], str | int):
                 raise ApiRejected("invalid_request_error", f"{where}: tool messages need a tool_call_id.")
             item["tool_call_id"] = str(msg["tool_call_id"])
         out.append(item)
@@ -333,7 +341,9 @@ def completion_start(*, user, body: dict, thread_header: str = "", workspace_hea
     tools = client_tools(body.get("tools"))
     if body.get("tool_choice") == "none":
         tools = []
-    provider, model = model_resolve(name=str(body.get("model") or ""), user=user)
+    if not isinstance(body.get("model"), str | None):
+        raise ApiRejected("invalid_request_error", "model must be a string.", param="model")
+    provider, model = model_resolve(name=body.get("model") or "", user=user)
     _refuse_platform_names(tools)
     prefix, tail = _split(messages)
     content, results = _new_part(tail)
@@ -448,7 +458,8 @@ def completion_outcome(*, run_id: str, client_tool_names: set[str]) -> Outcome:
     finish reason and usage."""
     run = Run.objects.get(pk=run_id)
     assistants = list(Message.objects.filter(run=run, role=Message.Role.ASSISTANT).order_by("position"))
-    assistants = [m for m, following in zip(assistants, [*assistants[1:], None], strict=True)
+    # (a run with no assistant message yet — not started within COMPAT_API_WAIT_S — has none)
+    assistants = [m for m, following in zip(assistants, [*assistants[1:], None][:len(assistants)], strict=True)
                   if not lost_attempt(m, following)]
     texts = [m.content for m in assistants if m.content.strip()]
     text = "\n\n".join(t.strip() for t in texts)

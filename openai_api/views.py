@@ -32,7 +32,9 @@ done after ``COMPAT_API_WAIT_S`` (300 s) ends the response the same way with a n
 itself goes on. Every response carries ``X-Thread-Id`` (also ``chatplatform.thread_id``):
 send it back to continue the thread explicitly.
 
-Errors: ``{"error": {"message", "type", "code"}}`` with 400/401/403/404/409/413/429.
+Errors: ``{"error": {"message", "type", "param", "code"}}`` with 400/401/403/404/409/413/429;
+the body is checked first as REST bodies are (``openai_api.validation``: ``invalid_json``,
+``nested_too_deeply``, ``invalid_text``, ``too_many_messages``).
 """
 
 from __future__ import annotations
@@ -60,14 +62,15 @@ from .services import (
     model_list,
 )
 from .streaming import StreamedAnswer, failure_message
+from .validation import parse_body
 
 logger = logging.getLogger(__name__)
 
 
-def error(code: str, message: str, status: int) -> JsonResponse:
+def error(code: str, message: str, status: int, *, param: str | None = None) -> JsonResponse:
     kind = {401: "authentication_error", 403: "permission_error", 404: "not_found_error",
             429: "rate_limit_error"}.get(status, "invalid_request_error")
-    return JsonResponse({"error": {"message": message, "type": kind, "code": code, "param": None}}, status=status)
+    return JsonResponse({"error": {"message": message, "type": kind, "code": code, "param": param}}, status=status)
 
 
 async def _user(request):
@@ -90,17 +93,15 @@ async def chat_completions(request):
     if user is None:
         return error("invalid_api_key", "Send a platform API token: Authorization: Bearer <token>.", 401)
     try:
-        body = json.loads(request.body or b"null")
-    except (ValueError, UnicodeDecodeError):
-        return error("invalid_json", "The body is not valid JSON.", 400)
-    try:
+        # As REST bodies are checked (depth, NUL, lone surrogates) plus a message count.
+        body = parse_body(request.body)
         started = await sync_to_async(completion_start)(
             user=user, body=body, thread_header=request.headers.get("X-Thread-Id", ""),
             workspace_header=request.headers.get("X-Workspace", ""),
             user_agent=request.headers.get("User-Agent", ""),
         )
     except ApiRejected as exc:
-        response = error(exc.code, exc.message, exc.status)
+        response = error(exc.code, exc.message, exc.status, param=exc.extra.get("param"))
         if exc.retry_after:
             response["Retry-After"] = str(max(1, round(exc.retry_after)))
         return response

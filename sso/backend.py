@@ -24,6 +24,8 @@ from django.core.exceptions import SuspiciousOperation
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from requests import RequestException
 
+from chatplatform.usernames import UsernameLookalike
+
 from .discovery import DiscoveryFailed, oidc_setting, provider_metadata
 from .services import groups_from_claims, sso_memberships_sync, sso_user_for_identity
 
@@ -91,8 +93,12 @@ class PlatformOIDCBackend(OIDCAuthenticationBackend):
             if str(userinfo.get("sub")) != str(payload.get("sub")):  # OIDC Core §5.3.2
                 raise SSOFailed("the identity provider's userinfo is for another subject")
             claims.update(userinfo)
-        user = sso_user_for_identity(issuer=provider_metadata()["issuer"], claims=claims,
-                                     username_claim=settings.OIDC_USERNAME_CLAIM)
+        try:
+            user = sso_user_for_identity(issuer=provider_metadata()["issuer"], claims=claims,
+                                         username_claim=settings.OIDC_USERNAME_CLAIM)
+        except UsernameLookalike as exc:
+            raise SSOFailed(f"the identity provider's username {exc.wanted!r} reads the same as the existing "
+                            f"account {exc.existing!r}; an administrator must rename one of them") from exc
         if settings.OIDC_SYNC_MEMBERSHIPS:
             changes = sso_memberships_sync(user=user, groups=groups_from_claims(claims, claim=settings.OIDC_GROUPS_CLAIM))
             if any(changes.values()):

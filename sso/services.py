@@ -12,6 +12,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from chat.models import Membership
+from chatplatform.usernames import UsernameLookalike, lookalike_of, nfkc
 
 from .models import SSOGroupRule, SSOIdentity, SSOMembership
 
@@ -32,10 +33,9 @@ def groups_from_claims(claims: dict, *, claim: str) -> list[str]:
 
 
 def _free_username(base: str) -> str:
-    User = get_user_model()
-    base = (_USERNAME_BAD.sub("", base) or "user")[:140]
+    base = (_USERNAME_BAD.sub("", nfkc(base)) or "user")[:140]
     name, n = base, 1
-    while User.objects.filter(username__iexact=name).exists():
+    while lookalike_of(name) is not None:
         n += 1
         name = f"{base}-{n}"
     return name
@@ -44,8 +44,10 @@ def _free_username(base: str) -> str:
 @transaction.atomic
 def sso_user_for_identity(*, issuer: str, claims: dict, username_claim: str = "preferred_username"):
     """The platform user of identity ``(issuer, claims["sub"])``; created on first login
-    (username from ``username_claim``, else the e-mail's local part, else ``sub``; made
-    unique with a ``-2`` suffix; no usable password). E-mail and names are refreshed from
+    (username from ``username_claim``, else the e-mail's local part, else ``sub``, in NFKC
+    form; made unique with a ``-2`` suffix; no usable password). A name that NFKC maps onto
+    an existing account's (``ａｄｍｉｎ`` beside ``admin``) raises
+    ``chatplatform.usernames.UsernameLookalike``. E-mail and names are refreshed from
     the claims at every login. Raises ValueError when ``sub`` is missing."""
     subject = str(claims.get("sub") or "")
     if not subject:
@@ -55,6 +57,10 @@ def sso_user_for_identity(*, issuer: str, claims: dict, username_claim: str = "p
     email = str(claims.get("email") or "")[:254]
     if identity is None:
         wanted = str(claims.get(username_claim) or email.split("@")[0] or subject)
+        if nfkc(wanted) != wanted and (existing := lookalike_of(nfkc(wanted))) is not None:
+            # A look-alike (full-width, mathematical letters …) of an existing account is
+            # refused, not given a "-2" name beside it: it reads as that account.
+            raise UsernameLookalike(wanted, existing)
         user = User(username=_free_username(wanted), email=email)
         user.set_unusable_password()
         user.save()

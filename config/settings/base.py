@@ -57,6 +57,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # A sign-in beyond its budget, at a door that does not show it itself (the admin): 429.
+    "chatplatform.login_throttle.LoginThrottledMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 # Request metrics (django-prometheus) around everything else; METRICS_ENABLED=false drops them.
@@ -378,7 +380,8 @@ FIELD_ENCRYPTION_KEY = env("FIELD_ENCRYPTION_KEY", default="")
 # Trusted reverse proxies in front of the app: 0 (default) = the socket peer is the client and
 # X-Forwarded-For is ignored; N = the client is the Nth entry from the right of that header.
 NUM_PROXIES = env.int("NUM_PROXIES", default=0)
-# Password guessing, on the token endpoint and the HTML sign-in form (chatplatform.login_throttle).
+# Password guessing, at every door that takes a password: the sign-in page, /admin/login/, the
+# token endpoint (chatplatform.login_throttle, enforced in chatplatform.auth_backends).
 LOGIN_RATE_LIMIT = env("LOGIN_RATE_LIMIT", default="10/min")  # per client address
 LOGIN_USERNAME_RATE_LIMIT = env("LOGIN_USERNAME_RATE_LIMIT", default="10/min")  # per username
 REST_FRAMEWORK = {
@@ -524,11 +527,22 @@ COMPAT_API_WAIT_S = env.float("COMPAT_API_WAIT_S", default=300.0)
 # generating): the worker closes the upstream stream and nothing more is billed. False: the run
 # goes on and its answer is kept in the thread.
 COMPAT_API_CANCEL_ON_DISCONNECT = env.bool("COMPAT_API_CANCEL_ON_DISCONNECT", default=True)
+# Most messages one /v1/chat/completions request may carry (400 too_many_messages beyond).
+COMPAT_API_MAX_MESSAGES = env.int("COMPAT_API_MAX_MESSAGES", default=1000)
 
 # --- Knowledge uploads (knowledge/uploads.py) ------------------------------------------------
 KNOWLEDGE_MAX_FILE_BYTES = env.int("KNOWLEDGE_MAX_FILE_BYTES", default=20 * 1024 * 1024)
 KNOWLEDGE_UPLOAD_MAX_PENDING = env.int("KNOWLEDGE_UPLOAD_MAX_PENDING", default=200)
 KNOWLEDGE_IMPORT_THREADS = env.int("KNOWLEDGE_IMPORT_THREADS", default=2)
+# Decompression bombs (knowledge.parse_guard): a zip-based file (.docx) is refused from its
+# central directory beyond these, before anything is inflated …
+KNOWLEDGE_ARCHIVE_MAX_BYTES = env.int("KNOWLEDGE_ARCHIVE_MAX_BYTES", default=100 * 1024 * 1024)  # unpacked total
+KNOWLEDGE_ARCHIVE_MAX_ENTRIES = env.int("KNOWLEDGE_ARCHIVE_MAX_ENTRIES", default=2000)
+KNOWLEDGE_ARCHIVE_MAX_RATIO = env.float("KNOWLEDGE_ARCHIVE_MAX_RATIO", default=100)  # unpacked / packed
+# … and every parsed file (.docx, .pdf, .html) is read in a separate process with these limits.
+KNOWLEDGE_PARSE_MEMORY_MB = env.int("KNOWLEDGE_PARSE_MEMORY_MB", default=512)  # address space (RLIMIT_AS)
+KNOWLEDGE_PARSE_CPU_S = env.int("KNOWLEDGE_PARSE_CPU_S", default=20)  # CPU time (RLIMIT_CPU)
+KNOWLEDGE_PARSE_TIMEOUT_S = env.float("KNOWLEDGE_PARSE_TIMEOUT_S", default=30)  # wall clock
 
 # --- Streams --------------------------------------------------------------------------------
 RUN_EVENT_LOG_TTL_S = env.int("RUN_EVENT_LOG_TTL_S", default=24 * 3600)

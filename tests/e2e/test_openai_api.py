@@ -228,6 +228,33 @@ def test_errors_use_the_openai_shape(client, upstream, platform):
     assert "bad key" not in failed.value.message  # a member gets no upstream text (agents.presentation)
 
 
+def test_hostile_bodies_are_400s_the_sdk_raises_as_bad_requests(client, platform, token):
+    """What a security review sent to /v1 (a role as an object, a lone surrogate, a NUL, tens
+    of thousands of messages, a body nested 20,000 deep) answered 500; each is now a 400 in
+    OpenAI's shape, which the SDK raises as ``BadRequestError`` with the code."""
+    def refused(code, **kwargs):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.chat.completions.create(model="openai", **kwargs)
+        assert caught.value.code == code, caught.value.body
+        return caught.value.body
+
+    body = refused("invalid_request_error", messages=[{"role": {"name": "user"}, "content": "hi"}])
+    assert body["param"] == "messages[0].role"
+    refused("invalid_text", messages=[{"role": "user", "content": "a\x00b"}])
+    refused("invalid_text", messages=[{"role": "assistant", "content": "earlier\x00"}, {"role": "user", "content": "hi"}])
+    many = [{"role": "user", "content": f"m{n}"} for n in range(1001)]
+    assert "at most 1000 messages" in refused("too_many_messages", messages=many)["message"]
+    # What the SDK cannot encode (a lone surrogate; 20,000 levels) is sent raw.
+    deep = '{"model": "openai", "messages": [{"role": "user", "content": "hi"}], "metadata": ' + "[" * 20000 + "]" * 20000 + "}"
+    lone = '{"model": "openai", "messages": [{"role": "user", "content": "a\\ud800b"}]}'
+    for raw_body, code in ((deep, "nested_too_deeply"), (lone, "invalid_text")):
+        raw = httpx.post(f"{platform.base_url}/v1/chat/completions", content=raw_body, timeout=30,
+                         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        assert raw.status_code == 400 and raw.json()["error"]["code"] == code, raw.text[:300]
+    # The platform still answers a good request afterwards.
+    assert client.models.list().data
+
+
 def test_a_silent_model_gets_keepalive_comments_that_the_sdk_ignores(platform, token, upstream):
     """Found in a fresh-clone trial: a ``/v1`` stream sent nothing while the model was silent,
     so a proxy's ``timeout server`` cut it. It now sends ``: keep-alive`` comments every

@@ -140,3 +140,27 @@ def test_services_admin_changes_apply_at_once_in_the_web_and_the_worker(services
         services_platform.manage("shell", "-c", allow)
         services_platform.manage("shell", "-c", f"{disable}.update(enabled=True)")
     flows.rest_turn(services_platform, alice, thread_id)  # enabled again: the tool is called
+
+
+def test_services_bombs_are_refused_by_the_celery_worker(services_platform, alice):
+    """The worker's import path refuses decompression bombs: a .docx from its zip directory,
+    deeply nested HTML by the parse process's memory limit (a subprocess of the daemonic
+    prefork worker); the worker goes on importing afterwards."""
+    from tests.fakes.bombs import docx_bomb, html_bomb
+
+    def imported(client, name, data):
+        accepted = client.post("/api/v1/knowledge/uploads/", files={"file": (name, data)}, data={"workspace": "demo"})
+        assert accepted.status_code == 202, accepted.text
+        deadline = time.monotonic() + 90
+        while not (upload := client.get(f"/api/v1/knowledge/uploads/{accepted.json()['id']}/").json())["done"]:
+            assert time.monotonic() < deadline, upload
+            time.sleep(0.1)
+        return upload
+
+    with flows.http(services_platform, alice) as client:
+        docx = imported(client, "bomb.docx", docx_bomb(400))
+        assert docx["status"] == "failed" and "expands to 401 MB when unpacked" in docx["error"], docx
+        html = imported(client, "deep.html", html_bomb(2_000_000))
+        assert html["status"] == "failed" and "refused: reading it needed more than" in html["error"], html
+        after = imported(client, "after.md", b"# After\n\nThe worker still imports.")
+        assert after["status"] == "created", after

@@ -44,7 +44,7 @@ def sso(settings, idp, roles, workspaces):
     settings.OIDC_RP_CLIENT_SECRET = CLIENT_SECRET
     settings.OIDC_ENABLED = True
     settings.OIDC_RP_SCOPES = "openid email profile groups"  # the test provider's groups claim
-    settings.AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend", "sso.backend.PlatformOIDCBackend"]
+    settings.AUTHENTICATION_BACKENDS = ["chatplatform.auth_backends.PasswordBackend", "sso.backend.PlatformOIDCBackend"]
     cache.clear()
     SSOGroupRule.objects.create(group="eng", workspace=workspaces["demo"], role=roles["member"])
     SSOGroupRule.objects.create(group="eng-leads", workspace=workspaces["demo"], role=roles["admin"])
@@ -200,6 +200,34 @@ def test_a_token_with_bad_claims_is_refused(client, sso, fault, reason):
     assert response["Location"] == "/accounts/login/"
     assert login_error(client) == reason
     assert not SSOIdentity.objects.exists() and not Membership.objects.filter(user__username=name).exists()
+
+
+@pytest.mark.django_db
+def test_a_lookalike_of_an_existing_username_from_the_provider_is_refused(client, sso, settings, users):
+    """The provider names the person ``ａｄｍｉｎ`` (full width; here through the given_name
+    claim, as an operator may configure): NFKC reads it as the local ``admin``, so no
+    look-alike account is created beside it and the sign-in ends with the reason."""
+    from django.contrib.auth import get_user_model
+
+    settings.OIDC_USERNAME_CLAIM = "given_name"
+    sso.user("mallory", password="pw-mallory", first_name="\uff41\uff44\uff4d\uff49\uff4e", groups=["eng"])
+    before = set(get_user_model().objects.values_list("username", flat=True))
+    response = sign_in(client, "mallory", "pw-mallory")
+    assert response.status_code == 302 and response["Location"] == "/accounts/login/"
+    assert "_auth_user_id" not in client.session
+    error = login_error(client)
+    assert "reads the same as the existing account" in error and "admin" in error, error
+    assert set(get_user_model().objects.values_list("username", flat=True)) == before
+    assert not SSOIdentity.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_provider_username_is_stored_in_nfkc_form(client, sso, settings, users):
+    settings.OIDC_USERNAME_CLAIM = "given_name"
+    sso.user("nina", password="pw-nina", first_name="\U0001d427ina", groups=["eng"])  # mathematical bold n
+    response = sign_in(client, "nina", "pw-nina")
+    assert response.status_code == 302 and response["Location"] == "/chat/"
+    assert response.wsgi_request.user.username == "nina"
 
 
 @pytest.mark.django_db
