@@ -10,6 +10,7 @@ admin). A token of an inactive user is no credential.
 
 from __future__ import annotations
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 
@@ -104,3 +105,17 @@ class AuthorizationHeaderAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request) -> str:
         return CHALLENGE
+
+
+class AuthorizationHeaderScheme(OpenApiAuthenticationExtension):
+    """The OpenAPI schema's word for :class:`AuthorizationHeaderAuthentication`: HTTP bearer
+    (``Token <key>`` is accepted too), so ``/api/docs/`` offers the API token beside the session."""
+
+    target_class = "chatplatform.credentials.AuthorizationHeaderAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer",
+                "description": "A platform API token (POST /api/v1/auth/token/): "
+                               "`Authorization: Bearer <token>` (or `Token <token>`)."}
+

@@ -407,7 +407,7 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "chatplatform API",
-    "DESCRIPTION": "Threads, runs, streaming events, approvals and knowledge (DESIGN.md §6).",
+    "DESCRIPTION": "Threads, runs, streaming events, approvals and knowledge (docs/design.md §6).",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     # Swagger UI assets from the sidecar package: served locally, no CDN.

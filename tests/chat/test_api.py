@@ -153,6 +153,15 @@ def test_schema_lists_the_design_endpoints(users, api_for):
         assert path in schema["paths"], path
 
 
+def test_schema_offers_the_api_token_beside_the_session(users, api_for):
+    """/api/docs/ can authorise with an API token: the schema names the credential seam's
+    scheme (HTTP bearer) on the operations, not only the session cookie."""
+    schema = api_for(users["alice"]).get("/api/schema/?format=json").json()
+    assert schema["components"]["securitySchemes"]["tokenAuth"]["scheme"] == "bearer"
+    threads = schema["paths"]["/api/v1/threads/"]["get"]
+    assert {"tokenAuth": []} in threads["security"] and {"cookieAuth": []} in threads["security"]
+
+
 def test_saving_a_stale_thread_never_breaks_message_positions(users, alice_thread, converse):
     stale = Thread.objects.get(pk=alice_thread.pk)
     converse(alice_thread, users["alice"], "with statement")

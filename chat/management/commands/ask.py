@@ -87,8 +87,14 @@ class Command(BaseCommand):
         """The exit status: 0 completed, 1 failed/cancelled/timed out, 3 waiting for approval.
         The run's events come through ``agents.streams.run_event_stream`` (from the log first,
         so nothing sent before this follows is missed), on the process's event loop."""
-        out = self.stdout
         events = run_event_stream(run_id, thread_id, stop_at_park=True, wait_s=opts["timeout"])
+        try:
+            return self._print_events(events, thread_id, opts)
+        finally:  # leave the thread's group on the loop the stream ran on, not at garbage collection
+            run_coroutine(events.aclose())
+
+    def _print_events(self, events, thread_id, opts) -> int:
+        out = self.stdout
         while True:
             try:
                 event = run_coroutine(anext(events))
