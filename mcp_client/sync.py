@@ -9,7 +9,9 @@
    definition of an enabled tool quarantines it (audit event ``mcp_tool_quarantined``);
 3. gives every tool its exposed name (``mcp_client.naming``), renaming its policy row with it;
 4. writes each server's health and builds the specs that :data:`mcp_tools` and
-   :data:`mcp_resources` offer until the next reconcile.
+   :data:`mcp_resources` offer until the next reconcile. The tools of a server that is
+   reconnecting stay offered: a call starts the reconnect attempt and waits for it
+   (``mcp_client.runtime``), and fails with the attempt's error when it fails.
 
 ``specs()`` calls ``reconcile()`` when something changed (an admin edit in this process, a
 new listing, a connection's health) or every ``MCP_RECONCILE_S`` seconds (edits made in
@@ -439,9 +441,8 @@ def _build(servers: list[MCPServer], broken: dict[str, str]) -> Snapshot:
                           "definition, and an administrator must review the change before it can be used.")
             elif server.slug in broken:
                 reason = f"MCP server {server.slug!r} is misconfigured: {broken[server.slug]}."
-            elif conn is None or conn.state != "connected":
-                health = conn.health if conn else "not started"
-                reason = f"MCP server {server.slug!r} is not reachable right now ({health})."
+            elif conn is None:
+                reason = f"MCP server {server.slug!r} is not reachable right now (not started)."
             else:
                 reason = ""
             live.append(_spec_for(row, server, unavailable=reason))
