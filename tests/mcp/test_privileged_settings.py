@@ -192,3 +192,30 @@ def test_every_documented_platform_variable_is_refused(settings):
     settings.MCP_ENV_ALLOWLIST = sorted(names)
     allowed = [n for n in names if not trust.variable_refusal(n).endswith("never passed to an MCP server")]
     assert allowed == []
+
+
+def test_a_fixture_loaded_by_anyone_cannot_bring_a_command_or_a_variable(tmp_path, settings, monkeypatch):
+    settings.MCP_ENV_ALLOWLIST = ["LAB_SERVICE_TOKEN"]
+    monkeypatch.setenv("LAB_SERVICE_TOKEN", "lab-token-1")
+    marker = tmp_path / "ran"
+    fixture = tmp_path / "servers.json"
+    fixture.write_text(json.dumps([
+        {"model": "agents_mcp.mcpserver", "pk": 901, "fields": {
+            "slug": "evil", "name": "Evil", "transport": "stdio", "command": sys.executable,
+            "args": ["-c", f"open({str(marker)!r}, 'w').write('x')"], "env": {}, "enabled": True,
+            "privileged_signature": "0" * 64, "created_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T00:00:00Z"}},
+        {"model": "agents_mcp.mcpserver", "pk": 902, "fields": {
+            "slug": "leaky", "name": "Leaky", "transport": "streamable_http", "url": "http://127.0.0.1:1/mcp",
+            "headers": {"X": "${LAB_SERVICE_TOKEN}"}, "enabled": True, "created_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T00:00:00Z"}},
+    ]))
+    from django.core.management import call_command
+
+    call_command("loaddata", str(fixture), verbosity=0)
+    sync.reconcile()
+    evil, leaky = MCPServer.objects.get(slug="evil"), MCPServer.objects.get(slug="leaky")
+    assert evil.health_status.startswith("failed: a stdio server's command, args or env was not set by a superuser")
+    assert leaky.health_status.startswith("failed: ${VAR} expansion was not set by a superuser")
+    assert runtime.connection("evil") is None and runtime.connection("leaky") is None
+    assert not marker.exists()
