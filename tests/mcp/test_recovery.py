@@ -160,3 +160,23 @@ def test_an_answered_call_resets_the_timeout_count(add_server, settings):
             call("box", "hang", timeout_s=0.3)
         assert call("box", "pid") == old_pid  # answered in between: not suspect
     assert conn.attempts == attempts and conn.state == "connected"
+
+
+def test_a_streamable_http_server_back_on_its_port_is_reconnected_by_the_next_call(add_server, http_server,
+                                                                                   settings):
+    settings.MCP_MIN_BACKOFF_S = 300
+    lab = http_server("lab")
+    add_server("lab", url=lab.url, allowlist=["echo"])
+    conn = runtime.connection("lab")
+    assert conn.state == "connected"
+    lab.stop()
+    with pytest.raises(ServerGone):
+        runtime.call("lab", "echo", {"text": "x"}, timeout_s=5, cancelled=threading.Event(), progress=lambda _: None)
+    poll(lambda: conn.state == "failed", what="the lost session noticed")
+    lab.start()  # back on the same port, while the platform would wait 300 s to try again
+    sync.reconcile()
+    guard = tool_guard(name="echo", role_name="member", policies=policy_views(), offered=["echo"])
+    assert guard.allowed, guard.message
+    began = time.monotonic()
+    assert tool_sources.get("echo").func(ctx=CTX, text="back") == "echo: back"
+    assert time.monotonic() - began < 15 and conn.state == "connected"
