@@ -17,6 +17,7 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
@@ -68,8 +69,9 @@ class MCPServerForm(forms.ModelForm):
         transport = data.get("transport", self.instance.transport)
         stdio = MCPServer.Transport.STDIO
         if (transport == stdio and self.stored_transport != stdio and "command" not in self.fields):
-            self.add_error("transport", "Only a superuser may configure a stdio server: it runs a command on the "
-                                        "platform's host as the platform's user.")
+            self.add_error("transport", forms.ValidationError(
+                "Only a superuser may configure a stdio server: it runs a command on the platform's host as the "
+                "platform's user.", code="privileged"))
             return data
         command = data.get("command") if "command" in self.fields else self.instance.command
         if transport == stdio and not command:
@@ -81,6 +83,15 @@ class MCPServerForm(forms.ModelForm):
             if value is not None and not isinstance(value, kind):
                 self.add_error(field, f"Must be a JSON {'list' if kind is list else 'object'}.")
         return data
+
+    def _post_clean(self):
+        super()._post_clean()  # the model's clean() (trust.check_change) runs here
+        refused = [e for field in ("transport", NON_FIELD_ERRORS)
+                   for e in self.errors.as_data().get(field, []) if e.code == "privileged"]
+        if refused and self.actor is not None:
+            audit_record(kind=AuditEvent.Kind.PERMISSION_DENIED, user=self.actor, detail={
+                "server": self.cleaned_data.get("slug") or self.instance.slug, "action": "mcp_server_privileged",
+                "reason": refused[0].messages[0]})
 
     def save(self, commit=True):
         server = super().save(commit=False)

@@ -48,7 +48,11 @@ PLATFORM_PREFIXES = ("OPENAI_", "ANTHROPIC_", "HERMES_", "OLLAMA_", "OIDC_", "DJ
 
 
 class NotAllowed(ValidationError):
-    """A change or a connection needs a superuser's signature it does not have."""
+    """A change or a connection needs a superuser's signature it does not have (code
+    ``privileged``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="privileged")
 
 
 def is_superuser(user) -> bool:

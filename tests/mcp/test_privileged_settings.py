@@ -66,6 +66,9 @@ def test_staff_with_only_mcp_permissions_cannot_add_a_stdio_server(staff_client)
     assert "Only a superuser may configure a stdio server" in html
     assert not MCPServer.objects.exists()
     assert not AuditEvent.objects.filter(kind="mcp_server_changed").exists()
+    denied = AuditEvent.objects.get(kind="permission_denied")
+    assert denied.user.username == "mcp-staff" and denied.detail["server"] == "box"
+    assert denied.detail["reason"].startswith("Only a superuser may configure a stdio server")
 
 
 def test_staff_cannot_use_variable_expansion_or_turn_a_server_into_stdio(staff_client, http_server):
@@ -75,6 +78,7 @@ def test_staff_cannot_use_variable_expansion_or_turn_a_server_into_stdio(staff_c
     assert response.status_code == 200
     assert "Only a superuser may set ${VAR} expansion" in response.content.decode()
     assert not MCPServer.objects.exists()
+    assert AuditEvent.objects.get(kind="permission_denied").detail["action"] == "mcp_server_privileged"
     # a plain HTTP server is theirs to add; turning it into a stdio server is not
     assert staff_client.post("/admin/agents_mcp/mcpserver/add/", http_form(url)).status_code == 302
     server = MCPServer.objects.get(slug="web")
