@@ -416,6 +416,7 @@ class AuditEvent(models.Model):
         MCP_TOOL_QUARANTINED = "mcp_tool_quarantined"
         MCP_TOOL_REVIEWED = "mcp_tool_reviewed"
         MCP_CALL = "mcp_call"
+        MCP_SERVER_CHANGED = "mcp_server_changed"
         APPROVAL_DECIDED = "approval_decided"
         APPROVAL_EXPIRED = "approval_expired"
 

@@ -42,7 +42,7 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 from agents.pipeline import policy_views, tool_pipeline  # noqa: E402
 from agents.tools import ToolContext, tool_sources  # noqa: E402
-from mcp_client import sync  # noqa: E402
+from mcp_client import sync, trust  # noqa: E402
 from mcp_client.models import MCPServer  # noqa: E402
 from tests.mcp.conftest import HttpServer  # noqa: E402
 
@@ -92,8 +92,10 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     lab = HttpServer("lab").start()
     try:
-        MCPServer.objects.create(slug="time", name="Time", command=TIME_BIN, enabled=True,
-                                 allowlist=["get_current_time"])
+        time_server = MCPServer(slug="time", name="Time", command=TIME_BIN, enabled=True,
+                                allowlist=["get_current_time"])
+        trust.sign(time_server)  # as a superuser's save would: only signed stdio commands run
+        time_server.save()
         MCPServer.objects.create(slug="lab", name="Lab", transport="streamable_http", url=lab.url, enabled=True,
                                  allowlist=["echo"])
         sync.warm_up()

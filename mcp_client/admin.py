@@ -1,7 +1,10 @@
 """Admin for external MCP servers and their tools.
 
 * MCP servers: connection settings; secret header values are write-only (stored encrypted,
-  only their header names are shown). Action "Connect and list tools": each tool with its
+  only their header names are shown). A stdio server's command/args/env and ``${VAR}``
+  expansion are for superusers only (``mcp_client.trust``): other staff see them read-only
+  (env values masked) and the form refuses a stdio server or a ``${VAR}`` from them. Every
+  saved change or deletion is an audit row ``mcp_server_changed``. Action "Connect and list tools": each tool with its
   description, input schema and MCP annotations (untrusted text, shown escaped), and the
   server's health.
 * MCP tools: where each tool stands (exposed name, policy, quarantine); a quarantined tool's
@@ -14,11 +17,15 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from . import sync
+from agents.audit import audit_record
+from agents.models import AuditEvent
+
+from . import sync, trust
 from .models import MCPServer, MCPTool
 
 
@@ -39,6 +46,13 @@ class MCPServerForm(forms.ModelForm):
         fields = ["slug", "name", "enabled", "transport", "command", "args", "env", "url", "headers",
                   "allowlist", "environment", "connect_timeout_s", "call_timeout_s"]
 
+    actor = None  # the editing user (set by MCPServerAdmin.get_form)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.instance._actor = self.actor  # the model's clean() refuses privileged changes by others
+        self.stored_transport = self.instance.transport if self.instance.pk else None
+
     def clean_secret_headers(self) -> dict[str, str]:
         out: dict[str, str] = {}
         for line in (self.cleaned_data.get("secret_headers") or "").splitlines():
@@ -52,8 +66,15 @@ class MCPServerForm(forms.ModelForm):
 
     def clean(self):
         data = super().clean()
-        transport = data.get("transport")
-        if transport == MCPServer.Transport.STDIO and not data.get("command"):
+        transport = data.get("transport", self.instance.transport)
+        stdio = MCPServer.Transport.STDIO
+        if (transport == stdio and self.stored_transport != stdio and "command" not in self.fields):
+            self.add_error("transport", forms.ValidationError(
+                "Only a superuser may configure a stdio server: it runs a command on the platform's host as the "
+                "platform's user.", code="privileged"))
+            return data
+        command = data.get("command") if "command" in self.fields else self.instance.command
+        if transport == stdio and not command:
             self.add_error("command", "A stdio server needs a command.")
         if transport == MCPServer.Transport.STREAMABLE_HTTP and not data.get("url"):
             self.add_error("url", "A streamable HTTP server needs a URL.")
@@ -62,6 +83,15 @@ class MCPServerForm(forms.ModelForm):
             if value is not None and not isinstance(value, kind):
                 self.add_error(field, f"Must be a JSON {'list' if kind is list else 'object'}.")
         return data
+
+    def _post_clean(self):
+        super()._post_clean()  # the model's clean() (trust.check_change) runs here
+        refused = [e for field in ("transport", NON_FIELD_ERRORS)
+                   for e in self.errors.as_data().get(field, []) if e.code == "privileged"]
+        if refused and self.actor is not None:
+            audit_record(kind=AuditEvent.Kind.PERMISSION_DENIED, user=self.actor, detail={
+                "server": self.cleaned_data.get("slug") or self.instance.slug, "action": "mcp_server_privileged",
+                "reason": refused[0].messages[0]})
 
     def save(self, commit=True):
         server = super().save(commit=False)
@@ -109,9 +139,57 @@ class MCPServerAdmin(admin.ModelAdmin):
                                         "clear_secret_headers"]}),
         ("Governance", {"fields": ["allowlist", "environment", "connect_timeout_s", "call_timeout_s"],
                         "description": "${VAR} in command, args, env, url and headers is expanded from the "
-                                       "platform's environment when connecting."}),
+                                       "platform's environment when connecting: superusers only, and only "
+                                       "variables on MCP_ENV_ALLOWLIST (never the platform's own)."}),
         ("Health", {"fields": ["health_status", "health_checked_at"]}),
     ]
+
+    superuser_only_fields = ("command", "args", "env")
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+        return type(form.__name__, (form,), {"actor": request.user})
+
+    def get_fieldsets(self, request, obj=None):
+        if trust.is_superuser(request.user):
+            return self.fieldsets
+        return [(name, {**opts, "fields": ["env_masked" if f == "env" else f for f in opts["fields"]]})
+                if name == "stdio" else (name, opts) for name, opts in self.fieldsets]
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        if not trust.is_superuser(request.user):
+            fields += ["command", "args", "env_masked"]
+        return fields
+
+    @admin.display(description="env")
+    def env_masked(self, obj):
+        names = sorted((obj.env or {}) if obj and obj.pk else {})
+        return ", ".join(f"{n}=••••" for n in names) or "none"
+
+    def save_model(self, request, obj, form, change):
+        old = MCPServer.objects.filter(pk=obj.pk).first() if change else None
+        super().save_model(request, obj, form, change)
+        fields = trust.changed_fields(old, obj)
+        if fields:
+            audit_record(kind=AuditEvent.Kind.MCP_SERVER_CHANGED, user=request.user, detail={
+                "server": obj.slug, "action": "changed" if change else "added", "fields": fields,
+                "privileged": bool(trust.privileged_material(obj)) and bool(
+                    {"transport", "command", "args", "env", "url", "headers"} & set(fields)),
+            })
+
+    def delete_model(self, request, obj):
+        slug = obj.slug
+        super().delete_model(request, obj)
+        audit_record(kind=AuditEvent.Kind.MCP_SERVER_CHANGED, user=request.user,
+                     detail={"server": slug, "action": "deleted", "fields": []})
+
+    def delete_queryset(self, request, queryset):
+        slugs = list(queryset.values_list("slug", flat=True))
+        super().delete_queryset(request, queryset)
+        for slug in slugs:
+            audit_record(kind=AuditEvent.Kind.MCP_SERVER_CHANGED, user=request.user,
+                         detail={"server": slug, "action": "deleted", "fields": []})
 
     @admin.display(description="stored secret headers")
     def stored_secret_headers(self, obj):

@@ -13,7 +13,11 @@ class MCPServer(models.Model):
     started by the platform); ``streamable_http``: ``url`` + ``headers``.
 
     ``${VAR}`` in command, args, env values, url and header values is expanded from the
-    platform's environment when connecting. ``secret_headers_encrypted`` holds header values
+    platform's environment when connecting — only variables on ``MCP_ENV_ALLOWLIST`` and
+    never the platform's own (``mcp_client.trust``). Only a superuser may set a stdio
+    server's command/args/env or use ``${VAR}``: ``privileged_signature`` vouches for those
+    settings, ``clean()`` refuses anyone else's change (set ``_actor`` to the editing user),
+    and a server whose privileged settings are not signed never connects. ``secret_headers_encrypted`` holds header values
     entered write-only in the admin (Fernet, like provider keys); they never appear in a page,
     API response, event or log. ``allowlist``: when non-empty, only these tool names (the
     server's own names) are offered, and they start enabled. ``environment``: every call to
@@ -38,6 +42,8 @@ class MCPServer(models.Model):
     headers = models.JSONField(default=dict, blank=True,
                                help_text="streamable_http: request headers (JSON object); ${VAR} is expanded.")
     secret_headers_encrypted = models.TextField(blank=True, editable=False)
+    # HMAC (SECRET_KEY) of the settings only a superuser may set; see mcp_client.trust.
+    privileged_signature = models.CharField(max_length=128, blank=True, editable=False)
     enabled = models.BooleanField(default=False)
     allowlist = models.JSONField(default=list, blank=True,
                                  help_text="Tool names (the server's own) offered and enabled on discovery. "
@@ -57,6 +63,14 @@ class MCPServer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.slug})"
+
+    def clean(self) -> None:
+        """Refuses (ValidationError) privileged settings set by anyone but a superuser; the
+        editing user is ``self._actor`` (the admin sets it; None vouches for nothing)."""
+        from . import trust
+
+        super().clean()
+        trust.check_change(self, getattr(self, "_actor", None))
 
 
 class MCPTool(models.Model):

@@ -9,7 +9,14 @@ Per server, a :class:`Connection` task: start the transport (``stdio`` process o
 streamable HTTP) → ``initialize`` → list tools and resources (bounded by the server's
 ``connect_timeout_s``) → serve calls, re-listing every ``MCP_REFRESH_S`` and on
 ``notifications/tools/list_changed`` → on failure, reconnect with exponential backoff
-(1 s … ``MCP_MAX_BACKOFF_S``). A failed server is only skipped: its state says why.
+(``MCP_MIN_BACKOFF_S`` doubling to ``MCP_MAX_BACKOFF_S``; it starts over once a session had
+been connected for ``MCP_BACKOFF_RESET_S``). A failed server is only skipped: its state says
+why.
+
+Recovery: a call while the server is waiting to reconnect starts the next attempt at once —
+at most one attempt is in flight, every caller waits for it (up to the call's timeout) and
+then calls or gets the attempt's error. A session whose calls time out
+``MCP_SUSPECT_TIMEOUTS`` times in a row (a hung server) is restarted: for stdio a new process.
 
 Calls: progress notifications are queued and handed to the calling tool thread (which
 publishes ``tool.progress``); when the run gives up on the call (``ctx.cancelled``), the
@@ -125,8 +132,9 @@ def root_cause(exc: BaseException) -> str:
 class Connection:
     """The session to one server, owned by one task on the MCP loop."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
+        self._clock = clock  # measures how long a session stayed healthy (tests inject one)
         self.state = "connecting"  # connecting | connected | failed | stopped
         self.error = ""
         self.checked_at: datetime | None = None
@@ -139,6 +147,13 @@ class Connection:
         self._broken = asyncio.Event()
         self._connected = asyncio.Event()
         self.attempts = 0  # finished connection attempts (connected-then-lost included)
+        self.started = 0  # connection attempts started
+        self.backoff_s = 0.0  # the wait chosen after the last failure, seconds
+        self.timeouts = 0  # consecutive call timeouts of this session
+        self.restarts = 0  # sessions restarted as suspect (calls timing out)
+        self._connected_at: float | None = None
+        self._suspect = False
+        self._waiters: dict[asyncio.Future, int] = {}  # caller → the attempt number it waits for
         self.task: asyncio.Task | None = None
 
     # -- status -----------------------------------------------------------------------
@@ -155,14 +170,17 @@ class Connection:
 
     # -- the owner task -----------------------------------------------------------------
     async def run(self) -> None:
-        backoff = 1.0
+        first = float(getattr(settings, "MCP_MIN_BACKOFF_S", 1.0))
+        backoff = first
         while not self._stop.is_set():
             self._connected.clear()
             self._broken.clear()
+            self._suspect = False
+            self.started += 1
             self._set("connecting")
             try:
                 await self._session_once()
-                backoff = 1.0
+                backoff = first
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # noqa: BLE001 — any failure: mark it, back off, retry
@@ -172,13 +190,31 @@ class Connection:
                 self._session = None
                 self._connected.clear()
                 self.attempts += 1
+                healthy_s = 0.0 if self._connected_at is None or self._suspect else self._clock() - self._connected_at
+                self._connected_at = None
             if self._stop.is_set():
                 break
+            if healthy_s >= float(getattr(settings, "MCP_BACKOFF_RESET_S", 30.0)):
+                backoff = first  # a crash after a healthy while is not part of a failing streak
+            # No await between the failure and here: a caller that arrived meanwhile is either
+            # settled now (it waited for this attempt) or pokes the next one below.
             self._poke.clear()
+            self._settle()
+            if self._waiters:
+                self._poke.set()  # callers wait for the next attempt: make it now
+            self.backoff_s = backoff
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._poke.wait(), timeout=backoff)
             backoff = min(backoff * 2, float(getattr(settings, "MCP_MAX_BACKOFF_S", 60)))
         self._set("stopped")
+        self._settle(everyone=True)
+
+    def _settle(self, everyone: bool = False) -> None:
+        """Wake the callers waiting for an attempt that has now finished (connected or
+        failed); they look at ``_session``/``error`` themselves."""
+        for waiter, wanted in list(self._waiters.items()):
+            if (everyone or wanted <= self.started) and not waiter.done():
+                waiter.set_result(None)
 
     async def _session_once(self) -> None:
         cfg = self.config
@@ -206,8 +242,11 @@ class Connection:
                     raise
                 raise ConnectFailed(self._with_stderr(f"initialise/list: {root_cause(exc)}")) from None
             self._session = session
+            self.timeouts = 0
+            self._connected_at = self._clock()
             self._set("connected")
             self._connected.set()
+            self._settle()
             await self._serve(session)
 
     def _with_stderr(self, message: str) -> str:
@@ -281,50 +320,92 @@ class Connection:
 
     # -- requests (run as their own tasks on the loop) ------------------------------------
     async def _ready_session(self, wait_s: float) -> ClientSession:
-        if self._session is None:
-            self._poke.set()  # a call is waiting: reconnect now rather than after the backoff
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._connected.wait(), timeout=wait_s)
+        """The live session; when there is none, wait (up to ``wait_s``) for a connection
+        attempt that finishes after this call arrived: the one in flight, or — while the
+        server waits out its backoff — one started now. ServerUnavailable with the reason
+        when that attempt failed, the server is stopped, or the wait ran out."""
+        if self._session is not None:
+            return self._session
+        if self.state != "stopped" and not self._stop.is_set():
+            # the attempt in flight counts only if it started after the session was lost
+            wanted = self.started if self.state == "connecting" else self.started + 1
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters[waiter] = wanted
+            if self.state != "connecting":
+                self._poke.set()  # reconnect now rather than after the backoff
+            try:
+                await asyncio.wait_for(waiter, timeout=wait_s)
+            except TimeoutError:
+                raise ServerUnavailable(f"MCP server {self.config.slug!r} did not reconnect within "
+                                        f"{wait_s:g} s" + (f" ({self.error})" if self.error else "")) from None
+            finally:
+                self._waiters.pop(waiter, None)
         if self._session is None:
             reason = f": {self.error}" if self.error else ""
             raise ServerUnavailable(f"MCP server {self.config.slug!r} is not connected{reason}")
         return self._session
 
-    def _gone(self, exc: BaseException) -> ServerGone:
-        self._set("failed", f"connection lost: {root_cause(exc)}")
-        self._broken.set()
+    def _gone(self, exc: BaseException, session: ClientSession | None = None) -> ServerGone:
+        if session is None or session is self._session:  # not an older session's late news
+            self._set("failed", f"connection lost: {root_cause(exc)}")
+            self._session = None  # callers from now on wait for the reconnect
+            self._broken.set()
         return ServerGone(f"MCP server {self.config.slug!r} stopped responding: {self.error}")
+
+    def _timed_out(self, session: ClientSession) -> None:
+        """One more call timed out; after ``MCP_SUSPECT_TIMEOUTS`` in a row the session is
+        suspect (a hung server) and restarted."""
+        if session is not self._session:
+            return  # an old session's call; it is already gone
+        self.timeouts += 1
+        limit = int(getattr(settings, "MCP_SUSPECT_TIMEOUTS", 3))
+        if limit > 0 and self.timeouts >= limit:
+            self.restarts += 1
+            self._suspect = True
+            self._set("failed", f"restarted: {self.timeouts} calls in a row timed out")
+            logger.warning("MCP server %s: %s", self.config.slug, self.error)
+            self._session = None
+            self._broken.set()
 
     async def call_tool(self, name: str, arguments: dict, timeout_s: float,
                         on_progress: Callable[[float, float | None, str | None], None]) -> types.CallToolResult:
-        session = await self._ready_session(self.config.connect_timeout_s)
+        """Call ``name``; while the server is reconnecting, wait up to ``timeout_s`` for it
+        first (see ``_ready_session``). Raises ServerUnavailable, ServerGone, CallTimedOut,
+        CallFailed."""
+        session = await self._ready_session(timeout_s)
 
         async def progress(value: float, total: float | None, message: str | None) -> None:
             on_progress(value, total, message)
 
         try:
-            return await session.call_tool(name, arguments, read_timeout_seconds=timeout_s,
-                                           progress_callback=progress)
+            result = await session.call_tool(name, arguments, read_timeout_seconds=timeout_s,
+                                              progress_callback=progress)
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
-                raise self._gone(exc) from None
+                raise self._gone(exc, session) from None
             if exc.code == types.REQUEST_TIMEOUT:
+                self._timed_out(session)
                 raise CallTimedOut(f"{name} timed out after {timeout_s:g} s") from None
+            if session is self._session:
+                self.timeouts = 0  # it answered
             raise CallFailed(exc.message) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
-            raise self._gone(exc) from None
+            raise self._gone(exc, session) from None
+        if session is self._session:
+            self.timeouts = 0  # it answered
+        return result
 
     async def read_resource(self, uri: str, timeout_s: float) -> types.ReadResourceResult:
-        session = await self._ready_session(self.config.connect_timeout_s)
+        session = await self._ready_session(min(timeout_s, self.config.connect_timeout_s + 5))
         try:
             with anyio.fail_after(timeout_s):
                 return await session.read_resource(uri)
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
-                raise self._gone(exc) from None
+                raise self._gone(exc, session) from None
             raise CallFailed(exc.message) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
-            raise self._gone(exc) from None
+            raise self._gone(exc, session) from None
 
     def poke(self) -> None:
         self._poke.set()

@@ -9,7 +9,9 @@
    definition of an enabled tool quarantines it (audit event ``mcp_tool_quarantined``);
 3. gives every tool its exposed name (``mcp_client.naming``), renaming its policy row with it;
 4. writes each server's health and builds the specs that :data:`mcp_tools` and
-   :data:`mcp_resources` offer until the next reconcile.
+   :data:`mcp_resources` offer until the next reconcile. The tools of a server that is
+   reconnecting stay offered: a call starts the reconnect attempt and waits for it
+   (``mcp_client.runtime``), and fails with the attempt's error when it fails.
 
 ``specs()`` calls ``reconcile()`` when something changed (an admin edit in this process, a
 new listing, a connection's health) or every ``MCP_RECONCILE_S`` seconds (edits made in
@@ -38,7 +40,7 @@ from agents.provider_keys import decrypt_key, encrypt_key
 from agents.tools import ToolContext, ToolError, ToolSpec, registry
 from agents.tools.api import DEFAULT_SCOPE_ARGS
 
-from . import naming
+from . import naming, trust
 from .content import resource_text, result_text
 from .models import MCPServer, MCPTool
 from .runtime import (
@@ -56,7 +58,7 @@ logger = logging.getLogger(__name__)
 
 RESOURCE_TOOL = "get_context"
 DESCRIPTION_CHARS = 2000  # a server's tool description as offered to the model
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_VAR = trust.VAR
 
 
 # --- configuration ------------------------------------------------------------------------------
@@ -64,11 +66,18 @@ class ConfigError(ValueError):
     pass
 
 
-def expand(text: str, env: dict[str, str]) -> str:
-    """``${VAR}`` → its value from ``env``; ConfigError naming an unset variable."""
+def expand(text: str, env: dict[str, str], own: dict[str, str] | None = None) -> str:
+    """``${VAR}`` → its value from ``env`` (the platform's environment: only allowlisted,
+    never the platform's own variables — ``trust.variable_refusal``) or from ``own`` (the
+    server's own env entries, for its args); ConfigError naming a refused or unset variable."""
 
     def sub(match: re.Match) -> str:
         name = match.group(1)
+        if own and name in own:
+            return own[name]
+        refusal = trust.variable_refusal(name)
+        if refusal:
+            raise ConfigError(refusal)
         if name not in env:
             raise ConfigError(f"${{{name}}} is not set in the platform's environment")
         return env[name]
@@ -92,7 +101,12 @@ def secret_headers_store(server: MCPServer, headers: dict[str, str]) -> None:
 
 def server_config(server: MCPServer) -> ServerConfig:
     """The connection settings of ``server`` with ``${VAR}`` expanded from the platform's
-    environment. Raises ConfigError for an unset variable or a missing command/url."""
+    environment. Raises ConfigError for privileged settings no superuser signed, a refused or
+    unset variable, or a missing command/url."""
+    try:
+        trust.require_signed(server)
+    except trust.NotAllowed as exc:
+        raise ConfigError(exc.messages[0]) from None
     env = dict(os.environ)
     secrets: list[str] = []
     if server.transport == MCPServer.Transport.STDIO:
@@ -102,7 +116,7 @@ def server_config(server: MCPServer) -> ServerConfig:
         secrets.extend(extra.values())
         return ServerConfig(
             slug=server.slug, transport="stdio", command=expand(server.command, env),
-            args=tuple(expand(a, {**env, **extra}) for a in (server.args or [])),
+            args=tuple(expand(a, env, extra) for a in (server.args or [])),
             env=tuple(sorted(extra.items())), connect_timeout_s=float(server.connect_timeout_s),
             secrets=tuple(secrets),
         )
@@ -427,9 +441,8 @@ def _build(servers: list[MCPServer], broken: dict[str, str]) -> Snapshot:
                           "definition, and an administrator must review the change before it can be used.")
             elif server.slug in broken:
                 reason = f"MCP server {server.slug!r} is misconfigured: {broken[server.slug]}."
-            elif conn is None or conn.state != "connected":
-                health = conn.health if conn else "not started"
-                reason = f"MCP server {server.slug!r} is not reachable right now ({health})."
+            elif conn is None:
+                reason = f"MCP server {server.slug!r} is not reachable right now (not started)."
             else:
                 reason = ""
             live.append(_spec_for(row, server, unavailable=reason))
@@ -623,7 +636,11 @@ def seed_demo_time_server() -> MCPServer:
     from pathlib import Path
 
     command = Path(sys.executable).parent / "mcp-server-time"
-    server, _ = MCPServer.objects.get_or_create(slug="time", defaults={**DEMO_TIME_SERVER, "command": str(command)})
+    server, created = MCPServer.objects.get_or_create(slug="time", defaults={**DEMO_TIME_SERVER,
+                                                                             "command": str(command)})
+    if server.command == str(command) and not server.args and not server.env and not trust.is_signed(server):
+        trust.sign(server)  # the platform's own demo command, set by this code, not by an admin
+        server.save(update_fields=["privileged_signature"])
     return server
 
 

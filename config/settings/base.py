@@ -517,6 +517,16 @@ APPROVAL_DEFAULT_EXPIRES_S = env.int("APPROVAL_DEFAULT_EXPIRES_S", default=86400
 MCP_REFRESH_S = env.float("MCP_REFRESH_S", default=60.0)
 MCP_RECONCILE_S = env.float("MCP_RECONCILE_S", default=5.0)
 MCP_MAX_BACKOFF_S = env.float("MCP_MAX_BACKOFF_S", default=60.0)
+# Reconnect backoff starts here and doubles; it starts over once a session stayed connected
+# for MCP_BACKOFF_RESET_S. A session whose calls time out MCP_SUSPECT_TIMEOUTS times in a row
+# is restarted (0: never). See mcp_client.runtime.
+MCP_MIN_BACKOFF_S = env.float("MCP_MIN_BACKOFF_S", default=1.0)
+MCP_BACKOFF_RESET_S = env.float("MCP_BACKOFF_RESET_S", default=30.0)
+MCP_SUSPECT_TIMEOUTS = env.int("MCP_SUSPECT_TIMEOUTS", default=3)
+# ${VAR} in an MCP server's settings (superusers only) may name these variables of the
+# platform's environment, and no others; the platform's own (SECRET_KEY, DATABASE_URL, provider
+# keys…) are refused even when listed (mcp_client.trust). Comma-separated.
+MCP_ENV_ALLOWLIST = env.list("MCP_ENV_ALLOWLIST", default=[])
 
 # --- OpenAI-compatible API (openai_api/) -------------------------------------------------------
 # "model": "default" → this provider/model (else the first enabled provider's default model).

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_client import sync
+from mcp_client import sync, trust
 from mcp_client.models import MCPServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,14 +103,18 @@ def mcp_clean():
 @pytest.fixture
 def add_server(db):
     """``add_server(slug, url=… | command=…, args=[…], **fields)`` → the row, connected and
-    listed (its health says why when it is not)."""
+    listed (its health says why when it is not); its stdio command and ``${VAR}`` settings
+    signed as a superuser's save would (``signed=False``: as written by any other path)."""
 
-    def add(slug: str, *, refresh: bool = True, **fields) -> MCPServer:
+    def add(slug: str, *, refresh: bool = True, signed: bool = True, **fields) -> MCPServer:
         if "url" in fields:
             fields.setdefault("transport", MCPServer.Transport.STREAMABLE_HTTP)
         fields.setdefault("enabled", True)
         fields.setdefault("connect_timeout_s", 15)
-        row = MCPServer.objects.create(slug=slug, name=slug.title(), **fields)
+        row = MCPServer(slug=slug, name=slug.title(), **fields)
+        if signed:
+            trust.sign(row)
+        row.save()
         if refresh:
             sync.refresh(row)
             row.refresh_from_db()

@@ -43,13 +43,15 @@ def test_a_server_that_hangs_on_initialise_times_out(add_server):
     assert row.health_status == "failed: initialise/list: timed out"
 
 
-def test_unset_variable_and_unreachable_url(add_server, monkeypatch):
-    row = add_server("cfg", url="http://127.0.0.1:1/mcp", headers={"X-Token": "${MCP_TEST_UNSET_VAR}"})
-    assert row.health_status == "failed: ${MCP_TEST_UNSET_VAR} is not set in the platform's environment"
+def test_unset_variable_and_unreachable_url(add_server, monkeypatch, settings):
+    settings.MCP_ENV_ALLOWLIST = ["LAB_TEST_UNSET_VAR", "LAB_TEST_TOKEN"]
+    monkeypatch.delenv("LAB_TEST_UNSET_VAR", raising=False)
+    row = add_server("cfg", url="http://127.0.0.1:1/mcp", headers={"X-Token": "${LAB_TEST_UNSET_VAR}"})
+    assert row.health_status == "failed: ${LAB_TEST_UNSET_VAR} is not set in the platform's environment"
     port = free_port()
-    monkeypatch.setenv("MCP_TEST_TOKEN", "s3cret-from-env")
-    row = add_server("down", url=f"http://127.0.0.1:{port}/mcp?key=${{MCP_TEST_TOKEN}}",
-                     headers={"Authorization": "Bearer ${MCP_TEST_TOKEN}"})
+    monkeypatch.setenv("LAB_TEST_TOKEN", "s3cret-from-env")
+    row = add_server("down", url=f"http://127.0.0.1:{port}/mcp?key=${{LAB_TEST_TOKEN}}",
+                     headers={"Authorization": "Bearer ${LAB_TEST_TOKEN}"})
     assert row.health_status.startswith("failed:")
     assert "s3cret-from-env" not in row.health_status
 
