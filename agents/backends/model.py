@@ -32,6 +32,7 @@ from agents.models import Run
 from agents.pipeline import policy_views, tool_pipeline
 from agents.provider_keys import provider_for
 from agents.replay import fill_from_log
+from agents.round_cost import round_cost
 from chat.models import Message
 from chat.selectors import instruction_blocks
 from chat.services import message_create
@@ -49,7 +50,6 @@ from llm import (
     ToolDefinition,
 )
 from llm.wire import arelay
-from agents.round_cost import round_cost
 
 from .base import Outcome, Turn
 
