@@ -37,11 +37,12 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from chatplatform.dbasync import db_async
 from chatplatform.event_log import Appended, event_log
 from chatplatform.loops import publisher_loop, run_coroutine
 
 from .event_types import check_event
-from .runs.lifecycle import run_seq_save
+from .runs.lifecycle import run_seq_release, run_seq_reserve, run_seq_save
 
 logger = logging.getLogger(__name__)
 
@@ -545,6 +546,11 @@ class RunEmitter:
         self.sent_count = 0
         self._saves_seq = False  # for_run(): close() saves last_event_seq on the run
         self._saved_seq = 0  # a seq the run's row holds already (seq_saved)
+        # for_run() with the event-loop delivery, whose event log dies with the process: the
+        # highest seq the run's row has reserved for this writer (Run.seq_reserved); nothing
+        # above it is logged or published before a higher reservation is saved.
+        self._reserves = False
+        self._reserved = 0
         # () -> bool: True once this writer may have lost the run (agents.runs.lease): every
         # later event is dropped, so a stale writer never publishes a seq the new owner uses.
         self.fence: Callable[[], bool] = lambda: False
@@ -557,18 +563,30 @@ class RunEmitter:
 
     @classmethod
     def for_run(cls, run, *, from_log: bool = False, **kwargs) -> RunEmitter:
-        """An emitter continuing ``run``'s numbering after its saved ``last_event_seq``; for a
-        run recovered from a dead worker (``attempts`` > 0) or with ``from_log``, after the
-        event log's last seq if that is larger (the worker may have published past the saved
-        value). Reading the log only then keeps a run's start off the publisher loop."""
+        """An emitter continuing ``run``'s numbering after its saved ``last_event_seq`` — or
+        after ``seq_reserved`` when that is larger (a writer died holding a reservation: it may
+        have published up to it); for a run recovered from a dead worker (``attempts`` > 0) or
+        with ``from_log``, after the event log's last seq if that is larger still (the worker
+        may have published past the saved value). Reading the log only then keeps a run's
+        start off the publisher loop.
+
+        With the event-loop delivery (embedded mode: the event log lives in this process and
+        dies with it) the emitter reserves ``EVENTS_SEQ_RESERVE`` seqs at once and again each
+        time its drain reaches the reservation, before logging or publishing past it; it
+        gives the unused ones back when it closes cleanly (:meth:`save_seq`)."""
         logged = 0
         if run.attempts or from_log:  # the log may be ahead of the row
             try:
                 logged = run_coroutine(event_log().last_seq(str(run.pk)), timeout=5)
             except Exception:
                 logger.exception("run %s: could not read the event log's last seq", run.pk)
-        emitter = cls(run_id=run.pk, thread_id=run.thread_id, start_seq=max(run.last_event_seq, logged), **kwargs)
+        start = max(run.last_event_seq, getattr(run, "seq_reserved", 0) or 0, logged)
+        emitter = cls(run_id=run.pk, thread_id=run.thread_id, start_seq=start, **kwargs)
         emitter._saves_seq = True
+        if emitter._publisher is None:
+            upto = start + max(1, int(settings.EVENTS_SEQ_RESERVE))
+            run_seq_reserve(run_id=run.pk, upto=upto)
+            emitter._reserves, emitter._reserved = True, upto
         return emitter
 
     @property
@@ -625,9 +643,25 @@ class RunEmitter:
 
     def close(self, timeout: float = 10.0, *, save_seq: bool = True) -> None:
         """Flush, wait until every event has been handed to the channel layer, and — for an
-        emitter made by :meth:`for_run` — save the last seq on the run (``last_event_seq``).
-        ``save_seq=False``: a worker that lost its lease writes nothing more."""
+        emitter made by :meth:`for_run` — save the last seq on the run (``last_event_seq``)
+        and give back the seqs reserved past it (:meth:`save_seq`). ``save_seq=False``: a
+        worker that lost its lease writes nothing more (its reservation stays: the next
+        writer numbers above whatever it may have published)."""
         _streaming.discard(self)
+        self._drain_all(timeout)
+        if save_seq:
+            self._save_seq()
+
+    def save_seq(self, timeout: float = 10.0) -> None:
+        """Wait until every event numbered so far went out, then save the last seq on the run
+        (``last_event_seq``) and lower its reservation (``seq_reserved``) to it, so the run's
+        next writer (a decision, the continuation) numbers right after it. For an emitter
+        made by :meth:`for_run`; the emitter may go on (it reserves again before it
+        publishes past the saved seq)."""
+        self._drain_all(timeout)
+        self._save_seq()
+
+    def _drain_all(self, timeout: float) -> None:
         self.flush()
         if self._publisher:
             if not self._publisher.wait_drained(self, timeout):
@@ -637,8 +671,18 @@ class RunEmitter:
                 asyncio.run_coroutine_threadsafe(self._wait_drained(), self._live_loop()).result(timeout)
             except (concurrent.futures.TimeoutError, RuntimeError):
                 logger.warning("run %s: events not drained within %.1f s", self.run_id, timeout)
-        if save_seq and self._saves_seq and self._seq > self._saved_seq:
-            run_seq_save(run_id=self.run_id, seq=self._seq)
+
+    def _save_seq(self) -> None:
+        if not self._saves_seq:
+            return
+        seq = self._seq
+        if self._reserves and self._reserved > seq:
+            reserved, self._reserved = self._reserved, seq
+            run_seq_release(run_id=self.run_id, reserved=reserved, seq=seq)
+            self._saved_seq = max(self._saved_seq, seq)
+        elif seq > self._saved_seq:
+            run_seq_save(run_id=self.run_id, seq=seq)
+            self._saved_seq = seq
 
     def seq_saved(self, seq: int) -> None:
         """The run's row holds ``seq`` already (written with its end): :meth:`close` saves
@@ -742,6 +786,8 @@ class RunEmitter:
         log = event_log()
         while self._outbox:
             event = self._outbox.popleft()
+            if self._reserves and event["seq"] > self._reserved:
+                await self._reserve_past(event["seq"])
             if await self._log_with_retry(event, functools.partial(log.append, self.run_id, event)) != REFUSED:
                 try:
                     await self._layer.group_send(self.group, {"type": GROUP_MESSAGE_TYPE, "event": event})
@@ -750,6 +796,27 @@ class RunEmitter:
                     logger.exception("run %s: could not publish %s seq %s", self.run_id, event["type"],
                                      event["seq"])
             self._settled_seq = event["seq"]
+
+    async def _reserve_past(self, seq: int) -> None:
+        """Save a reservation of ``EVENTS_SEQ_RESERVE`` seqs from ``seq`` on (a database write
+        off the loop) before ``seq`` is logged or published. While the database does not
+        answer, the run's events wait (retried every 0.5 s); after ``EVENTS_LOG_RETRY_S`` they go
+        out unreserved — a stream stalled for good is worse than the rare reuse it guards."""
+        upto = seq + max(1, int(settings.EVENTS_SEQ_RESERVE)) - 1
+        give_up_at = time.monotonic() + settings.EVENTS_LOG_RETRY_S
+        while True:
+            try:
+                await db_async(run_seq_reserve)(run_id=self.run_id, upto=upto)
+            except Exception as exc:
+                if time.monotonic() >= give_up_at:
+                    logger.error("run %s: could not reserve seqs past %s (%s: %s); publishing unreserved",
+                                 self.run_id, seq, type(exc).__name__, exc)
+                    self._reserved = max(self._reserved, seq)
+                    return
+                await asyncio.sleep(0.5)
+                continue
+            self._reserved = max(self._reserved, upto)
+            return
 
     async def _log_with_retry(self, event: dict, append) -> str:
         """Run ``append()`` — the event log's append — retrying with backoff (0.2 s doubling to 2 s) while the log

@@ -274,6 +274,10 @@ class Run(models.Model):
     iterations = models.PositiveSmallIntegerField(default=0)
     error = models.JSONField(default=dict, blank=True)
     last_event_seq = models.PositiveIntegerField(default=0)
+    # The highest seq the run's writer may publish before it saves a higher one
+    # (agents.events: EVENTS_SEQ_RESERVE ahead): a writer that died may have published up to it,
+    # so the next one numbers above it. Lowered to the last seq by a writer that closes cleanly.
+    seq_reserved = models.PositiveIntegerField(default=0)
     # Lease: the worker running the turn renews it with a heartbeat; an expired lease means
     # the worker died, and the reaper re-queues the run (bounded by ``attempts``).
     lease_owner = models.CharField(max_length=200, blank=True)

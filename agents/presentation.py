@@ -9,6 +9,7 @@ from chat.selectors import memberships_for_user
 from .models import ToolCall
 from .risk import COUNTDOWN_S
 from .tools.api import DEFAULT_SCOPE_ARGS
+from .tools.scope import MODEL_ASKED_KEY
 
 
 def arguments_summary(args: dict, limit: int = 120) -> str:
@@ -23,7 +24,7 @@ def arguments_summary(args: dict, limit: int = 120) -> str:
 
 def shown_arguments(row: ToolCall) -> dict:
     """The call's arguments as shown to people: the run's scope arguments left out."""
-    return {k: v for k, v in (row.arguments or {}).items() if k not in DEFAULT_SCOPE_ARGS}
+    return {k: v for k, v in (row.arguments or {}).items() if k not in DEFAULT_SCOPE_ARGS and k != MODEL_ASKED_KEY}
 
 
 def tool_call_presentation(row: ToolCall) -> dict:

@@ -2,8 +2,9 @@
 
 Rules (DESIGN §5; ss-tools row of §1):
 
-* environment: tool argument ``env_id`` > send-time ``env_id`` > UI context ``envId`` >
-  none; a name that is an ``Environment`` row takes its tier, otherwise names containing
+* environment: the tool's own (an MCP server bound to an environment) > send-time ``env_id``
+  > UI context ``envId`` > none — never the model's: a tool argument ``env_id`` is the run's
+  (``agents.tools.scope``); a name that is an ``Environment`` row takes its tier, otherwise names containing
   ``prod`` → prod, ``stag``/``test`` → staging, ``dev``/``local`` → dev;
 * permission failure short-circuits to ``permission.denied`` — never an approval;
 * read → ``safe``; write → ``guarded`` (approval per the policy's mode); dangerous →
@@ -36,9 +37,10 @@ def env_tier(name: str | None) -> str | None:
     return None
 
 
-def resolve_env(*, tool_args: dict, send_env_id: str = "", ui_context: dict | None = None) -> str:
-    """The environment name a call touches, by precedence (may be "")."""
-    for candidate in (tool_args.get("env_id"), send_env_id, (ui_context or {}).get("envId")):
+def resolve_env(*, send_env_id: str = "", ui_context: dict | None = None) -> str:
+    """The run's environment name: the send's ``env_id``, else the UI context's ``envId``
+    (may be ""). Model output never takes part."""
+    for candidate in (send_env_id, (ui_context or {}).get("envId")):
         if isinstance(candidate, str) and candidate.strip():
             return candidate.strip()
     return ""

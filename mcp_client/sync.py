@@ -298,7 +298,7 @@ def _spec_for(row: MCPTool, server: MCPServer, *, unavailable: str = "") -> Tool
         risk=risk,
         func=_tool_func(server.slug, row.name, risk, float(server.call_timeout_s)),
         # the platform's own scope arguments never reach an external server unless its
-        # schema declares them (then they are the tool's own parameters)
+        # schema declares them, and then with the run's values (agents.tools.scope)
         scope_args=tuple(a for a in DEFAULT_SCOPE_ARGS if a not in props),
         source=f"mcp:{server.slug}",
         unavailable=unavailable,

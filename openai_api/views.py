@@ -48,8 +48,9 @@ from django.conf import settings
 from django.http import JsonResponse, StreamingHttpResponse
 
 from agents.presentation import error_for_viewer
-from agents.streams import PARKED, run_event_stream
-from chatplatform.credentials import auser_for_authorization
+from agents.streams import ACCESS_REVOKED, PARKED, run_event_stream
+from chat.stream_access import StreamAccess, stream_access
+from chatplatform.credentials import auser_for_authorization, authorization_key
 
 from .services import (
     ApiRejected,
@@ -106,13 +107,15 @@ async def chat_completions(request):
             response["Retry-After"] = str(max(1, round(exc.retry_after)))
         return response
     stream_options = body.get("stream_options") if isinstance(body.get("stream_options"), dict) else {}
+    access = stream_access(user=user, thread_id=started.thread_id,
+                           token=authorization_key(request.headers.get("Authorization", "")))
     if body.get("stream"):
-        response = StreamingHttpResponse(_sse(started, bool(stream_options.get("include_usage")), user),
+        response = StreamingHttpResponse(_sse(started, bool(stream_options.get("include_usage")), user, access),
                                          content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
     else:
-        status, payload = await _complete(started)
+        status, payload = await _complete(started, access)
         response = JsonResponse(payload, status=status)
     response["X-Thread-Id"] = started.thread_id
     return response
@@ -134,10 +137,18 @@ def _platform(started: Started, status: str) -> dict:
     return {"thread_id": started.thread_id, "run_id": started.run_id, "status": status}
 
 
-async def _complete(started: Started) -> tuple[int, dict]:
+def _access_revoked(event: dict) -> bool:
+    return event["type"] == "error" and event.get("code") == ACCESS_REVOKED
+
+
+async def _complete(started: Started, access: StreamAccess | None = None) -> tuple[int, dict]:
     note, failure = "", None
     async for event in run_event_stream(started.run_id, started.thread_id, stop_at_park=True, every_event=False,
-                                       wait_s=float(settings.COMPAT_API_WAIT_S)):
+                                       wait_s=float(settings.COMPAT_API_WAIT_S),
+                                       **(access.stream_kwargs() if access else {})):
+        if _access_revoked(event):  # the caller lost access while waiting: nothing of the answer
+            return 403, {"error": {"message": event["message"], "type": "permission_error", "code": ACCESS_REVOKED,
+                                   "param": None}}
         if event["type"] == PARKED:
             note = _approval_note(event, started.thread_id)
         elif event["type"] == "wait.timeout":
@@ -180,13 +191,15 @@ def _stream_error(code: str, message: str) -> str:
     return f"data: {json.dumps({'error': {'message': message, 'type': 'api_error', 'code': code}})}\n\n"
 
 
-async def _sse(started: Started, include_usage: bool, user):
+async def _sse(started: Started, include_usage: bool, user, access: StreamAccess | None = None):
     """The stream's chunks. A client that disconnects before the run ended (the ASGI handler
     cancels this generator's task, or closes it) cancels the run
-    (:func:`openai_api.services.completion_abandoned`; ``COMPAT_API_CANCEL_ON_DISCONNECT``)."""
+    (:func:`openai_api.services.completion_abandoned`; ``COMPAT_API_CANCEL_ON_DISCONNECT``).
+    A client that loses access to the thread (``access``) gets an error chunk with code
+    ``access_revoked`` and ``[DONE]``; the run goes on."""
     ended = False
     try:
-        async for chunk in _sse_chunks(started, include_usage):
+        async for chunk in _sse_chunks(started, include_usage, access):
             yield chunk
         ended = True
     finally:
@@ -197,18 +210,22 @@ async def _sse(started: Started, include_usage: bool, user):
                         "; run cancelled" if cancelled else "")
 
 
-async def _sse_chunks(started: Started, include_usage: bool):
+async def _sse_chunks(started: Started, include_usage: bool, access: StreamAccess | None = None):
     yield _chunk(started, {"role": "assistant", "content": ""})
     answer = StreamedAnswer()  # the text the client has, message by message
-    note, failure = "", None
+    note, failure, revoked = "", None, None
     events = run_event_stream(started.run_id, started.thread_id, stop_at_park=True,
-                              keepalive_s=float(settings.SSE_KEEPALIVE_S), wait_s=float(settings.COMPAT_API_WAIT_S))
+                              keepalive_s=float(settings.SSE_KEEPALIVE_S), wait_s=float(settings.COMPAT_API_WAIT_S),
+                              **(access.stream_kwargs() if access else {}))
     try:
         async for event in events:
             kind = event["type"]
             if kind == "keepalive":
                 yield ": keep-alive\n\n"
                 continue
+            if _access_revoked(event):
+                revoked = event
+                break
             text = answer.feed(event)
             if answer.failed:
                 break
@@ -222,6 +239,10 @@ async def _sse_chunks(started: Started, include_usage: bool):
                 failure = error_for_viewer(event.get("error") or {}, detailed=started.detailed)
     finally:
         await events.aclose()
+    if revoked is not None:  # nothing more of this thread for this client; the run goes on
+        yield _stream_error(ACCESS_REVOKED, revoked["message"])
+        yield "data: [DONE]\n\n"
+        return
     if not answer.failed and failure is None:
         answer.finish()
     if answer.failed:  # the stream cannot be mended; the run goes on, its answer is in the thread

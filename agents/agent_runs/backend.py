@@ -370,7 +370,7 @@ class _Attempt:
         assessment = risk_classify(
             risk="dangerous", approval_mode="always",
             env_name=(self.provider.environment.name if self.provider.environment_id else "")
-            or resolve_env(tool_args={}, send_env_id=self.run.env_id, ui_context=self.run.ui_context),
+            or resolve_env(send_env_id=self.run.env_id, ui_context=self.run.ui_context),
             permission_granted=True,
         )
         ledger.arguments = arguments

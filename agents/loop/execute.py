@@ -28,6 +28,7 @@ from agents.presentation import arguments_summary
 from agents.risk import resolve_env, risk_classify
 from agents.runs import lifecycle
 from agents.tools import ToolContext, ToolError, ToolOutput, ToolSpec, tool_sources
+from agents.tools.scope import RUN_SCOPE_ARGS, pin_scope
 from chat.models import Message
 from chat.services import message_create
 from chatplatform.dbconn import release_db_connection
@@ -165,7 +166,8 @@ def execute_tool_call(
     spec = tool_sources.get(name)
     args, error = parse_arguments(call.get("arguments"))
     if ledger.status == ToolCall.Status.PENDING:
-        shown_args = {k: v for k, v in (args or {}).items() if spec is None or k not in spec.scope_args}
+        shown_args = {k: v for k, v in (args or {}).items()
+                      if k not in RUN_SCOPE_ARGS and (spec is None or k not in spec.scope_args)}
         emitter.emit(
             "tool.started",
             tool_call_id=str(ledger.pk),
@@ -195,14 +197,20 @@ def execute_tool_call(
     if args is None:
         return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.FAILED, error=error)
 
-    # Scope pinning: whatever the model wrote, the call acts on the run's own scope.
-    model_args = {k: v for k, v in args.items() if k not in spec.scope_args}
+    # Scope pinning: whatever the model wrote, the call acts on the run's own scope — its
+    # workspace, thread, user and environment (the environment picks the approval rule).
+    env_name = spec.env_name or resolve_env(send_env_id=ctx.env_id, ui_context=ctx.ui_context)
+    pinned = pin_scope(spec, args, ctx, env_name=env_name)
+    model_args = pinned.tool_args
+    if pinned.model_asked:
+        logger.info("run %s: %s: scope arguments from the model ignored: %s", run.pk, name,
+                    sorted(pinned.model_asked))
     problem = validate_arguments(spec, model_args)
-    ledger.arguments = {**model_args, **ctx.scope_values()}
+    ledger.arguments = pinned.ledger_args
     assessment = risk_classify(
         risk=policy.risk,
         approval_mode=policy.approval_mode,
-        env_name=spec.env_name or resolve_env(tool_args=model_args, send_env_id=ctx.env_id, ui_context=ctx.ui_context),
+        env_name=env_name,
         permission_granted=True,
     )
     ledger.risk = assessment.risk

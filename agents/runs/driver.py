@@ -210,8 +210,9 @@ def _turn(run: Run, emitter: RunEmitter, lease: RunLease, slot: SetupSlot | None
 def _end(turn: Turn, backend, outcome: Outcome, owner: str) -> None:
     run, emitter = turn.run, turn.emitter
     if outcome.kind == "awaiting_approval":
-        # The seq first: a cancel or decision right after the park numbers its events after ours.
-        lifecycle.run_seq_save(run_id=run.pk, seq=emitter.seq)
+        # The seq first: a cancel or decision right after the park numbers its events after
+        # ours (and no reservation of ours is left for it to number above).
+        emitter.save_seq()
         if lifecycle.run_park(run_id=run.pk, owner=owner):
             return
         backend.cancel(turn)  # cancelled while the backend asked for a decision

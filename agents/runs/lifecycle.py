@@ -22,7 +22,8 @@ Run transitions (``Run.Status``)::
     run_take_abandoned_cancel cancelled, unclosed (this expired lease) cancelled, reaper's the reaper, before closing it
 
 Besides the status: ``run_release`` clears a lease, ``run_seq_save`` keeps ``last_event_seq``
-(the emitter calls it when it closes), ``run_backend_state_save`` keeps a backend's own state.
+(the emitter calls it when it closes), ``run_seq_reserve`` / ``run_seq_release`` keep the
+writer's seq reservation (``seq_reserved``, ``agents.events``), ``run_backend_state_save`` keeps a backend's own state.
 ``interrupted`` is never set by this code: a run whose workers keep dying ends ``failed``
 with error code ``interrupted``.
 
@@ -251,6 +252,26 @@ def run_release(*, run_id, owner: str) -> None:
 def run_seq_save(*, run_id, seq: int) -> None:
     """Remember the last event seq published for the run (it never moves back)."""
     Run.objects.filter(pk=run_id).update(last_event_seq=Greatest(F("last_event_seq"), seq))
+
+
+@retry_transient
+def run_seq_reserve(*, run_id, upto: int) -> None:
+    """Reserve the run's seqs up to ``upto`` (``seq_reserved`` never moves back here): its writer
+    publishes nothing above before this is saved, so a later writer starts above it."""
+    Run.objects.filter(pk=run_id).update(seq_reserved=Greatest(F("seq_reserved"), upto))
+
+
+@retry_transient
+def run_seq_release(*, run_id, reserved: int, seq: int) -> bool:
+    """A writer that reserved up to ``reserved`` and numbered up to ``seq`` closes cleanly: the
+    reservation comes back down to ``seq`` (and ``last_event_seq`` up to it), so the next
+    writer — an approval's decision, the continuation — numbers right after, without a gap.
+    Only while the reservation is still this writer's (another writer reserved since: kept)."""
+    released = Run.objects.filter(pk=run_id, seq_reserved=reserved).update(
+        seq_reserved=seq, last_event_seq=Greatest(F("last_event_seq"), seq))
+    if not released:
+        run_seq_save(run_id=run_id, seq=seq)
+    return bool(released)
 
 
 @retry_transient

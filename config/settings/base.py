@@ -558,6 +558,14 @@ KNOWLEDGE_PARSE_TIMEOUT_S = env.float("KNOWLEDGE_PARSE_TIMEOUT_S", default=30)  
 RUN_EVENT_LOG_TTL_S = env.int("RUN_EVENT_LOG_TTL_S", default=24 * 3600)
 RUN_EVENT_LOG_MAX_RUNS = env.int("RUN_EVENT_LOG_MAX_RUNS", default=2000)
 SSE_KEEPALIVE_S = env.float("SSE_KEEPALIVE_S", default=15.0)
+# A run's writer saves this many seqs ahead (Run.seq_reserved) before it publishes past what it
+# saved, where the event log does not outlive it (embedded mode: the log is in memory): one
+# write per this many events; a writer that dies never leaves a client holding seqs the next
+# writer would use again.
+EVENTS_SEQ_RESERVE = env.int("EVENTS_SEQ_RESERVE", default=200)
+# SSE and /v1 streams re-check the reader's access this often (and at once on an access
+# change notice): a reader removed from the workspace stops receiving within this bound.
+STREAM_ACCESS_RECHECK_S = env.float("STREAM_ACCESS_RECHECK_S", default=5.0)
 # Rate limits per user: "N/S" = at most N in S seconds. 429 with Retry-After beyond.
 RUN_RATE_LIMIT = env("RUN_RATE_LIMIT", default="30/60")
 WS_FRAME_RATE_LIMIT = env("WS_FRAME_RATE_LIMIT", default="120/60")

@@ -57,17 +57,20 @@ def test_read_tool_through_the_loop_scope_args_never_sent(http_server, add_serve
     events = sink.until_terminal(run.pk)
     assert types(events)[-1] == "run.completed"
     assert {"echo", "whoami", "picture"} <= set(offered_names(fake_openai.requests[0]))
-    # the platform's scope arguments never reach the server unless its schema asks for them
+    # the platform's scope arguments never reach the server unless its schema asks for them,
+    # and then with the run's own values, whatever the model wrote
     calls = [entry for entry in lab_proc.log() if "tool" in entry]
     assert calls == [
         {"tool": "echo", "arguments": {"text": "hi"}},
-        {"tool": "whoami", "arguments": {"user_id": "bob"}},
+        {"tool": "whoami", "arguments": {"user_id": str(users["alice"].pk)}},
         {"tool": "picture", "arguments": {}},
     ]
     ledger = {c.tool_name: c for c in ToolCall.objects.filter(run=run)}
     assert ledger["echo"].status == "succeeded" and ledger["echo"].result == "echo: hi"
     assert ledger["echo"].risk == "read" and ledger["echo"].attempts == 1
     assert ledger["echo"].arguments["user_id"] == users["alice"].pk  # pinned in the ledger, not sent
+    assert ledger["echo"].arguments["model_scope_args"] == {"user_id": 999, "workspace_id": 77}
+    assert ledger["whoami"].arguments["model_scope_args"] == {"user_id": "bob"}
     tool_messages = {m.tool_call_id: m.content for m in Message.objects.filter(thread=thread, role="tool")}
     assert tool_messages["c1"] == "echo: hi"
     assert tool_messages["c3"] == "[image (image/png, 70 bytes) — not shown]"

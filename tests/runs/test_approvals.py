@@ -33,11 +33,12 @@ def box(roles):
         yield toolbox
 
 
-def start_until_awaiting(fake, sink_for, thread, user, calls, answer="All done."):
-    """Send a message whose first model response is ``calls``; return (run, events so far)."""
+def start_until_awaiting(fake, sink_for, thread, user, calls, answer="All done.", env_id=""):
+    """Send a message (in environment ``env_id``) whose first model response is ``calls``;
+    return (run, events so far)."""
     fake.script(tool_call_chunks(calls), text_chunks(answer))
     sink = sink_for(thread.pk)
-    created = run_create(thread=thread, user=user, content="please do it")
+    created = run_create(thread=thread, user=user, content="please do it", env_id=env_id)
     return created.run, sink.until_parked(created.run.pk), sink
 
 
@@ -72,7 +73,8 @@ def test_environment_row_wins_over_the_name(db):
 # --- approve / deny ----------------------------------------------------------------------
 def test_write_call_waits_without_a_worker_then_runs_once_when_approved(box, users, alice_thread, fake_openai, sink_for, api_for):
     run, events, sink = start_until_awaiting(fake_openai, sink_for, alice_thread, users["alice"],
-                                             [call("c1", "note_write", {"text": "hello", "env_id": "staging-1"})])
+                                             [call("c1", "note_write", {"text": "hello", "env_id": "staging-1"})],
+                                             env_id="staging-1")
     request = events[-1]
     assert request["tool"] == "note_write" and request["risk_level"] == "guarded"
     assert request["env_context"] == "staging" and request["dangerous"] is False and request["countdown_s"] == 0
@@ -376,7 +378,8 @@ def admin2(users, roles, workspaces, django_user_model):
 def test_a_production_dangerous_call_needs_two_admins(rules, box, users, admin2, alice_thread, fake_openai, sink_for,
                                                       api_for):
     run, events, sink = start_until_awaiting(fake_openai, sink_for, alice_thread, users["alice"],
-                                             [call("c1", "records_purge", {"ids": [7], "env_id": "prod-eu"})])
+                                             [call("c1", "records_purge", {"ids": [7], "env_id": "prod-eu"})],
+                                             env_id="prod-eu")
     request = events[-1]
     assert request["type"] == "approval.requested" and request["env_context"] == "prod"
     assert request["rule"] == "Production dangerous" and request["approvals_needed"] == 2
@@ -399,13 +402,13 @@ def test_a_production_dangerous_call_needs_two_admins(rules, box, users, admin2,
     resolved = next(e for e in rest if e["type"] == "approval.resolved")
     assert resolved["decision"] == "approve" and resolved["decided_by"] == "admin2"
     assert types(rest)[-1] == "run.completed"
-    assert box.calls == [("records_purge", {"ids": [7], "env_id": "prod-eu"})]
+    assert box.calls == [("records_purge", {"ids": [7]})]  # its schema has no env_id: never passed on
 
 
 def test_an_expired_request_lets_the_run_go_on_with_a_denied_result(rules, box, users, alice_thread, fake_openai,
                                                                     sink_for, api_for):
     run, events, sink = start_until_awaiting(fake_openai, sink_for, alice_thread, users["alice"],
-                                             [call("c1", "note_write", {"text": "x", "env_id": "prod-eu"})],
+                                             [call("c1", "note_write", {"text": "x", "env_id": "prod-eu"})], env_id="prod-eu",
                                              answer="Nobody approved it, so nothing changed.")
     ledger_id = events[-1]["tool_call_id"]
     assert events[-1]["rule"] == "Production write"
@@ -431,6 +434,8 @@ def test_ask_prints_a_pending_request_and_exits_3_instead_of_waiting(rules, box,
 
     from django.core.management import call_command
 
+    alice_thread.ui_context = {"envId": "prod-eu"}  # the thread's environment (ask has no --env)
+    alice_thread.save(update_fields=["ui_context"])
     fake_openai.script(tool_call_chunks([call("c1", "note_write", {"text": "x", "env_id": "prod-eu"})]),
                        text_chunks("done"))
     out = StringIO()

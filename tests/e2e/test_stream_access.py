@@ -1,0 +1,209 @@
+"""A member removed from the workspace mid-run stops receiving it over SSE and the ``/v1``
+stream too, not only over the websocket (security review: 53 more SSE events over 10–13 s,
+60 more ``/v1`` chunks over 9 s). Each stream ends with a clear terminal error —
+SSE: an ``error`` event ``access_revoked``; ``/v1``: the OpenAI error chunk (the ``openai``
+SDK raises it), then ``[DONE]`` — and the run goes on for its owner.
+
+The platform runs as real processes in both modes (embedded: SQLite + the in-memory layer;
+services: PostgreSQL + Redis + a Celery worker); an administrator removes the membership
+through the Django admin, as one would, so the access-change notice is sent by the web
+process. ``STREAM_ACCESS_RECHECK_S`` is the bound when no notice arrives
+(``test_a_removal_the_web_process_never_hears_of_ends_the_stream_by_the_periodic_check``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+from tests.fakes.openai_server import text_chunks
+
+from . import flows
+from .harness import Platform, require_services, services_unreachable_reason, started
+
+RECHECK_S = 3.0  # STREAM_ACCESS_RECHECK_S for these platforms
+NOTICE_BOUND_S = 2.0  # the access-change notice reaches the stream within this (one check)
+LONG_TEXT = " ".join(f"w{n}" for n in range(80))  # 80 pieces × 0.2 s: ~16 s of streaming
+
+
+@pytest.fixture(scope="module", params=["embedded", "services"])
+def platform(request, upstream):
+    if request.param == "services":
+        require_services(services_unreachable_reason())
+    p = Platform(request.param, extra_env={
+        "OPENAI_API_KEY": upstream.api_key, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
+        "SSE_KEEPALIVE_S": "1", "STREAM_ACCESS_RECHECK_S": str(RECHECK_S), "COMPAT_API_WAIT_S": "120",
+    })
+    yield from started(p)
+
+
+def shell(platform: Platform, code: str) -> str:
+    """The last line ``code`` printed in ``manage.py shell``."""
+    lines = platform.manage("shell", "-c", code).stdout.strip().splitlines()
+    return lines[-1].strip() if lines else ""
+
+
+MEMBERSHIP = "from chat.models import Membership; m = Membership.objects.get(user__username='alice', workspace__slug='demo')"
+
+
+def remove_in_admin(platform: Platform) -> float:
+    """Delete alice's membership of ``demo`` through the Django admin (an administrator's
+    session, CSRF and all); returns ``time.monotonic()`` when the deletion was answered."""
+    pk = shell(platform, f"{MEMBERSHIP}; print(m.pk)")
+    admin = flows.login_session(platform, "admin")
+    try:
+        url = f"/admin/chat/membership/{pk}/delete/"
+        page = admin.get(url)
+        assert page.status_code == 200, page.text[:500]
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        done = admin.post(url, data={"csrfmiddlewaretoken": csrf, "post": "yes"},
+                          headers={"Referer": f"{platform.base_url}{url}"})
+        removed_at = time.monotonic()
+    finally:
+        admin.close()
+    assert done.status_code == 302, done.text[:500]
+    return removed_at
+
+
+def restore(platform: Platform) -> None:
+    shell(platform, "from chat.models import Membership, Workspace; from agents.models import Role; "
+                    "from django.contrib.auth import get_user_model; "
+                    "Membership.objects.get_or_create(user=get_user_model().objects.get(username='alice'), "
+                    "workspace=Workspace.objects.get(slug='demo'), defaults={'role': Role.objects.get(name='member')})")
+
+
+def run_status(platform: Platform, token: str, run_id: str) -> str:
+    with flows.http(platform, token) as client:
+        response = client.get(f"/api/v1/runs/{run_id}/")
+    assert response.status_code == 200, response.text
+    return response.json()["status"]
+
+
+def the_run_goes_on(platform: Platform, token: str, run_id: str) -> None:
+    """Alice is a member again: her run was never cancelled and completes."""
+    restore(platform)
+    flows.wait_for(lambda: run_status(platform, token, run_id) in ("completed", "failed", "cancelled"),
+                   what="the run's end", timeout=90)
+    assert run_status(platform, token, run_id) == "completed"
+
+
+@pytest.fixture
+def streaming(platform, upstream):
+    """A long answer scripted; afterwards alice is a member again whatever the test did."""
+    upstream.delay_s = 0.2
+    upstream.script(text_chunks(LONG_TEXT, pieces=80))
+    yield
+    upstream.delay_s = 0.0
+    restore(platform)
+
+
+class Removal:
+    """Removes alice's membership through the Django admin on a thread of its own, so the
+    stream keeps being read (each item stamped as it arrives) while the administrator works."""
+
+    def __init__(self, platform: Platform) -> None:
+        self.platform = platform
+        self.done_at: float | None = None
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        def remove() -> None:
+            self.done_at = remove_in_admin(self.platform)
+
+        self.thread = threading.Thread(target=remove, daemon=True)
+        self.thread.start()
+
+    def join(self) -> float:
+        assert self.thread is not None
+        self.thread.join(60)
+        assert self.done_at is not None, "the removal did not finish"
+        return self.done_at
+
+
+def test_sse_of_a_removed_member_ends_with_access_revoked(platform, streaming):
+    token = flows.login_token(platform, "alice")
+    thread_id = flows.create_thread(platform, token, provider="openai")
+    with flows.http(platform, token) as client:
+        started_run = client.post(f"/api/v1/threads/{thread_id}/runs/", json={"content": "long, please"})
+        assert started_run.status_code == 202, started_run.text
+        run_id = started_run.json()["run_id"]
+    events: list[tuple[float, dict]] = []  # (arrival, event)
+    removal = Removal(platform)
+    with flows.http(platform, token) as client, client.stream(
+            "GET", f"/api/v1/runs/{run_id}/events/", timeout=httpx.Timeout(60)) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            events.append((time.monotonic(), json.loads(line[len("data: "):])))
+            if removal.thread is None and sum(e["type"] == "text.delta" for _t, e in events) == 3:
+                removal.start()
+        ended_at = time.monotonic()
+    removed_at = removal.join()
+    after = [e for t, e in events if t > removed_at]
+    print(f"\n{platform.mode}: SSE ended {ended_at - removed_at:.2f} s after the removal committed, "
+          f"{len(after) - 1} run events after it, then {after[-1]['type']} {after[-1].get('code')}")
+    last = events[-1][1]
+    assert last["type"] == "error" and last["code"] == "access_revoked", [e for _t, e in events[-3:]]
+    assert last["run_id"] == run_id and last["message"]
+    assert not any(e["type"] in flows.TERMINAL for _t, e in events)  # cut off, not the run's end
+    assert ended_at - removed_at < NOTICE_BOUND_S
+    the_run_goes_on(platform, token, run_id)
+
+
+def test_v1_stream_of_a_removed_member_ends_with_the_error_chunk(platform, streaming):
+    token = flows.login_token(platform, "alice")
+    client = openai.OpenAI(base_url=f"{platform.base_url}/v1", api_key=token, max_retries=0, timeout=60,
+                           http_client=httpx.Client(trust_env=False))
+    stream = client.chat.completions.create(model="openai", stream=True,
+                                            messages=[{"role": "user", "content": "long, please"}])
+    chunks: list[tuple[float, object]] = []
+    removal, run_id = Removal(platform), None
+    with pytest.raises(openai.APIError) as raised:
+        for chunk in stream:
+            run_id = chunk.id.removeprefix("chatcmpl-")
+            chunks.append((time.monotonic(), chunk))
+            if removal.thread is None and sum(bool(c.choices and c.choices[0].delta.content) for _t, c in chunks) == 3:
+                removal.start()
+    ended_at = time.monotonic()
+    removed_at = removal.join()
+    after = sum(t > removed_at for t, _c in chunks)
+    print(f"\n{platform.mode}: /v1 stream ended {ended_at - removed_at:.2f} s after the removal committed, "
+          f"{after} chunks after it, then the error chunk")
+    assert raised.value.body["code"] == "access_revoked", raised.value.body
+    assert "no longer have access" in raised.value.message
+    assert ended_at - removed_at < NOTICE_BOUND_S
+    assert not any(c.choices and c.choices[0].finish_reason for _t, c in chunks)  # no normal end
+    the_run_goes_on(platform, token, run_id)
+
+
+def test_a_removal_the_web_process_never_hears_of_ends_the_stream_by_the_periodic_check(platform, streaming):
+    """The membership removed by another process (``manage.py shell``): in embedded mode its
+    notice goes to that process's own in-memory layer and never reaches the web server, so
+    the periodic re-check ends the stream, within ``STREAM_ACCESS_RECHECK_S`` plus a check."""
+    token = flows.login_token(platform, "alice")
+    thread_id = flows.create_thread(platform, token, provider="openai")
+    with flows.http(platform, token) as client:
+        run_id = client.post(f"/api/v1/threads/{thread_id}/runs/", json={"content": "long, please"}).json()["run_id"]
+    events, removed_at = [], None
+    with flows.http(platform, token) as client, client.stream(
+            "GET", f"/api/v1/runs/{run_id}/events/", timeout=httpx.Timeout(60)) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                events.append(json.loads(line[len("data: "):]))
+                if removed_at is None and sum(e["type"] == "text.delta" for e in events) == 3:
+                    asked_at = time.monotonic()
+                    shell(platform, f"{MEMBERSHIP}; m.delete()")  # the deletion commits before it returns
+                    removed_at = time.monotonic()
+        ended_at = time.monotonic()
+    print(f"\n{platform.mode}: SSE ended {ended_at - asked_at:.2f} s after an out-of-process removal was asked "
+          f"for ({removed_at - asked_at:.2f} s for manage.py shell to do it)")
+    assert events[-1]["type"] == "error" and events[-1]["code"] == "access_revoked", events[-3:]
+    assert not any(e["type"] in flows.TERMINAL for e in events)
+    assert ended_at - asked_at < (removed_at - asked_at) + RECHECK_S + 1.0
+    the_run_goes_on(platform, token, run_id)
