@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0015_run_cancel_unclosed'),
+        ('agents', '0016_auditevent_mcp_server_changed'),
     ]
 
     operations = [
