@@ -15,7 +15,8 @@ why.
 
 Recovery: a call while the server is waiting to reconnect starts the next attempt at once —
 at most one attempt is in flight, every caller waits for it (up to the call's timeout) and
-then calls or gets the attempt's error. A session whose calls time out
+then calls or gets the attempt's error — except an attempt that found nothing listening (a
+server restarting on its port), after which callers ask again within their time. A session whose calls time out
 ``MCP_SUSPECT_TIMEOUTS`` times in a row (a hung server) is restarted: for stdio a new process.
 
 Calls: progress notifications are queued and handed to the calling tool thread (which
@@ -40,6 +41,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import anyio
+import httpx
 import mcp_types as types
 from django.conf import settings
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -50,6 +52,7 @@ from mcp.shared.exceptions import MCPError
 logger = logging.getLogger(__name__)
 
 MAX_RESOURCES = 200  # resources listed per server (the synthetic read tool's enum)
+REFUSED_RETRY_S = 0.25  # first pause before asking a server that refused the connection again (doubles to 2 s)
 
 
 class ConnectFailed(Exception):
@@ -108,6 +111,26 @@ class Listing:
     listed_at: datetime
 
 
+def refused_connection(exc: BaseException) -> bool:
+    """Nothing accepted the connection (a server restarting on its port, not yet listening) —
+    unlike a process that exited or a handshake the server refused, this may pass in a moment."""
+    seen: set[int] = set()
+    stack = [exc]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError | httpx.ConnectError):
+            return True
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(current.exceptions)
+        for inner in (current.__cause__, current.__context__):
+            if inner is not None:
+                stack.append(inner)
+    return False
+
+
 def root_cause(exc: BaseException) -> str:
     """The innermost meaningful error of an exception (groups unwrapped), as one line."""
     while True:
@@ -154,6 +177,7 @@ class Connection:
         self._connected_at: float | None = None
         self._suspect = False
         self._waiters: dict[asyncio.Future, int] = {}  # caller → the attempt number it waits for
+        self.refused = False  # the last attempt found nothing listening (refused_connection)
         self.task: asyncio.Task | None = None
 
     # -- status -----------------------------------------------------------------------
@@ -177,6 +201,7 @@ class Connection:
             self._broken.clear()
             self._suspect = False
             self.started += 1
+            self.refused = False
             self._set("connecting")
             try:
                 await self._session_once()
@@ -185,6 +210,7 @@ class Connection:
                 raise
             except BaseException as exc:  # noqa: BLE001 — any failure: mark it, back off, retry
                 self._set("failed", root_cause(exc))
+                self.refused = refused_connection(exc)
                 logger.warning("MCP server %s: %s", self.config.slug, self.error)
             finally:
                 self._session = None
@@ -324,22 +350,29 @@ class Connection:
         attempt that finishes after this call arrived: the one in flight, or — while the
         server waits out its backoff — one started now. ServerUnavailable with the reason
         when that attempt failed, the server is stopped, or the wait ran out."""
-        if self._session is not None:
-            return self._session
-        if self.state != "stopped" and not self._stop.is_set():
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        pause = REFUSED_RETRY_S
+        while self._session is None and self.state != "stopped" and not self._stop.is_set():
             # the attempt in flight counts only if it started after the session was lost
             wanted = self.started if self.state == "connecting" else self.started + 1
-            waiter = asyncio.get_running_loop().create_future()
+            waiter = loop.create_future()
             self._waiters[waiter] = wanted
             if self.state != "connecting":
                 self._poke.set()  # reconnect now rather than after the backoff
             try:
-                await asyncio.wait_for(waiter, timeout=wait_s)
+                await asyncio.wait_for(waiter, timeout=max(0.0, deadline - loop.time()))
             except TimeoutError:
                 raise ServerUnavailable(f"MCP server {self.config.slug!r} did not reconnect within "
                                         f"{wait_s:g} s" + (f" ({self.error})" if self.error else "")) from None
             finally:
                 self._waiters.pop(waiter, None)
+            if self._session is not None or not self.refused or loop.time() + pause >= deadline:
+                break
+            # Nothing listened yet (a server restarting on its port): ask again shortly, within
+            # the caller's time, rather than fail a call the server would answer in a moment.
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 2.0)
         if self._session is None:
             reason = f": {self.error}" if self.error else ""
             raise ServerUnavailable(f"MCP server {self.config.slug!r} is not connected{reason}")

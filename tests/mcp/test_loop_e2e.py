@@ -145,6 +145,33 @@ def test_read_call_server_dies_mid_call_retried_once_after_reconnecting(http_ser
     assert lab_proc.log() == [{"tool": "die_read", "arguments": {"key": "k"}}]  # the restarted server's log
 
 
+def test_a_read_retry_waits_for_a_server_still_coming_back(http_server, add_server, thread, users, fake_openai,
+                                                          sink_for, tmp_path):
+    """The server is back on its port only after the platform's first reconnect found nothing
+    listening (a slow restart, a loaded box): the retry keeps asking within the call's time
+    instead of failing on that refusal."""
+    from mcp_client.runtime import runtime
+
+    marker = tmp_path / "die-once"
+    marker.write_text("1")
+    lab_proc = http_server("lab", env={"LAB_DIE_ONCE": str(marker)})
+    add_server("lab", url=lab_proc.url, allowlist=["die_read"])
+
+    def restart_after_a_refusal():
+        lab_proc.proc.wait(60)
+        deadline = time.monotonic() + 30
+        while "ConnectError" not in (runtime.connection("lab").error or "") and time.monotonic() < deadline:
+            time.sleep(0.02)  # polling the platform's state (a reconnect found nothing listening)
+        lab_proc.start()
+
+    threading.Thread(target=restart_after_a_refusal, daemon=True).start()
+    run, sink = converse_with(fake_openai, sink_for, thread, users["alice"], [call("c1", "die_read", {"key": "k"})])
+    events = sink.until_terminal(run.pk, timeout=60)
+    ledger = ToolCall.objects.get(run=run)
+    assert (ledger.status, ledger.attempts, ledger.result) == ("succeeded", 2, "value of k"), ledger.summary
+    assert [e["attempt"] for e in events if e["type"] == "tool.retry"] == [2]
+
+
 def test_write_call_server_dies_mid_call_is_status_unknown_never_resent(http_server, add_server, thread, users,
                                                                         fake_openai, sink_for):
     lab_proc = http_server("lab")
