@@ -44,7 +44,8 @@ worker: install
 test: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	DJANGO_SETTINGS_MODULE=config.settings.test $(BIN)/python -m pytest -q -m "not services"
+	DJANGO_SETTINGS_MODULE=config.settings.test $(BIN)/python -m pytest -q -m "not services" \
+		-n $${TEST_PROCESSES:-2} --dist loadfile
 	DJANGO_SETTINGS_MODULE=config.settings.test $(BIN)/python tests/run_services.py
 
 lint: install-dev
