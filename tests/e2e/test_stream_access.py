@@ -146,8 +146,10 @@ def test_sse_of_a_removed_member_ends_with_access_revoked(platform, streaming):
         ended_at = time.monotonic()
     removed_at = removal.join()
     after = [e for t, e in events if t > removed_at]
-    print(f"\n{platform.mode}: SSE ended {ended_at - removed_at:.2f} s after the removal committed, "
-          f"{len(after) - 1} run events after it, then {after[-1]['type']} {after[-1].get('code')}")
+    # The stream may end before the admin's response is back (the notice is faster than the
+    # page's redirect): then nothing at all arrives "after" it.
+    print(f"\n{platform.mode}: SSE ended {ended_at - removed_at:+.2f} s from the removal's answer, "
+          f"{len(after)} events after it")
     last = events[-1][1]
     assert last["type"] == "error" and last["code"] == "access_revoked", [e for _t, e in events[-3:]]
     assert last["run_id"] == run_id and last["message"]
