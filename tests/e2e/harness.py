@@ -124,6 +124,17 @@ def started(platform: Platform):
         platform.stop()
 
 
+def started_with_fake_model(mode: str, upstream, **env: str):
+    """For a module fixture: ``yield from started_with_fake_model(request.param, upstream, …)`` —
+    a platform in ``mode`` whose provider ``openai`` is the fake upstream (``tests/fakes``),
+    with ``env`` as extra settings; the services mode needs PostgreSQL and Redis."""
+    if mode == "services":
+        require_services(services_unreachable_reason())
+    yield from started(Platform(mode, extra_env={
+        "OPENAI_API_KEY": upstream.api_key, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
+        **env}))
+
+
 class Platform:
     """The running platform. Use as a context manager or call ``start()``/``stop()``."""
 

@@ -19,17 +19,14 @@ import pytest
 from tests.fakes.openai_server import text_chunks
 
 from . import flows
-from .harness import Platform, require_services, services_unreachable_reason, started
+from .harness import started_with_fake_model
 
 WORDS = [f"word{n} " for n in range(300)]
 
 
 @pytest.fixture(scope="module", params=["embedded", pytest.param("services", marks=pytest.mark.services)])
 def platform(request, upstream):
-    if request.param == "services":
-        require_services(services_unreachable_reason())
-    env = {"OPENAI_API_KEY": upstream.api_key, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model"}
-    yield from started(Platform(request.param, extra_env=env))
+    yield from started_with_fake_model(request.param, upstream)
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ import pytest
 from tests.fakes.openai_server import text_chunks
 
 from . import flows
-from .harness import Platform, require_services, services_unreachable_reason, started
+from .harness import Platform, started_with_fake_model
 
 FIRST = " ".join(f"first{n}" for n in range(80))  # the answer the killed process was streaming
 SECOND = " ".join(f"second{n}" for n in range(20))  # the new attempt's (the model asked again)
@@ -32,13 +32,7 @@ SECOND = " ".join(f"second{n}" for n in range(20))  # the new attempt's (the mod
 
 @pytest.fixture(scope="module", params=["embedded", "services"])
 def platform(request, upstream):
-    if request.param == "services":
-        require_services(services_unreachable_reason())
-    p = Platform(request.param, extra_env={
-        "OPENAI_API_KEY": upstream.api_key, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
-        "SSE_KEEPALIVE_S": "1", "RUN_LEASE_S": "8", "RUN_HEARTBEAT_S": "3",
-    })
-    yield from started(p)
+    yield from started_with_fake_model(request.param, upstream, SSE_KEEPALIVE_S="1", RUN_LEASE_S="8", RUN_HEARTBEAT_S="3")
 
 
 def kill_the_numbering_process(platform: Platform) -> None:

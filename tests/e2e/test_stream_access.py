@@ -24,7 +24,7 @@ import pytest
 from tests.fakes.openai_server import text_chunks
 
 from . import flows
-from .harness import Platform, require_services, services_unreachable_reason, started
+from .harness import Platform, started_with_fake_model
 
 RECHECK_S = 3.0  # STREAM_ACCESS_RECHECK_S for these platforms
 NOTICE_BOUND_S = 2.0  # the access-change notice reaches the stream within this (one check)
@@ -33,13 +33,7 @@ LONG_TEXT = " ".join(f"w{n}" for n in range(80))  # 80 pieces × 0.2 s: ~16 s of
 
 @pytest.fixture(scope="module", params=["embedded", "services"])
 def platform(request, upstream):
-    if request.param == "services":
-        require_services(services_unreachable_reason())
-    p = Platform(request.param, extra_env={
-        "OPENAI_API_KEY": upstream.api_key, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
-        "SSE_KEEPALIVE_S": "1", "STREAM_ACCESS_RECHECK_S": str(RECHECK_S), "COMPAT_API_WAIT_S": "120",
-    })
-    yield from started(p)
+    yield from started_with_fake_model(request.param, upstream, SSE_KEEPALIVE_S="1", STREAM_ACCESS_RECHECK_S=str(RECHECK_S), COMPAT_API_WAIT_S="120")
 
 
 def shell(platform: Platform, code: str) -> str:

@@ -12,17 +12,14 @@ import pytest
 from tests.fakes.openai_server import tool_call_chunks
 
 from . import flows
-from .harness import Platform, require_services, services_unreachable_reason, started
+from .harness import started_with_fake_model
 
 CUT = '{"query": "a very long query that never fini'
 
 
 @pytest.fixture(scope="module", params=["embedded", pytest.param("services", marks=pytest.mark.services)])
 def platform(request, upstream):
-    if request.param == "services":
-        require_services(services_unreachable_reason())
-    env = {"OPENAI_API_KEY": upstream.api_key, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model"}
-    yield from started(Platform(request.param, extra_env=env))
+    yield from started_with_fake_model(request.param, upstream)
 
 
 def test_a_cut_off_answer_ends_with_run_completed_truncated(platform, upstream):

@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from chatplatform.usernames import UsernameLookalike
 
-pytestmark = [pytest.mark.django_db, pytest.mark.db_backends]
+pytestmark = [pytest.mark.django_db, pytest.mark.db_backends, pytest.mark.usefixtures("budgets")]
 
 ADMIN_LOGIN = "/admin/login/"
 FORM = "/accounts/login/"
@@ -21,14 +21,6 @@ TOKEN = "/api/v1/auth/token/"
 BOLD_B = "\U0001d41b"  # MATHEMATICAL BOLD SMALL B: NFKC → "b"
 
 
-@pytest.fixture(autouse=True)
-def budgets(settings):
-    settings.LOGIN_RATE_LIMIT = "3/hour"
-    settings.LOGIN_USERNAME_RATE_LIMIT = "1000/hour"
-    settings.NUM_PROXIES = 0
-    cache.clear()
-    yield settings
-    cache.clear()
 
 
 @pytest.fixture

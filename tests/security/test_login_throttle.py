@@ -4,24 +4,15 @@ the HTML form too, by client address and by username."""
 from __future__ import annotations
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 from rest_framework.test import APIClient
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("budgets")]
 
 TOKEN = "/api/v1/auth/token/"
 FORM = "/accounts/login/"
 
 
-@pytest.fixture(autouse=True)
-def budgets(settings):
-    settings.LOGIN_RATE_LIMIT = "3/hour"
-    settings.LOGIN_USERNAME_RATE_LIMIT = "1000/hour"
-    settings.NUM_PROXIES = 0
-    cache.clear()
-    yield settings
-    cache.clear()
 
 
 def test_rotating_x_forwarded_for_does_not_reset_the_address_budget(users):
