@@ -55,7 +55,7 @@ class LLMModelInline(admin.TabularInline):
     model = LLMModel
     extra = 0
     fields = ["name", "label", "enabled", "allowed_roles", "prompt_tier", "parameter_size", "context_window",
-              "supports_tools", "echo_reasoning", "listed_at"]
+              "supports_tools", "supports_images", "echo_reasoning", "listed_at"]
     readonly_fields = ["listed_at"]
 
 
@@ -95,8 +95,8 @@ class ProviderAdmin(admin.ModelAdmin):
 
 @admin.register(LLMModel)
 class LLMModelAdmin(admin.ModelAdmin):
-    list_display = ["name", "provider", "context_window", "supports_tools", "parameter_size", "prompt_tier",
-                    "echo_reasoning", "listed", "enabled"]
+    list_display = ["name", "provider", "context_window", "supports_tools", "supports_images", "parameter_size",
+                    "prompt_tier", "echo_reasoning", "listed", "enabled"]
     list_filter = ["provider", "prompt_tier", "enabled"]
     readonly_fields = ["listed_at"]
     actions = ["refresh_models"]

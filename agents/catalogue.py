@@ -195,6 +195,8 @@ def _upsert_model(provider, info: ModelInfo, *, listed_at):
         updates["context_window"] = info.context_window
     if info.supports_tools is not None:
         updates["supports_tools"] = info.supports_tools
+    if info.supports_images is not None:
+        updates["supports_images"] = info.supports_images
     if listed_at is not None:
         updates["listed_at"] = listed_at
     for attempt in range(2):

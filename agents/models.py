@@ -112,6 +112,11 @@ class LLMModel(models.Model):
     label = models.CharField(max_length=200, blank=True)
     context_window = models.PositiveIntegerField(default=32768, help_text="tokens")
     supports_tools = models.BooleanField(default=True)
+    supports_images = models.BooleanField(
+        null=True, blank=True,
+        help_text="Whether the model reads images (vision). Empty: known from the provider's listing or the "
+                  "model's name (llm.capabilities.name_takes_images).",
+    )
     parameter_size = models.CharField(max_length=20, blank=True, help_text='e.g. "7B"')
     prompt_tier = models.CharField(max_length=8, choices=PromptTier.choices, default=PromptTier.AUTO)
     enabled = models.BooleanField(default=True, help_text="Only enabled models may be used (agents.selectors.model_allowed).")

@@ -7,6 +7,7 @@ from django.http import Http404
 
 from chat.selectors import memberships_for_user, thread_get_for_user
 from chatplatform.config_cache import config_cached
+from llm.capabilities import takes_images
 
 from .models import LLMModel, Provider, Run, ToolCall
 
@@ -90,6 +91,17 @@ def model_allowed(*, provider: Provider, model: str, role_names, memo=None) -> b
     if not row.enabled:
         return False
     return not row.allowed_role_names or bool(row.allowed_role_names & set(role_names))
+
+
+def model_takes_images(*, provider: Provider | None, model: str, memo=None) -> bool:
+    """Whether a run of ``model`` (empty: the provider's default) on ``provider`` can be given
+    images: the adapter sends them and the model reads them (its row's ``supports_images``,
+    else its name; ``llm.capabilities.takes_images``)."""
+    if provider is None:
+        return False
+    name = (model or "").strip() or provider.default_model
+    row = model_row(provider=provider, name=name, memo=memo)
+    return takes_images(provider, name, row.supports_images if row is not None else None)
 
 
 def tool_call_list_for_user(*, user, status: str = "") -> QuerySet[ToolCall]:

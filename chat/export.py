@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from .models import Message, Thread
 from .selectors import (
+    attachments_for_messages,
     message_branch_for_thread,
     message_list_for_thread,
     message_versions_for_thread,
@@ -24,7 +25,8 @@ def thread_export_json(*, thread: Thread) -> dict:
     from .api.serializers import MessageSerializer, ThreadSerializer, ledger_by_call
 
     messages = list(message_list_for_thread(thread=thread).select_related("run"))
-    context = {"ledger": ledger_by_call(messages), "versions": message_versions_for_thread(thread_id=thread.pk)}
+    context = {"ledger": ledger_by_call(messages), "versions": message_versions_for_thread(thread_id=thread.pk),
+               "attachments": attachments_for_messages(m.pk for m in messages)}
     data = MessageSerializer(messages, many=True, context=context).data
     for item in data:
         item.pop("content_html", None)  # the source text is what an export keeps
@@ -45,7 +47,8 @@ def thread_export_markdown(*, thread: Thread) -> str:
 
     branch = message_branch_for_thread(thread_id=thread.pk, leaf_id=thread.leaf_id)
     versions = message_versions_for_thread(thread_id=thread.pk)
-    rows = MessageSerializer(branch, many=True, context={"ledger": ledger_by_call(branch), "versions": versions}).data
+    rows = MessageSerializer(branch, many=True, context={"ledger": ledger_by_call(branch), "versions": versions,
+                                                         "attachments": attachments_for_messages(m.pk for m in branch)}).data
     out = [f"# {thread.title or 'Chat'}", ""]
     meta = [f"Workspace: {thread.workspace.name}"]
     if thread.provider_id:
@@ -58,7 +61,14 @@ def thread_export_markdown(*, thread: Thread) -> str:
             head = f"## You · {stamp}"
             if row["versions"]["count"] > 1:
                 head += f" (version {row['versions']['index']} of {row['versions']['count']})"
-            out += [head, "", row["content"], ""]
+            out += [head, ""]
+            if row["content"]:
+                out += [row["content"], ""]
+            if row["attachments"]:
+                # Links relative to the server (the export is read beside it); names as given.
+                out += ["Attached:", ""]
+                out += [f"- {_attachment_line(a)}" for a in row["attachments"]]
+                out.append("")
         elif row["role"] == Message.Role.ASSISTANT:
             if not row["content"] and not row["tool_calls"]:
                 continue
@@ -85,3 +95,11 @@ def thread_export_markdown(*, thread: Thread) -> str:
                 out += [f"- [{c.get('n')}] {c.get('title', '')}" for c in row["citations"]]
                 out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _attachment_line(a: dict) -> str:
+    name = a["filename"].replace("[", "\\[").replace("]", "\\]")
+    size = a["size"]
+    shown = f"{size / (1024 * 1024):.1f} MB" if size >= 1024 * 1024 else f"{max(1, size // 1024)} KB"
+    what = f"image, {a['width']}×{a['height']}" if a["kind"] == "image" else a["content_type"]
+    return f"[{name}]({a['url']}) ({what}, {shown})"

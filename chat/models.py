@@ -155,3 +155,45 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:40]}"
+
+
+class Attachment(models.Model):
+    """A file attached to a user message (``chat.attachments``).
+
+    Uploaded first (``message`` is None: pending, seen only by its owner, in the composer),
+    then bound to the message it was sent with, in the send's transaction. Images keep the
+    bytes as uploaded, a WebP ``thumbnail`` and, when the original is larger than a model
+    takes, a smaller ``model_data`` copy; documents keep their bytes and the ``text``
+    extracted from them (given to the model as labelled context with the message). The
+    bytes live in the database, like knowledge uploads: every web and worker process reads
+    the same rows, nothing to share on disk.
+    """
+
+    class Kind(models.TextChoices):
+        IMAGE = "image"
+        DOCUMENT = "document"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="attachments")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_attachments")
+    message = models.ForeignKey(Message, null=True, blank=True, on_delete=models.CASCADE, related_name="attachments")
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    filename = models.CharField(max_length=255)
+    # The type the bytes are (detected, never the client's word): image/png, application/pdf, …
+    content_type = models.CharField(max_length=100)
+    size = models.PositiveBigIntegerField(help_text="bytes")
+    data = models.BinaryField()
+    thumbnail = models.BinaryField(blank=True, default=b"")
+    model_data = models.BinaryField(blank=True, default=b"")
+    model_content_type = models.CharField(max_length=100, blank=True)
+    width = models.PositiveIntegerField(null=True, blank=True)
+    height = models.PositiveIntegerField(null=True, blank=True)
+    text = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["owner", "message", "created_at"], name="attachment_owner_pending")]
+
+    def __str__(self) -> str:
+        return self.filename

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db.models import Q, QuerySet
 from django.http import Http404
 
-from .models import Membership, Message, Thread, UserPreferences, Workspace
+from .models import Attachment, Membership, Message, Thread, UserPreferences, Workspace
 
 
 def _is_pk(value) -> bool:
@@ -216,3 +216,46 @@ def instruction_blocks(*, user_id, workspace_id, workspace: Workspace | None = N
             f"in this conversation):\n<<<\n{custom[:INSTRUCTIONS_MAX_CHARS]}\n>>>"
         )
     return blocks
+
+
+# --- attachments ------------------------------------------------------------------------------
+#: Columns a listing never needs (the bytes); ``defer`` them.
+ATTACHMENT_BYTES = ("data", "thumbnail", "model_data", "text")
+
+
+def attachment_get_for_user(*, user, attachment_id, write: bool = False, fields=None) -> Attachment:
+    """The attachment if ``user`` may see it: one sent with a message of a thread they may see
+    (:func:`thread_get_for_user`), or their own pending one (not yet sent: only its owner).
+    ``write``: only its owner. ``fields``: the columns to load (default all). Http404 "No such
+    attachment." otherwise — the same answer as for an unknown or malformed id."""
+    try:
+        rows = Attachment.objects.all()
+        if fields is not None:
+            rows = rows.only("id", "thread_id", "owner_id", "message_id", *fields)
+        attachment = rows.get(pk=attachment_id)
+        if attachment.message_id is None or write:
+            if attachment.owner_id != user.pk:
+                raise Http404
+        thread_get_for_user(user=user, thread_id=attachment.thread_id, write=write)
+    except Exception as exc:  # a bad UUID raises ValidationError
+        raise Http404("No such attachment.") from exc
+    return attachment
+
+
+def attachments_for_messages(message_ids) -> dict:
+    """``{message_id: [Attachment, …]}`` (upload order, bytes deferred) for these messages."""
+    from django.db.models.functions import Length
+
+    out: dict = {}
+    rows = Attachment.objects.filter(message_id__in=list(message_ids)).defer(*ATTACHMENT_BYTES)
+    for row in rows.annotate(text_chars=Length("text")):
+        out.setdefault(row.message_id, []).append(row)
+    return out
+
+
+def attachments_pending(*, user, thread_id):
+    """``user``'s attachments uploaded to this thread and not sent yet (bytes deferred)."""
+    from django.db.models.functions import Length
+
+    return (Attachment.objects.filter(owner=user, thread_id=thread_id, message__isnull=True)
+            .defer(*ATTACHMENT_BYTES).annotate(text_chars=Length("text")))

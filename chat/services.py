@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from chatplatform.db import retry_transient, update_rows
 
-from .models import Message, Thread, UserPreferences, Workspace
+from .models import Attachment, Message, Thread, UserPreferences, Workspace
 
 TITLE_MAX_CHARS = 60
 _LEAF = object()  # message_create's default parent: the end of the selected branch
@@ -113,3 +113,18 @@ def custom_instructions_set(*, user, text: str) -> UserPreferences:
                                        f"({len(text)} given).", 400)
     prefs, _ = UserPreferences.objects.update_or_create(user=user, defaults={"custom_instructions": text})
     return prefs
+
+
+def attachments_copy(*, targets: dict, owner_id=None) -> int:
+    """Copy the attachments of messages to other messages: ``targets`` is ``{source message
+    id: target Message}`` (an edited question keeps the files of the version it replaces; a
+    duplicated chat keeps every message's files). Each copy belongs to its target's thread
+    and to ``owner_id`` (default: the original's owner). Returns how many were copied."""
+    copies = [Attachment(thread_id=targets[a.message_id].thread_id, owner_id=owner_id or a.owner_id,
+                         message=targets[a.message_id], kind=a.kind, filename=a.filename,
+                         content_type=a.content_type, size=a.size, data=a.data, thumbnail=a.thumbnail,
+                         model_data=a.model_data, model_content_type=a.model_content_type, width=a.width,
+                         height=a.height, text=a.text)
+              for a in Attachment.objects.filter(message_id__in=list(targets)).order_by("created_at", "id")]
+    Attachment.objects.bulk_create(copies)
+    return len(copies)

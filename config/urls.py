@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.settings import api_settings
 
+from chat.api import attachments as attachments_api
 from chat.api import views as chat_api
 from chat.api.providers import ProviderListApi, ProviderModelsApi
 from chat.api.tool_calls import ApprovalInboxApi, ToolCallDecisionApi, ToolCallListApi
@@ -44,6 +45,14 @@ api_v1 = [
     path("messages/<str:message_id>/regenerate/", chat_api.MessageRegenerateApi.as_view(), name="message-regenerate"),
     path("messages/<str:message_id>/edit/", chat_api.MessageEditApi.as_view(), name="message-edit"),
     path("threads/<str:thread_id>/tools/", ThreadToolsApi.as_view(), name="thread-tools"),
+    path("threads/<str:thread_id>/attachments/", attachments_api.ThreadAttachmentsApi.as_view(),
+         name="thread-attachments"),
+    path("attachments/<str:attachment_id>/", attachments_api.AttachmentDetailApi.as_view(), name="attachment-detail"),
+    path("attachments/<str:attachment_id>/content/", attachments_api.AttachmentContentApi.as_view(),
+         name="attachment-content"),
+    path("attachments/<str:attachment_id>/thumbnail/", attachments_api.AttachmentThumbnailApi.as_view(),
+         name="attachment-thumbnail"),
+    path("attachments/<str:attachment_id>/keep/", attachments_api.AttachmentKeepApi.as_view(), name="attachment-keep"),
     path("runs/<str:run_id>/", chat_api.RunDetailApi.as_view(), name="run-detail"),
     path("runs/<str:run_id>/cancel/", chat_api.RunCancelApi.as_view(), name="run-cancel"),
     path("runs/<str:run_id>/events/", run_events, name="run-events"),

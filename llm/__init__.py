@@ -33,6 +33,7 @@ from .base import (
     ChatMessage,
     ChatRequest,
     Finish,
+    ImageInput,
     ModelInfo,
     ProviderAdapter,
     ProviderError,
@@ -43,13 +44,14 @@ from .base import (
     ToolDefinition,
     Usage,
 )
-from .capabilities import Capabilities, adapter_class, capabilities
+from .capabilities import Capabilities, adapter_class, capabilities, takes_images
 
 __all__ = [
     "Capabilities",
     "ChatMessage",
     "ChatRequest",
     "Finish",
+    "ImageInput",
     "ModelInfo",
     "ProviderAdapter",
     "ProviderError",
@@ -57,6 +59,7 @@ __all__ = [
     "StreamEvent",
     "StreamedToolCall",
     "TextDelta",
+    "takes_images",
     "ToolDefinition",
     "Usage",
     "capabilities",

@@ -103,8 +103,12 @@ def to_wire_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
 
     for msg in messages:
         if msg.role == "user":
+            # Images first, then the text (Anthropic's advice for image questions).
+            blocks = [{"type": "image", "source": {"type": "base64", "media_type": image.media_type,
+                                                   "data": image.data}} for image in msg.images]
             if msg.content.strip():
-                append("user", [{"type": "text", "text": msg.content}])
+                blocks.append({"type": "text", "text": msg.content})
+            append("user", blocks)
         elif msg.role == "assistant":
             blocks: list[dict] = []
             if msg.content.strip():

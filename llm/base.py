@@ -11,9 +11,23 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 
+@dataclass(frozen=True)
+class ImageInput:
+    """An image given with a user message: ``media_type`` (image/png, image/jpeg, image/webp,
+    image/gif) and the bytes as base64 text (``data``), already checked by the platform."""
+
+    media_type: str
+    data: str
+
+    @property
+    def data_url(self) -> str:
+        return f"data:{self.media_type};base64,{self.data}"
+
+
 @dataclass
 class ChatMessage:
-    """One canonical message. ``tool_calls``: ``[{"id", "name", "arguments": str}]``."""
+    """One canonical message. ``tool_calls``: ``[{"id", "name", "arguments": str}]``;
+    ``images``: images given with a user message (sent as the provider's own image parts)."""
 
     role: str
     content: str = ""
@@ -21,6 +35,7 @@ class ChatMessage:
     tool_call_id: str = ""
     is_error: bool = False
     reasoning: str = ""
+    images: list[ImageInput] = field(default_factory=list)
 
 
 @dataclass
@@ -114,6 +129,7 @@ class ModelInfo:
     parameter_size: str = ""
     context_window: int | None = None
     supports_tools: bool | None = None
+    supports_images: bool | None = None
 
 
 class ProviderError(Exception):

@@ -21,6 +21,7 @@ no adapter                if named   no      no       no      none              
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -96,6 +97,9 @@ class Capabilities:
     shares_client: bool = True
     request_options: Callable[[Any], dict] = _no_options
     cloud: Callable[[str], bool] = _never
+    #: The adapter can send images (the provider's own image parts); whether a model reads
+    #: them is :func:`takes_images`.
+    images: bool = False
 
     @property
     def available(self) -> bool:
@@ -115,11 +119,11 @@ class Capabilities:
 CAPABILITIES: dict[str, Capabilities] = {
     "openai_compatible": Capabilities(
         adapter="llm.openai_compat:OpenAICompatAdapter",
-        key=KEY_IF_NAMED, lists_models=True, tier_by_size=True, cloud=cloud_host,
+        key=KEY_IF_NAMED, lists_models=True, tier_by_size=True, cloud=cloud_host, images=True,
     ),
     "anthropic": Capabilities(
         adapter="llm.anthropic:AnthropicAdapter",
-        key=KEY_REQUIRED, lists_models=True, tier_by_size=True, cloud=_always,
+        key=KEY_REQUIRED, lists_models=True, tier_by_size=True, cloud=_always, images=True,
     ),
     "ollama": Capabilities(
         adapter="llm.ollama:OllamaAdapter",
@@ -141,6 +145,33 @@ def capabilities(provider) -> Capabilities:
     if provider is None:
         return NO_ADAPTER
     return CAPABILITIES.get(provider.kind, NO_ADAPTER)
+
+
+# Model families that read images, by name (lower case, provider prefixes like "openai/" kept
+# out by matching anywhere). An administrator's ``LLMModel.supports_images`` and a listing
+# that says (Ollama's ``capabilities``) win over this guess.
+_VISION_NAMES = re.compile(
+    r"gpt-4o|gpt-4\.1|gpt-4\.5|gpt-4-turbo|gpt-4-vision|gpt-5|chatgpt-4o|(?:^|[/:-])o[134](?:$|-(?!mini))|o4-mini"
+    r"|claude-3|claude-(?:opus|sonnet|haiku)-4|claude-[a-z]+-4|claude-4"
+    r"|llava|bakllava|vision|-vl\b|vl:|qwen2\.5vl|qwen3-vl|minicpm-v|moondream|gemma3|gemma-3|llama4|pixtral"
+    r"|mistral-small3\.[12]|mistral-medium|granite3\.2-vision|gemini|grok-2-vision|grok-4"
+)
+
+
+def name_takes_images(name: str) -> bool:
+    """Whether a model of this name is known to read images (by its family's name)."""
+    return bool(_VISION_NAMES.search((name or "").lower()))
+
+
+def takes_images(provider, model_name: str, declared: bool | None = None) -> bool:
+    """Whether ``model_name`` of ``provider`` (an ``agents.Provider`` row) reads images: the
+    adapter must send them, then ``declared`` (the model row's ``supports_images``) decides,
+    else the name (:func:`name_takes_images`)."""
+    if not capabilities(provider).images:
+        return False
+    if declared is not None:
+        return bool(declared)
+    return name_takes_images(model_name)
 
 
 def adapter_class(caps: Capabilities) -> type:

@@ -83,6 +83,8 @@ def _to_wire(msg: ChatMessage, names: dict[str, str], *, echo_reasoning: bool) -
         return out
     if msg.role == "tool":
         return {"role": "tool", "content": msg.content, "tool_name": names.get(msg.tool_call_id, "")}
+    if msg.images:  # Ollama's /api/chat: base64 images beside the text
+        return {"role": msg.role, "content": msg.content, "images": [image.data for image in msg.images]}
     return {"role": msg.role, "content": msg.content}
 
 
@@ -297,5 +299,6 @@ class OllamaAdapter:
             size = f"{count / 1e9:.1f}B"
         caps = list(shown.capabilities or [])
         info = ModelInfo(name=name, parameter_size=size or "", context_window=context,
-                         supports_tools=("tools" in caps) if caps else None)
+                         supports_tools=("tools" in caps) if caps else None,
+                         supports_images=("vision" in caps) if caps else None)
         return info, (not caps or "completion" in caps)

@@ -81,6 +81,11 @@ def _to_wire(msg: ChatMessage, *, echo_reasoning: bool) -> dict[str, Any]:
             if echo_reasoning and msg.reasoning:
                 out["reasoning_content"] = msg.reasoning
         return out
+    if msg.images:
+        # Chat Completions content parts: the text, then each image as a data URL.
+        parts: list[dict[str, Any]] = [{"type": "text", "text": msg.content}] if msg.content.strip() else []
+        parts += [{"type": "image_url", "image_url": {"url": image.data_url}} for image in msg.images]
+        return {"role": msg.role, "content": parts}
     return {"role": msg.role, "content": msg.content}
 
 

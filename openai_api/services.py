@@ -23,6 +23,8 @@ Errors raise :class:`ApiRejected` (``code``, ``message``, HTTP ``status``).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import re
@@ -41,7 +43,7 @@ from agents.presentation import sees_error_details
 from agents.provider_keys import key_status
 from agents.selectors import model_allowed, model_list_for_provider, role_names_for_user
 from agents.services import run_create
-from chat.models import Message, Thread, Workspace
+from chat.models import Attachment, Message, Thread, Workspace
 from chat.selectors import memberships_for_user, thread_get_for_user, workspace_get_for_user
 from chat.services import message_create, thread_create, title_from_message
 from chatplatform.errors import ServiceError
@@ -73,22 +75,69 @@ class Started:
 
 # --- request parsing --------------------------------------------------------------------------
 def _text(content, where: str) -> str:
-    """OpenAI message content → text. Strings, or lists of ``{"type": "text", "text"}`` parts;
-    other parts (images, audio) are refused."""
+    """OpenAI message content → text (:func:`_content` without images: refused)."""
+    if isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "image_url" for p in content):
+        raise ApiRejected("unsupported_content", f"{where}: images are accepted in user messages only.", param=where)
+    return _content(content, where)[0]
+
+
+_DATA_URL = re.compile(r"data:(image/[a-z0-9.+-]+);base64,(.*)", re.S | re.I)
+
+
+def _image(part: dict, where: str) -> tuple[str, bytes]:
+    """An ``image_url`` part → ``(media type, bytes)``, checked as attachments are
+    (``chatplatform.images``: the type from the bytes, the pixel limit before decoding).
+    Only ``data:`` URLs: the server never fetches a URL a client names."""
+    from chat.attachments import limits
+    from chatplatform.images import ImageRejected, inspect
+
+    image_url = part.get("image_url")
+    url = image_url.get("url") if isinstance(image_url, dict) else image_url
+    if not isinstance(url, str):
+        raise ApiRejected("invalid_request_error", f"{where}.image_url.url must be a string.", param=f"{where}.image_url")
+    match = _DATA_URL.fullmatch(url.strip())
+    if match is None:
+        raise ApiRejected("unsupported_content", f"{where}: only base64 data URLs are accepted for images "
+                          '("data:image/png;base64,…"); the server does not fetch image URLs.', param=f"{where}.image_url")
+    lim = limits()
+    encoded = match.group(2)
+    if len(encoded) * 3 // 4 > lim["max_bytes"]:
+        raise ApiRejected("too_large", f"{where}: the image is larger than the {lim['max_bytes'] // (1024 * 1024)} MB "
+                          "limit.", 413, param=f"{where}.image_url")
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+    except (ValueError, binascii.Error):
+        raise ApiRejected("invalid_request_error", f"{where}: the image data is not valid base64.",
+                          param=f"{where}.image_url") from None
+    try:
+        info = inspect(raw, max_pixels=lim["max_pixels"])
+    except ImageRejected as exc:
+        raise ApiRejected("invalid_image", f"{where}: {exc.message}", 413 if exc.code == "image_too_large" else 400,
+                          param=f"{where}.image_url") from None
+    return info.media_type, raw
+
+
+def _content(content, where: str) -> tuple[str, list[tuple[str, bytes]]]:
+    """OpenAI message content → ``(text, images)``. Strings, or lists of ``{"type": "text",
+    "text"}`` and ``{"type": "image_url", "image_url": {"url": "data:image/png;base64,…"}}``
+    parts (``images``: ``[(media type, bytes)]``); other parts (audio, files) are refused."""
     if content is None:
-        return ""
+        return "", []
     if isinstance(content, str):
-        return content
+        return content, []
     if isinstance(content, list):
-        out = []
-        for part in content:
+        out, images = [], []
+        for n, part in enumerate(content):
             if isinstance(part, dict) and part.get("type") in ("text", "input_text") and isinstance(part.get("text"), str):
                 out.append(part["text"])
+            elif isinstance(part, dict) and part.get("type") == "image_url":
+                images.append(_image(part, f"{where}.content[{n}]"))
             else:
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise ApiRejected("unsupported_content", f"{where}: only text content is supported (got {kind!r}).")
-        return "".join(out)
-    raise ApiRejected("invalid_request_error", f"{where}: content must be a string or a list of text parts.")
+                raise ApiRejected("unsupported_content",
+                                  f"{where}: only text and image_url content is supported (got {kind!r}).")
+        return "".join(out), images
+    raise ApiRejected("invalid_request_error", f"{where}: content must be a string or a list of content parts.")
 
 
 def normalise_messages(raw) -> list[dict]:
@@ -104,7 +153,11 @@ def normalise_messages(raw) -> list[dict]:
         if not isinstance(msg.get("role"), str) or msg["role"] not in ROLES:
             raise ApiRejected("invalid_request_error", f"{where}: role must be one of {', '.join(sorted(ROLES))}.",
                               param=f"{where}.role")
-        item = {"role": msg["role"], "content": _text(msg.get("content"), where)}
+        if msg["role"] == "user":
+            text, images = _content(msg.get("content"), where)
+            item = {"role": "user", "content": text, **({"images": images} if images else {})}
+        else:
+            item = {"role": msg["role"], "content": _text(msg.get("content"), where)}
         if msg["role"] == "assistant" and msg.get("tool_calls"):
             if not isinstance(msg["tool_calls"], list):
                 raise ApiRejected("invalid_request_error", f"{where}: tool_calls must be a list.",
@@ -154,7 +207,9 @@ def digest(messages: list[dict]) -> str:
     """A stable fingerprint of a conversation as the client sees it (roles, text without
     surrounding whitespace, tool calls, tool results)."""
     canon = [[m["role"], (m.get("content") or "").strip(),
-              [[c["id"], c["name"], c["arguments"]] for c in m.get("tool_calls") or []], m.get("tool_call_id") or ""]
+              [[c["id"], c["name"], c["arguments"]] for c in m.get("tool_calls") or []], m.get("tool_call_id") or "",
+              # images only when there are some: the fingerprints of text-only chats stay as they were
+              *([[hashlib.sha256(raw).hexdigest() for _t, raw in m["images"]]] if m.get("images") else [])]
              for m in messages]
     return hashlib.sha256(json.dumps(canon, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
 
@@ -304,7 +359,25 @@ def _import_history(thread: Thread, messages: list[dict]) -> None:
             fields["tool_calls"] = m["tool_calls"]
         if m.get("tool_call_id"):
             fields["tool_call_id"] = m["tool_call_id"]
-        message_create(thread_id=thread.pk, role=role, content=m["content"], **fields)
+        message = message_create(thread_id=thread.pk, role=role, content=m["content"], **fields)
+        if m.get("images"):
+            ids = _store_images(thread, thread.owner, m["images"])
+            Attachment.objects.filter(pk__in=ids).update(message=message)
+
+
+def _store_images(thread: Thread, user, images: list[tuple[str, bytes]]) -> list[str]:
+    """Store a request's images as pending attachments of ``thread`` (checked and prepared as
+    uploads are: ``chat.attachments.attachment_create``); their ids. ApiRejected for a refusal."""
+    from chat.attachments import attachment_create
+
+    ids = []
+    for n, (media_type, raw) in enumerate(images, start=1):
+        ext = {"image/png": ".png", "image/jpeg": ".jpg", "image/webp": ".webp", "image/gif": ".gif"}[media_type]
+        try:
+            ids.append(str(attachment_create(user=user, thread=thread, filename=f"image-{n}{ext}", data=raw).pk))
+        except ServiceError as exc:
+            raise ApiRejected(exc.code, exc.message, exc.status) from exc
+    return ids
 
 
 def _split(messages: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -315,6 +388,10 @@ def _split(messages: list[dict]) -> tuple[list[dict], list[dict]]:
 
 def _instructions(messages: list[dict]) -> list[str]:
     return [m["content"] for m in messages if m["role"] in ("system", "developer") and m["content"].strip()]
+
+
+def _new_images(tail: list[dict]) -> list[tuple[str, bytes]]:
+    return [image for m in tail if m["role"] == "user" for image in m.get("images") or ()]
 
 
 def _new_part(tail: list[dict], earlier_instructions: list[str] = ()) -> tuple[str, list[dict]]:
@@ -347,7 +424,8 @@ def completion_start(*, user, body: dict, thread_header: str = "", workspace_hea
     _refuse_platform_names(tools)
     prefix, tail = _split(messages)
     content, results = _new_part(tail)
-    if not content and not results:
+    images = _new_images(tail)
+    if not content and not results and not images:
         raise ApiRejected("invalid_request_error", "The request has no new user message or tool result after the last "
                           "assistant message.")
     hint = _thread_hint(body, thread_header)
@@ -378,7 +456,9 @@ def completion_start(*, user, body: dict, thread_header: str = "", workspace_hea
             thread.provider, thread.model = provider, model
             thread.save(update_fields=["provider", "model", "updated_at"])
         try:
-            created = run_create(thread=thread, user=user, content=content, tool_results=results)
+            attachments = _store_images(thread, user, images) if images else None
+            created = run_create(thread=thread, user=user, content=content, tool_results=results,
+                                 attachments=attachments)
         except ServiceError as exc:  # rate limits, a run in progress, a refused UI context…
             raise ApiRejected(exc.code, exc.message, exc.status, retry_after=exc.retry_after) from exc
         if tools:

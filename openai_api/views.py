@@ -87,6 +87,23 @@ async def models(request):
     return JsonResponse({"object": "list", "data": await sync_to_async(model_list)(user=user)})
 
 
+def _body(request) -> bytes:
+    """The request body within ``COMPAT_API_MAX_BODY_BYTES`` (larger than Django's
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE`` for the other APIs: base64 image parts make big bodies);
+    ApiRejected ``too_large`` (413) beyond."""
+    limit = int(getattr(settings, "COMPAT_API_MAX_BODY_BYTES", 32 * 1024 * 1024))
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length > limit:
+        raise ApiRejected("too_large", "The request body is too large.", 413)
+    data = request.read(limit + 1)
+    if len(data) > limit:
+        raise ApiRejected("too_large", "The request body is too large.", 413)
+    return data
+
+
 async def chat_completions(request):
     if request.method != "POST":
         return error("method_not_allowed", "Use POST.", 405)
@@ -95,7 +112,7 @@ async def chat_completions(request):
         return error("invalid_api_key", "Send a platform API token: Authorization: Bearer <token>.", 401)
     try:
         # As REST bodies are checked (depth, NUL, lone surrogates) plus a message count.
-        body = parse_body(request.body)
+        body = parse_body(_body(request))
         started = await sync_to_async(completion_start)(
             user=user, body=body, thread_header=request.headers.get("X-Thread-Id", ""),
             workspace_header=request.headers.get("X-Workspace", ""),

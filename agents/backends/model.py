@@ -33,6 +33,7 @@ from agents.pipeline import policy_views, tool_pipeline
 from agents.provider_keys import provider_for
 from agents.replay import fill_from_log
 from agents.round_cost import round_cost
+from agents.selectors import model_takes_images
 from chat.models import Message
 from chat.selectors import instruction_blocks
 from chat.services import message_create
@@ -238,7 +239,9 @@ class _Loop:
             ),
             # The branch up to this (new, so leaf) assistant message, without it.
             messages=history_window(
-                thread_history(thread_id=self.thread.pk, leaf_id=assistant.pk, exclude_ids={assistant.pk}),
+                thread_history(thread_id=self.thread.pk, leaf_id=assistant.pk, exclude_ids={assistant.pk},
+                               images=model_takes_images(provider=self.run.provider, model=self.run.model,
+                                                         memo=self.thread)),
                 plan.history_limit,
             ),
             tools=[ToolDefinition(t.name, t.description, t.parameters) for t in offer.tools] + self.client_tools,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -12,11 +13,11 @@ from agents.locks import lock_user_then_thread
 from agents.metering import meter
 from agents.models import Run
 from agents.runs.executors import enqueue_run
-from agents.selectors import model_allowed, role_names_for_user
+from agents.selectors import model_allowed, model_takes_images, role_names_for_user
 from agents.ui_context import ui_context_accept
-from chat.models import Message, Thread
+from chat.models import Attachment, Message, Thread
 from chat.selectors import viewer_role_name
-from chat.services import message_create, title_from_message
+from chat.services import attachments_copy, message_create, title_from_message
 from chatplatform.ratelimit import rate_limit_hit
 
 from .results import RunCreated, RunRejected
@@ -39,6 +40,7 @@ def run_create(
     env_id: str = "",
     tool_results: list[dict] | None = None,
     user_message: Message | None = None,
+    attachments: list | None = None,
 ) -> RunCreated:
     """Persist the user's message and a queued run, and enqueue ``run_turn`` after commit.
 
@@ -56,11 +58,20 @@ def run_create(
     not enabled for the user's role in its workspace (``selectors.model_allowed``).
     ``user_message`` (a user message of ``thread`` at the end of the selected branch) re-runs
     that turn instead of appending a new question: regenerate and retry (:func:`message_regenerate`).
+    ``attachments``: ids of the user's pending attachments of this thread (``chat.attachments``),
+    bound to the new user message in the same transaction (with them ``content`` may be
+    empty); refused: ``too_many_files`` (400, over ``CHAT_ATTACHMENT_MAX_FILES``),
+    ``not_found`` (404: an attachment unknown, another user's, another thread's or already
+    sent), ``images_not_supported`` (400: an image for a model that does not read images).
     """
     if ui_context is not None:
         ui_context = ui_context_accept(raw=ui_context, user=user, workspace_id=thread.workspace_id,
                                        thread_id=thread.pk)
-    if tool_results and not (content or "").strip():
+    attachment_ids = list(dict.fromkeys(str(a) for a in attachments or ()))
+    if len(attachment_ids) > settings.CHAT_ATTACHMENT_MAX_FILES:
+        raise RunRejected("too_many_files", f"At most {settings.CHAT_ATTACHMENT_MAX_FILES} files can be attached "
+                                            "to one message.", 400)
+    if (tool_results or attachment_ids) and isinstance(content, str) and not content.strip():
         content = ""
     elif not isinstance(content, str) or not content.strip():
         raise RunRejected("empty_message", "The message is empty.")
@@ -88,6 +99,7 @@ def run_create(
         if wait:
             raise RunRejected("rate_limited", f"Too many messages; try again in {wait:.0f} s.", 429, retry_after=wait)
         meter().before_run(user=user, thread=thread)  # budgets: a hard limit reached → 429
+        files = _pending_attachments(thread=thread, user=user, ids=attachment_ids)
         for waiting in unfinished:  # all waiting for a decision (the active ones were refused above)
             end_waiting_run(waiting, reason="Not executed: the user sent a new message instead of deciding.",
                              decision="superseded")
@@ -105,10 +117,12 @@ def run_create(
             env_id=env_id or "",
             queued_at=timezone.now(),
         )
-        if user_message is None and content:
+        if user_message is None and (content or files):
             # A new message names its run at once (the run id is made here; the foreign key
             # is checked at commit), so neither row is written twice.
             user_message = message_create(thread_id=thread.pk, role=Message.Role.USER, content=content, run=run)
+            if files:
+                Attachment.objects.filter(pk__in=[f.pk for f in files]).update(message=user_message)
         elif user_message is not None:  # a turn asked again: the existing message moves to this run
             Message.objects.filter(pk=user_message.pk).update(run_id=run.pk)
             user_message.run = run
@@ -117,11 +131,35 @@ def run_create(
             run.save(force_insert=True)
         except IntegrityError as exc:  # another send won a race the locks did not see
             raise RunRejected("run_in_progress", "A reply is still being written in this thread.", 409) from exc
-        if not thread.title and content:  # message_create moved updated_at already
-            thread.title = title_from_message(content)
+        if not thread.title and (content or files):  # message_create moved updated_at already
+            thread.title = title_from_message(content or ", ".join(f.filename for f in files))
             thread.save(update_fields=["title", "updated_at"])
         transaction.on_commit(lambda: enqueue_run(run.pk))
     return RunCreated(run=run, user_message=user_message)
+
+
+def _pending_attachments(*, thread: Thread, user, ids: list[str]) -> list[Attachment]:
+    """The pending attachments ``ids`` (in that order) of ``user`` in ``thread``, locked for the
+    send; ``RunRejected`` ``not_found`` (404) when any is not one, and
+    ``images_not_supported`` (400) when one is an image the thread's model cannot read."""
+    if not ids:
+        return []
+    try:
+        rows = {str(a.pk): a for a in Attachment.objects.select_for_update().filter(
+            pk__in=ids, owner=user, thread=thread, message__isnull=True).only("id", "kind", "filename")}
+    except ValidationError:  # a malformed id
+        rows = {}
+    missing = [i for i in ids if i not in rows]
+    if missing:
+        raise RunRejected("not_found", "An attached file is gone (removed, already sent, or not yours): "
+                                                  "attach it again.", 404, attachment_ids=missing)
+    files = [rows[i] for i in ids]
+    if any(f.kind == Attachment.Kind.IMAGE for f in files) and not model_takes_images(
+            provider=thread.provider, model=thread.model, memo=thread):
+        name = (thread.model or "").strip() or (thread.provider.default_model if thread.provider else "")
+        raise RunRejected("images_not_supported", f"The model {name!r} cannot read images; pick a model marked "
+                                                  "“vision”, or remove the images.", 400)
+    return files
 
 
 def model_check(*, thread: Thread, user) -> None:
@@ -199,6 +237,8 @@ def message_edit(*, message: Message, user, content: str, **run_options) -> RunC
     if isinstance(content, str) and content.strip():
         edited = message_create(thread_id=thread.pk, role=Message.Role.USER, content=content,
                                 parent_id=message.parent_id)
+        attachments_copy(targets={message.pk: edited})
     else:
         edited = None  # run_create refuses the empty text with its usual error
     return run_create(thread=thread, user=user, content=content, user_message=edited, **run_options)
+

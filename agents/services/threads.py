@@ -14,7 +14,7 @@ from agents.models import ToolCall
 from agents.ui_context import ui_context_accept
 from chat.models import Message, Thread
 from chat.selectors import message_branch_for_thread, message_newest_leaf_under
-from chat.services import thread_settings_save
+from chat.services import attachments_copy, thread_settings_save
 
 from .sends import ensure_no_open_run
 
@@ -87,6 +87,8 @@ def thread_duplicate(*, thread: Thread, owner) -> Thread:
         copies[m.pk].parent = copies.get(m.parent_id)
         copies[m.pk].selected_child = copies.get(m.selected_child_id)
     Message.objects.bulk_update(copies.values(), ["parent", "selected_child"])
+    attachments_copy(targets={m.pk: copies[m.pk] for m in originals if m.role == Message.Role.USER},
+                     owner_id=owner.pk)
     leaf = copies.get(thread.leaf_id) or (copies[originals[-1].pk] if originals else None)
     if leaf is not None:
         Thread.objects.filter(pk=copy.pk).update(leaf=leaf)

@@ -25,6 +25,7 @@ from agents.selectors import (
     role_names_for_user,
 )
 from chat.selectors import workspace_get_for_user
+from llm.capabilities import takes_images
 
 __all__ = ["ProviderListApi", "ProviderModelsApi", "provider_health"]
 
@@ -62,8 +63,15 @@ class LLMModelSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = LLMModel
-        fields = ["name", "label", "context_window", "supports_tools", "parameter_size", "prompt_tier", "listed",
-                  "auto_tier"]
+        fields = ["name", "label", "context_window", "supports_tools", "supports_images", "parameter_size",
+                  "prompt_tier", "listed", "auto_tier"]
+
+    supports_images = serializers.SerializerMethodField(
+        help_text="The model reads images (vision): the admin's setting, else the provider's listing or the "
+                  "model's name. Images attached for a model without it are refused with a clear message.")
+
+    def get_supports_images(self, obj) -> bool:
+        return takes_images(obj.provider, obj.name, obj.supports_images)
 
     def get_listed(self, obj) -> bool:
         return obj.listed_at is not None

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents.approvals.requests import approval_fields
 from agents.models import Provider, Run, ToolCall
 from agents.presentation import error_for_viewer, tool_call_presentation
-from chat.models import Message, Thread, Workspace
+from chat.models import Attachment, Message, Thread, Workspace
 from chat.rendering import render_markdown
 
 
@@ -86,8 +87,45 @@ NO_LEDGER_ROW = {"status": None, "summary": "", "is_error": False, "risk_level":
                  "requested_at": None, "countdown_s": 0, "arguments_summary": ""}
 
 
+class AttachmentSerializer(serializers.ModelSerializer):
+    """A file attached to a message (``chat.attachments``): what it is and where to fetch it.
+    ``url`` downloads the file as uploaded (always ``Content-Disposition: attachment``);
+    ``thumbnail_url`` is a small WebP preview of an image (null for documents)."""
+
+    message_id = serializers.UUIDField(read_only=True, allow_null=True)
+    url = serializers.SerializerMethodField()
+    thumbnail_url = serializers.SerializerMethodField()
+    text_chars = serializers.SerializerMethodField(help_text="Characters of text extracted from a document (0 for images).")
+
+    class Meta:
+        model = Attachment
+        fields = ["id", "message_id", "kind", "filename", "content_type", "size", "width", "height", "text_chars",
+                  "url", "thumbnail_url", "created_at"]
+        read_only_fields = fields
+
+    def get_url(self, obj) -> str:
+        from django.urls import reverse
+
+        return reverse("attachment-content", args=[obj.pk])
+
+    def get_thumbnail_url(self, obj) -> str | None:
+        from django.urls import reverse
+
+        return reverse("attachment-thumbnail", args=[obj.pk]) if obj.kind == Attachment.Kind.IMAGE else None
+
+    def get_text_chars(self, obj) -> int:
+        chars = getattr(obj, "text_chars", None)  # annotated by the listing (the text itself is deferred)
+        if chars is None:
+            chars = len(obj.text or "") if "text" in obj.__dict__ else 0
+        return int(chars or 0)
+
+
 class MessageSerializer(serializers.ModelSerializer):
     content_html = serializers.SerializerMethodField()
+    attachments = serializers.SerializerMethodField(
+        help_text="Files sent with this (user) message, upload order: the attachment shape of "
+                  "/api/v1/attachments/{id}/."
+    )
     tool_calls = serializers.SerializerMethodField()
     run_id = serializers.UUIDField(source="run.pk", read_only=True, allow_null=True, default=None)
     parent_id = serializers.UUIDField(read_only=True, allow_null=True)
@@ -100,7 +138,8 @@ class MessageSerializer(serializers.ModelSerializer):
         model = Message
         fields = [
             "id", "run_id", "parent_id", "versions", "position", "role", "content", "content_html", "tool_calls",
-            "tool_call_id", "is_error", "provider", "model", "status", "citations", "usage", "error", "created_at",
+            "tool_call_id", "is_error", "provider", "model", "status", "citations", "usage", "error", "attachments",
+            "created_at",
         ]
 
     citations = serializers.SerializerMethodField(
@@ -112,6 +151,17 @@ class MessageSerializer(serializers.ModelSerializer):
         help_text='{"code", "message"} or {}. Upstream detail only for staff and workspace admins; others '
                   "get a generic message naming the code (agents.presentation.error_for_viewer)."
     )
+
+    @extend_schema_field(AttachmentSerializer(many=True))
+    def get_attachments(self, obj) -> list[dict]:
+        if obj.role != Message.Role.USER:
+            return []
+        by_message = self.context.get("attachments")
+        if by_message is None:  # one message shown alone: read its own
+            from chat.selectors import attachments_for_messages
+
+            by_message = attachments_for_messages([obj.pk])
+        return AttachmentSerializer(by_message.get(obj.pk, []), many=True).data
 
     def get_error(self, obj) -> dict:
         return error_for_viewer(obj.error, detailed=self.context.get("detailed", False))
@@ -164,6 +214,11 @@ class RunCreateSerializer(serializers.Serializer):
     include_private = serializers.BooleanField(required=False, allow_null=True, default=None)
     ui_context = serializers.JSONField(required=False, allow_null=True, default=None)
     env_id = StrictCharField(required=False, allow_blank=True, allow_null=True, max_length=100, default="")
+    attachments = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, default=list, max_length=100,
+        help_text="Ids of your pending attachments of this thread (POST /threads/{id}/attachments/), sent with "
+                  "this message; with attachments the content may be empty.",
+    )
 
     def validate_env_id(self, value) -> str:
         return value or ""

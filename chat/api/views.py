@@ -29,6 +29,7 @@ from agents.services import (
 from chat.export import thread_export_json, thread_export_markdown
 from chat.models import Thread
 from chat.selectors import (
+    attachments_for_messages,
     custom_instructions_for_user,
     memberships_for_user,
     message_branch_for_thread,
@@ -165,7 +166,8 @@ class ThreadMessagesApi(generics.ListAPIView):
         context = {**self.get_serializer_context(), "ledger": ledger_by_call(messages),
                    "detailed": sees_error_details(user=request.user, workspace_id=thread.workspace_id),
                    "versions": message_versions_for_thread(thread_id=thread.pk),
-                   "passages": passages_for(messages, thread)}
+                   "passages": passages_for(messages, thread),
+                   "attachments": attachments_for_messages(m.pk for m in messages)}
         return Response(MessageSerializer(messages, many=True, context=context).data)
 
 

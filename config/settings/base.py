@@ -539,6 +539,8 @@ COMPAT_API_WAIT_S = env.float("COMPAT_API_WAIT_S", default=300.0)
 COMPAT_API_CANCEL_ON_DISCONNECT = env.bool("COMPAT_API_CANCEL_ON_DISCONNECT", default=True)
 # Most messages one /v1/chat/completions request may carry (400 too_many_messages beyond).
 COMPAT_API_MAX_MESSAGES = env.int("COMPAT_API_MAX_MESSAGES", default=1000)
+# Largest /v1/chat/completions body (base64 image parts make large bodies; 413 too_large beyond).
+COMPAT_API_MAX_BODY_BYTES = env.int("COMPAT_API_MAX_BODY_BYTES", default=32 * 1024 * 1024)
 
 # --- Knowledge uploads (knowledge/uploads.py) ------------------------------------------------
 KNOWLEDGE_MAX_FILE_BYTES = env.int("KNOWLEDGE_MAX_FILE_BYTES", default=20 * 1024 * 1024)
@@ -553,6 +555,13 @@ KNOWLEDGE_ARCHIVE_MAX_RATIO = env.float("KNOWLEDGE_ARCHIVE_MAX_RATIO", default=1
 KNOWLEDGE_PARSE_MEMORY_MB = env.int("KNOWLEDGE_PARSE_MEMORY_MB", default=512)  # address space (RLIMIT_AS)
 KNOWLEDGE_PARSE_CPU_S = env.int("KNOWLEDGE_PARSE_CPU_S", default=20)  # CPU time (RLIMIT_CPU)
 KNOWLEDGE_PARSE_TIMEOUT_S = env.float("KNOWLEDGE_PARSE_TIMEOUT_S", default=30)  # wall clock
+
+# --- Chat attachments (chat/attachments.py) --------------------------------------------------
+CHAT_ATTACHMENT_MAX_BYTES = env.int("CHAT_ATTACHMENT_MAX_BYTES", default=20 * 1024 * 1024)  # per file
+CHAT_ATTACHMENT_MAX_FILES = env.int("CHAT_ATTACHMENT_MAX_FILES", default=10)  # per message (and unsent per chat)
+CHAT_ATTACHMENT_MAX_PIXELS = env.int("CHAT_ATTACHMENT_MAX_PIXELS", default=50_000_000)  # width × height, read from the header
+CHAT_ATTACHMENT_IMAGE_EDGE_PX = env.int("CHAT_ATTACHMENT_IMAGE_EDGE_PX", default=2048)  # long edge of the copy a model gets
+CHAT_ATTACHMENT_TEXT_MAX_CHARS = env.int("CHAT_ATTACHMENT_TEXT_MAX_CHARS", default=100_000)  # of a document, per turn
 
 # --- Streams --------------------------------------------------------------------------------
 RUN_EVENT_LOG_TTL_S = env.int("RUN_EVENT_LOG_TTL_S", default=24 * 3600)

@@ -215,7 +215,7 @@ def test_errors_use_the_openai_shape(client, upstream, platform):
         bad.chat.completions.create(model="openai", messages=[{"role": "user", "content": "hi"}])
     with pytest.raises(openai.NotFoundError, match="does not exist"):
         client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "hi"}])
-    with pytest.raises(openai.BadRequestError, match="only text content"):
+    with pytest.raises(openai.BadRequestError, match="not a PNG, JPEG, WebP or GIF image"):
         client.chat.completions.create(model="openai", messages=[{"role": "user", "content": [
             {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}])
     with pytest.raises(openai.BadRequestError, match="platform tool"):

@@ -108,7 +108,8 @@ def test_bodies_that_are_not_a_json_object(post, raw):
 
 
 def test_a_body_over_the_upload_limit_is_a_413_in_the_openai_shape(post, settings):
-    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    settings.COMPAT_API_MAX_BODY_BYTES = 1000  # /v1's own limit (image parts make large bodies)
+    settings.COMPAT_API_WAIT_S = 0.2  # were it taken, the answer would not wait long
     response = post({"model": "offline", "messages": [user("x" * 2000)]})
     assert response.status_code == 413
     assert response.json()["error"] == {"message": "The request body is too large.", "type": "invalid_request_error",

@@ -142,7 +142,13 @@ def test_messages_are_normalised_and_bad_shapes_refused():
     ]
     for bad, message in (([], "non-empty"), ([{"role": "robot", "content": "x"}], "role must be"),
                          ([{"role": "tool", "content": "x"}], "tool_call_id"),
-                         ([{"role": "user", "content": [{"type": "image_url"}]}], "only text")):
+                         ([{"role": "user", "content": [{"type": "input_audio"}]}], "only text and image_url"),
+                         ([{"role": "user", "content": [{"type": "image_url", "image_url": {
+                             "url": "https://example.com/cat.png"}}]}], "does not fetch image URLs"),
+                         ([{"role": "user", "content": [{"type": "image_url", "image_url": {
+                             "url": "data:image/png;base64,PGh0bWw+"}}]}], "not a PNG, JPEG, WebP or GIF"),
+                         ([{"role": "assistant", "content": [{"type": "image_url", "image_url": {
+                             "url": "data:image/png;base64,AAAA"}}]}], "user messages only")):
         with pytest.raises(ApiRejected, match=message):
             normalise_messages(bad)
 
