@@ -16,6 +16,8 @@ from agents.presentation import provider_status_for_viewer, sees_error_details
 from agents.risk import env_tier
 from agents.selectors import provider_list
 from agents.services import MAX_MESSAGE_CHARS
+from chat.attachments import accepted_suffixes
+from chat.attachments import limits as attachment_limits
 from chat.selectors import memberships_for_user
 from chatplatform.errors import ServiceError
 from knowledge.selectors import knowledge_can_create
@@ -90,6 +92,7 @@ def thread_page(request, thread_id):
         "env_tier": env_tier(env_id) if env_id else "",
         "max_chars": MAX_MESSAGE_CHARS,
         "max_frame_bytes": settings.WS_MAX_FRAME_BYTES,
+        "attach": {**attachment_limits(), "accept": ",".join(accepted_suffixes())},
         "event_vocabulary": vocabulary(),
         "instructions_in_effect": [label for label, text in (
             ("Workspace instructions", thread.workspace.instructions),

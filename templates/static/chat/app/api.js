@@ -1,6 +1,6 @@
 // JSON calls with the session cookie + CSRF. Errors reject with an Error carrying the
 // server's {"error": {code, message}} (err.code, err.status).
-function csrf() {
+export function csrf() {
   const m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
   return m ? decodeURIComponent(m[1]) : "";
 }

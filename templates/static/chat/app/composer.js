@@ -17,8 +17,8 @@ export function measure(text, {maxChars, maxBytes}) {
 function kb(n) { return (n / 1024).toFixed(n < 10240 ? 1 : 0) + " KB"; }
 
 export class Composer {
-  constructor({form, input, sendBtn, stopBtn, counter, limits, send, stop}) {
-    Object.assign(this, {form, input, sendBtn, stopBtn, counter, limits});
+  constructor({form, input, sendBtn, stopBtn, counter, limits, send, stop, attachments = null}) {
+    Object.assign(this, {form, input, sendBtn, stopBtn, counter, limits, attachments});
     this.pending = null;   // text sent, not yet accepted
     this.running = false;
     form.addEventListener("submit", (e) => { e.preventDefault(); this.submit(send); });
@@ -43,14 +43,21 @@ export class Composer {
     } else if (m.near) {
       this.counter.textContent = `${m.chars.toLocaleString()} / ${this.limits.maxChars.toLocaleString()} characters · ${kb(m.bytes)} / ${kb(this.limits.maxBytes)}`;
     }
-    this.sendBtn.disabled = this.running || m.over || this.pending !== null;
+    this.sendBtn.disabled = this.running || m.over || this.pending !== null
+      || (this.attachments !== null && this.attachments.uploading());
     return m;
   }
 
   submit(send) {
     const text = this.input.value;
-    if (!text.trim() || this.running || this.pending !== null) return;
+    const files = this.attachments;
+    if ((!text.trim() && !(files && files.count())) || this.running || this.pending !== null) return;
     if (this.update().over) { this.input.focus(); return; }
+    if (files && files.uploading()) { this.say("Wait until the files have uploaded, then send.", "uploading"); return; }
+    if (files && files.count() !== files.ids().length) {
+      this.say("Remove the files that could not be attached (×), then send.", "attach_failed");
+      return;
+    }
     if (!send(text)) {
       this.say("Not connected — your message is still here; it can be sent once the connection is back.", "not_connected");
       return;
@@ -65,6 +72,7 @@ export class Composer {
   accepted() {
     const sent = this.pending;
     if (this.pending !== null && this.input.value === this.pending) this.input.value = "";
+    if (this.pending !== null && this.attachments) this.attachments.accepted();
     this.pending = null;
     this.input.readOnly = false;
     this.update();

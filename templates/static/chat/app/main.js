@@ -7,6 +7,7 @@ import { ThreadStream } from "./stream.js";
 import { makeHandlers } from "./handlers.js";
 import { LiveText, StoredOverlap } from "./live-text.js";
 import { Composer } from "./composer.js";
+import { Attachments } from "./attachments.js";
 import { createLiveRun } from "./live-run.js";
 
 const box = document.getElementById("messages");
@@ -56,7 +57,18 @@ function start(box) {
   const decide = (id, decision) => stream.send({type: "approval.decide", tool_call_id: id, decision});
   const view = new ThreadView({box, config, decide, status: showConn, options: sendOptions});
 
-  const composer = composerForm ? new Composer({
+  let composer = null;
+  const attachments = composerForm ? new Attachments({
+    form: composerForm,
+    chips: document.getElementById("attachment-chips"),
+    picker: document.getElementById("attach-input"),
+    pickButton: document.getElementById("attach"),
+    input: document.getElementById("input"),
+    dropTargets: [composerForm, box],
+    say: (message) => composer && composer.say(message, "attachment"),
+    onChange: () => composer && composer.update(),
+  }) : null;
+  composer = composerForm ? new Composer({
     form: composerForm,
     input: document.getElementById("input"),
     sendBtn: document.getElementById("send"),
@@ -65,14 +77,16 @@ function start(box) {
     limits: {maxChars: Number(d.maxChars), maxBytes: Number(d.maxFrameBytes)},
     send: (text) => {
       run.sending();
-      return stream.send({type: "message.send", content: text, ...sendOptions()});
+      return stream.send({type: "message.send", content: text, attachments: attachments.ids(), ...sendOptions()});
     },
     stop: () => run.stop(),
+    attachments,
   }) : null;
 
   const page = {
     drawQuestion(m) {
       if (box.querySelector('article.msg.user[data-message-id="' + CSS.escape(m.id) + '"]')) return;
+      if (!m.attachments && attachments) m.attachments = attachments.sent;  // the files just sent with it
       box.appendChild(view.userMessage(m));
       box.scrollTop = box.scrollHeight;
     },

@@ -5,6 +5,7 @@ import { el, button, timeElement } from "./dom.js";
 import { renderInto, copyText } from "./markdown.js";
 import { toolRow, approvalCard, resolveCard } from "./tools.js";
 import { citationList, wireCitationPreviews } from "./citations.js";
+import { attachmentList } from "./attachments.js";
 
 const STATUS_LABEL = {complete: "", streaming: "writing…", truncated: "truncated", error: "error", cancelled: "cancelled"};
 
@@ -124,7 +125,9 @@ export class ThreadView {
     u.appendChild(head);
     const body = el("div", "body", m.content);
     body.dir = "auto";
+    body.hidden = !m.content && !!(m.attachments && m.attachments.length);
     u.appendChild(body);
+    if (m.attachments && m.attachments.length) u.appendChild(attachmentList(m.attachments));
     const actions = el("div", "msg-actions");
     actions.appendChild(this.copyAction(() => m.content));
     if (this.config.canWrite) actions.appendChild(button("Edit", "link act-edit", () => this.startEdit(u, m), "Edit and resend"));

@@ -1,0 +1,255 @@
+// Files attached in the composer: the paperclip, drag-and-drop and paste. Each file uploads at
+// once (POST /api/v1/threads/{id}/attachments/, one request per file, with a progress bar) while
+// the page stays usable; the send names the uploaded ones (message.send "attachments"). A file
+// the server refuses shows the server's reason in its chip and in the composer's note; nothing
+// of it is kept. Chips of a sent message leave the composer (the message shows its files).
+import { csrf, urlFor } from "./api.js";
+import { el, button } from "./dom.js";
+
+export function fileSize(n) {
+  if (n >= 1024 * 1024) return (n / (1024 * 1024)).toFixed(1).replace(/\.0$/, "") + " MB";
+  return n >= 1024 ? Math.round(n / 1024) + " KB" : n + " bytes";
+}
+
+// The files of a sent message, under its text: thumbnails for images (each a download link),
+// a named link for documents.
+export function attachmentList(files) {
+  const list = el("ul", "msg-files");
+  list.setAttribute("aria-label", "Attached files");
+  for (const f of files) {
+    const item = el("li", "msg-file " + f.kind);
+    const link = el("a", "file-link");
+    link.href = f.url;
+    link.setAttribute("download", f.filename);
+    link.title = `${f.filename} (${fileSize(f.size)}) — download`;
+    if (f.kind === "image" && f.thumbnail_url) {
+      const img = el("img", "file-thumb");
+      img.src = f.thumbnail_url;
+      img.alt = f.filename;
+      img.loading = "lazy";
+      link.appendChild(img);
+    } else {
+      link.appendChild(documentIcon());
+      link.appendChild(el("span", "file-name", f.filename));
+      link.appendChild(el("span", "file-size", fileSize(f.size)));
+    }
+    item.appendChild(link);
+    list.appendChild(item);
+  }
+  return list;
+}
+
+export class Attachments {
+  // form: the composer <form> (data-url-attachments, data-url-attachment, data-url-attachment-keep,
+  // data-attach-max-bytes, data-attach-max-files, data-can-keep); say(message): the composer's note.
+  constructor({form, chips, picker, pickButton, input, dropTargets, say, onChange}) {
+    const d = form.dataset;
+    Object.assign(this, {form, chips, say, onChange: onChange || (() => {})});
+    this.urls = {upload: d.urlAttachments, one: d.urlAttachment, keep: d.urlAttachmentKeep};
+    this.maxBytes = Number(d.attachMaxBytes);
+    this.maxFiles = Number(d.attachMaxFiles);
+    this.canKeep = d.canKeep === "1";
+    this.items = [];      // {file, chip, xhr, data (the server's attachment), error}
+    this.sent = [];       // the attachments of the last send, for drawing the question at once
+    this.restore();
+    pickButton.addEventListener("click", () => picker.click());
+    picker.addEventListener("change", () => { this.add(picker.files); picker.value = ""; });
+    input.addEventListener("paste", (e) => {
+      const files = e.clipboardData && e.clipboardData.files;
+      if (files && files.length) { e.preventDefault(); this.add(files); }
+    });
+    for (const target of dropTargets) {
+      target.addEventListener("dragover", (e) => {
+        if (!hasFiles(e)) return;
+        e.preventDefault();
+        form.classList.add("dropping");
+      });
+      target.addEventListener("dragleave", (e) => {
+        if (!target.contains(e.relatedTarget)) form.classList.remove("dropping");
+      });
+      target.addEventListener("drop", (e) => {
+        if (!hasFiles(e)) return;
+        e.preventDefault();
+        form.classList.remove("dropping");
+        this.add(e.dataTransfer.files);
+      });
+    }
+  }
+
+  // Files uploaded here before a reload and not sent yet come back as chips.
+  restore() {
+    fetch(this.urls.upload, {credentials: "same-origin"})
+      .then((r) => (r.ok ? r.json() : []))
+      .then((pending) => {
+        for (const data of pending) {
+          if (this.items.some((i) => i.data && i.data.id === data.id)) continue;
+          const item = {file: {name: data.filename, size: data.size}, chip: null, xhr: null, data: null, error: ""};
+          item.chip = this.chip(item);
+          this.items.push(item);
+          this.chips.appendChild(item.chip);
+          this.done(item, data);
+        }
+        this.changed();
+      })
+      .catch(() => {});
+  }
+
+  ids() { return this.items.filter((i) => i.data).map((i) => i.data.id); }
+  count() { return this.items.filter((i) => !i.error).length; }
+  uploading() { return this.items.some((i) => !i.data && !i.error); }
+
+  add(fileList) {
+    const skipped = [];
+    for (const file of Array.from(fileList || [])) {
+      if (this.count() >= this.maxFiles) { skipped.push(file.name); continue; }
+      const item = {file, chip: null, xhr: null, data: null, error: ""};
+      item.chip = this.chip(item);
+      this.items.push(item);
+      this.chips.appendChild(item.chip);
+      this.changed();
+      if (file.size > this.maxBytes) {
+        this.fail(item, `${file.name}: larger than the ${fileSize(this.maxBytes)} limit (${fileSize(file.size)}).`);
+      } else {
+        this.upload(item);
+      }
+    }
+    if (skipped.length) {
+      this.say(`At most ${this.maxFiles} files can be attached to one message; not added: ${skipped.join(", ")}.`);
+    }
+  }
+
+  chip(item) {
+    const chip = el("li", "attachment-chip uploading");
+    chip.appendChild(el("span", "chip-name", item.file.name));
+    chip.appendChild(el("span", "chip-size", fileSize(item.file.size)));
+    const bar = el("progress", "chip-progress");
+    bar.max = 100;
+    bar.value = 0;
+    bar.setAttribute("aria-label", `Uploading ${item.file.name}`);
+    chip.appendChild(bar);
+    chip.appendChild(el("span", "chip-status", "uploading…"));
+    chip.appendChild(button("×", "link chip-remove", () => this.remove(item), `Remove ${item.file.name}`));
+    return chip;
+  }
+
+  upload(item) {
+    const body = new FormData();
+    body.append("file", item.file, item.file.name);
+    const xhr = new XMLHttpRequest();
+    item.xhr = xhr;
+    xhr.open("POST", this.urls.upload);
+    xhr.setRequestHeader("X-CSRFToken", csrf());
+    xhr.responseType = "json";
+    const status = item.chip.querySelector(".chip-status");
+    const bar = item.chip.querySelector(".chip-progress");
+    xhr.upload.addEventListener("progress", (e) => {
+      if (!e.lengthComputable) return;
+      const pct = Math.round((e.loaded / e.total) * 100);
+      bar.value = pct;
+      status.textContent = pct < 100 ? `${pct}%` : "checking…";
+    });
+    xhr.addEventListener("load", () => {
+      item.xhr = null;
+      const data = xhr.response;
+      if (xhr.status === 201 && data && data.id) { this.done(item, data); return; }
+      const message = (data && data.error && data.error.message) || `${item.file.name}: upload failed (HTTP ${xhr.status}).`;
+      this.fail(item, message);
+    });
+    xhr.addEventListener("error", () => { item.xhr = null; this.fail(item, `${item.file.name}: the server cannot be reached.`); });
+    xhr.send(body);
+  }
+
+  done(item, data) {
+    item.data = data;
+    const chip = item.chip;
+    chip.classList.remove("uploading");
+    chip.classList.add("ready", data.kind);
+    chip.dataset.attachmentId = data.id;
+    chip.querySelector(".chip-progress").remove();
+    chip.querySelector(".chip-status").textContent = data.kind === "image" ? `${data.width}×${data.height}` : "ready";
+    if (data.thumbnail_url) {
+      const img = el("img", "chip-thumb");
+      img.src = data.thumbnail_url;
+      img.alt = "";
+      chip.prepend(img);
+    }
+    if (data.kind === "document" && this.canKeep) {
+      const keep = button("Keep in knowledge", "link chip-keep", () => this.keep(item, keep),
+                          `Also add ${data.filename} to the workspace's knowledge base`);
+      chip.insertBefore(keep, chip.querySelector(".chip-remove"));
+    }
+    this.changed();
+  }
+
+  fail(item, message) {
+    item.error = message;
+    const chip = item.chip;
+    chip.classList.remove("uploading");
+    chip.classList.add("failed");
+    const bar = chip.querySelector(".chip-progress");
+    if (bar) bar.remove();
+    const status = chip.querySelector(".chip-status");
+    status.textContent = message;
+    status.setAttribute("role", "alert");
+    this.changed();  // first: the composer's update() replaces its note
+    this.say(message);
+  }
+
+  keep(item, keepButton) {
+    keepButton.disabled = true;
+    fetch(urlFor(this.urls.keep, item.data.id), {method: "POST", credentials: "same-origin",
+                                                   headers: {"X-CSRFToken": csrf()}})
+      .then((r) => r.json().then((body) => ({ok: r.ok, body})))
+      .then(({ok, body}) => {
+        if (ok) { keepButton.textContent = "✓ kept in knowledge"; return; }
+        keepButton.disabled = false;
+        this.say((body && body.error && body.error.message) || "Could not add it to the knowledge base.");
+      })
+      .catch(() => { keepButton.disabled = false; this.say("The server cannot be reached."); });
+  }
+
+  remove(item) {
+    if (item.xhr) item.xhr.abort();
+    if (item.data) {
+      fetch(urlFor(this.urls.one, item.data.id), {method: "DELETE", credentials: "same-origin",
+                                                  headers: {"X-CSRFToken": csrf()}}).catch(() => {});
+    }
+    item.chip.remove();
+    this.items = this.items.filter((i) => i !== item);
+    this.changed();
+  }
+
+  // The send was accepted: the files went with it.
+  accepted() {
+    this.sent = this.items.filter((i) => i.data).map((i) => i.data);
+    for (const item of this.items) item.chip.remove();
+    this.items = [];
+    this.changed();
+    return this.sent;
+  }
+
+  changed() {
+    this.chips.hidden = this.items.length === 0;
+    this.onChange();
+  }
+}
+
+function hasFiles(e) {
+  return !!e.dataTransfer && Array.from(e.dataTransfer.types || []).includes("Files");
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+
+// A page outline (no emoji: not every system has an emoji font).
+function documentIcon() {
+  const svg = document.createElementNS(SVG, "svg");
+  for (const [k, v] of Object.entries({viewBox: "0 0 24 24", width: "16", height: "16", fill: "none",
+    stroke: "currentColor", "stroke-width": "2", "stroke-linecap": "round", "stroke-linejoin": "round",
+    "aria-hidden": "true", class: "file-icon"})) svg.setAttribute(k, v);
+  for (const d of ["M14 2H6a2 2 0 0 0-2 2v16a2 2 0 0 0 2 2h12a2 2 0 0 0 2-2V8z", "M14 2v6h6", "M8 13h8", "M8 17h6"]) {
+    const path = document.createElementNS(SVG, "path");
+    path.setAttribute("d", d);
+    svg.appendChild(path);
+  }
+  return svg;
+}

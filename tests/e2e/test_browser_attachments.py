@@ -1,0 +1,127 @@
+"""Attachments in the chat, in a real browser (system Chromium, Playwright) at 1280 and 390 px:
+an image pasted and a text file picked with the paperclip upload with a progress bar while the
+page stays usable, an SVG dropped on the composer is refused with its reason, the model
+request carries the image and the file (the real ``openai`` SDK against the fake upstream),
+and the question shows the thumbnails again after a reload. One platform for the module."""
+
+from __future__ import annotations
+
+import base64
+import re
+
+import pytest
+
+from tests.fakes.images import make_image
+from tests.fakes.openai_server import text_chunks
+
+from .harness import started_with_fake_model
+from .test_chat_ui import RUN_MS, STEP_MS, Session, reset
+
+pytestmark = pytest.mark.browser
+
+NOTES = b"Standup moved to 09:40.\nBring the PERIWINKLE badge.\n"
+VISION = ("from agents.models import LLMModel, Provider\n"
+          "LLMModel.objects.update_or_create(provider=Provider.objects.get(slug='openai'), name='fake-model',"
+          " defaults={'supports_images': True})\n")
+
+
+def _with_vision(platforms):
+    for platform in platforms:
+        platform.manage("shell", "-c", VISION)  # the fake model reads images
+        yield platform
+
+
+@pytest.fixture(scope="module")
+def attach_platform(upstream):
+    yield from _with_vision(started_with_fake_model("embedded", upstream))
+
+
+@pytest.mark.parametrize("width", [1280, 390], ids=["desktop", "phone"])
+def test_attach_an_image_and_a_file_send_and_see_them_after_a_reload(browser, attach_platform, upstream, width):
+    png = make_image("PNG", (96, 64), color=(220, 30, 30))
+    reset(upstream, text_chunks("A red rectangle, and your notes say 09:40."))
+    s = Session(browser, attach_platform, width)
+    page = s.page
+    upload_url = re.compile(r"/api/v1/threads/[^/]+/attachments/$")
+    held = []
+    try:
+        s.new_chat()
+        # The text file through the paperclip, its upload held: a progress bar, the page usable.
+        page.route(upload_url, lambda route: held.append(route))
+        with page.expect_file_chooser() as chooser:
+            page.click("#attach")
+        chooser.value.set_files([{"name": "notes.txt", "mimeType": "text/plain", "buffer": NOTES}])
+        uploading = page.locator(".attachment-chip.uploading")
+        uploading.wait_for()
+        assert uploading.locator("progress.chip-progress").is_visible()
+        page.fill("#input", "What is in these?")  # typing goes on meanwhile
+        assert page.is_disabled("#send")  # not before the file is up
+        s.shot("attach-uploading")
+        for _ in range(200):  # the held request reaches the route handler while Playwright waits
+            if held:
+                break
+            page.wait_for_function("() => true")
+        assert held, "the upload never started"
+        for route in held:
+            route.continue_()
+        page.unroute(upload_url)
+
+        # The image by pasting it into the message box.
+        page.evaluate(
+            """(b64) => { const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+                 const dt = new DataTransfer(); dt.items.add(new File([bytes], 'red.png', {type: 'image/png'}));
+                 document.getElementById('input').dispatchEvent(
+                   new ClipboardEvent('paste', {clipboardData: dt, bubbles: true, cancelable: true})); }""",
+            base64.b64encode(png).decode())
+        # An SVG dropped on the composer: refused, with the reason in its chip.
+        svg = page.evaluate_handle(
+            "() => { const dt = new DataTransfer();"
+            " dt.items.add(new File(['<svg xmlns=\"http://www.w3.org/2000/svg\"><script>alert(1)</script></svg>'],"
+            " 'logo.svg', {type: 'image/svg+xml'})); return dt; }")
+        page.dispatch_event("#composer", "dragover", {"dataTransfer": svg})
+        page.dispatch_event("#composer", "drop", {"dataTransfer": svg})
+        failed = page.locator(".attachment-chip.failed")
+        failed.wait_for()
+        assert "SVG images can carry scripts" in failed.locator(".chip-status").inner_text()
+        assert "SVG images can carry scripts" in page.locator("#composer-counter").inner_text()
+        page.wait_for_function("() => document.querySelectorAll('.attachment-chip.ready').length === 2", timeout=STEP_MS)
+        assert page.locator(".attachment-chip.ready img.chip-thumb").count() == 1
+        page.wait_for_function("() => { const i = document.querySelector('.attachment-chip img.chip-thumb');"
+                               " return i.complete && i.naturalWidth > 0; }")  # the server's thumbnail
+        s.shot("attach-chips")
+        s.no_horizontal_overflow()
+        failed.locator(".chip-remove").click()  # take the refused one out
+        assert page.locator(".attachment-chip").count() == 2
+
+        page.reload()  # uploaded, not sent yet: the chips come back
+        page.wait_for_selector("#conn.ok", state="attached")
+        page.wait_for_function("() => document.querySelectorAll('.attachment-chip.ready').length === 2")
+        page.fill("#input", "What is in these?")
+        page.click("#send")
+        page.locator("article.msg.assistant .body").filter(has_text="your notes say 09:40").wait_for(timeout=RUN_MS)
+        s.wait_idle()
+        assert page.locator(".attachment-chip").count() == 0  # the files went with the message
+
+        # The model request carried both, at the SDK's wire format.
+        user_turn = upstream.requests[-1]["messages"][-1]
+        text, image = user_turn["content"]
+        assert "<<<file notes.txt\nStandup moved to 09:40.\nBring the PERIWINKLE badge." in text["text"]
+        assert text["text"].endswith("What is in these?")
+        assert image == {"type": "image_url",
+                         "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()}}
+
+        page.reload()
+        page.wait_for_selector("#conn.ok", state="attached")
+        question = page.locator("article.msg.user").last
+        thumb = question.locator("img.file-thumb")
+        thumb.wait_for()
+        page.wait_for_function("() => { const i = document.querySelector('article.msg.user img.file-thumb');"
+                               " return i && i.complete && i.naturalWidth > 0; }")
+        assert thumb.get_attribute("alt") == "red.png"
+        assert question.locator(".msg-file.document .file-name").inner_text() == "notes.txt"
+        assert question.locator(".msg-file.document a").get_attribute("download") == "notes.txt"
+        s.no_horizontal_overflow()
+        s.shot("attach-after-reload")
+        assert not s.errors, s.errors
+    finally:
+        s.context.close()
