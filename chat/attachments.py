@@ -34,7 +34,7 @@ from chatplatform.images import ImageRejected, prepare
 from knowledge.importing import SUFFIXES as DOCUMENT_SUFFIXES
 from knowledge.importing import ImportFailed, extract_bytes
 
-from .models import Attachment, Thread
+from .models import Attachment, AttachmentBlob, Thread
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +139,7 @@ def attachment_create(*, user, thread: Thread, filename: str, data: bytes, keep_
                                              "message.", 400)
     suffix = PurePosixPath(filename).suffix.lower()
     fields: dict = {}
+    blob: dict = {"data": data}
     if kind == Attachment.Kind.IMAGE:
         try:
             image = prepare(data, max_pixels=lim["max_pixels"], model_edge_px=lim["image_edge_px"])
@@ -147,8 +148,8 @@ def attachment_create(*, user, thread: Thread, filename: str, data: bytes, keep_
             raise ServiceError(exc.code if exc.code != "not_an_image" else "content_mismatch",
                                f"{filename}: {exc.message}", status) from exc
         fields = {"content_type": image.info.media_type, "width": image.info.width, "height": image.info.height,
-                  "thumbnail": image.thumbnail, "model_data": image.model_data,
                   "model_content_type": image.model_media_type}
+        blob.update(thumbnail=image.thumbnail, model_data=image.model_data)
     else:
         _document_magic_check(filename, suffix, data)
         try:
@@ -158,9 +159,10 @@ def attachment_create(*, user, thread: Thread, filename: str, data: bytes, keep_
         fields = {"content_type": DOCUMENT_TYPES.get(suffix, "application/octet-stream"), "text": text}
     with transaction.atomic():
         attachment = Attachment.objects.create(thread=thread, owner=user, kind=kind, filename=filename,
-                                               size=len(data), data=data, **fields)
+                                               size=len(data), **fields)
+        AttachmentBlob.objects.create(attachment=attachment, **blob)
         if keep_in_knowledge and kind == Attachment.Kind.DOCUMENT:
-            keep_in_knowledge_base(user=user, attachment=attachment)
+            keep_in_knowledge_base(user=user, attachment=attachment, data=data)
     return attachment
 
 
@@ -169,7 +171,7 @@ def _drop_stale_pending(*, user) -> None:
     Attachment.objects.filter(owner=user, message__isnull=True, created_at__lt=timezone.now() - PENDING_TTL).delete()
 
 
-def keep_in_knowledge_base(*, user, attachment: Attachment):
+def keep_in_knowledge_base(*, user, attachment: Attachment, data: bytes | None = None):
     """Also import a document attachment into its thread's workspace knowledge base (the
     Knowledge page's upload pipeline: queued, imported in the background; the same file
     name again updates that item). Returns the ``KnowledgeUpload``. ``ServiceError``:
@@ -180,13 +182,20 @@ def keep_in_knowledge_base(*, user, attachment: Attachment):
 
     if attachment.kind != Attachment.Kind.DOCUMENT:
         raise ServiceError("not_a_document", "Only documents can be kept in the knowledge base.", 400)
-    data = attachment.data if attachment.data is not None else Attachment.objects.values_list(
-        "data", flat=True).get(pk=attachment.pk)
+    if data is None:
+        data = attachment_bytes(attachment_id=attachment.pk)
     try:
         return knowledge_upload_create(user=user, workspace=attachment.thread.workspace, filename=attachment.filename,
                                        data=bytes(data))
     except KnowledgeRejected as exc:
         raise ServiceError(exc.code, exc.message, exc.status) from exc
+
+
+def attachment_bytes(*, attachment_id, field: str = "data") -> bytes:
+    """One of an attachment's byte fields (``data``, ``thumbnail``, ``model_data``); ``b""``
+    when it has none. The caller checked access (``chat.selectors.attachment_get_for_user``)."""
+    value = AttachmentBlob.objects.filter(pk=attachment_id).values_list(field, flat=True).first()
+    return bytes(value) if value else b""
 
 
 def attachment_delete(*, attachment: Attachment) -> None:

@@ -161,12 +161,12 @@ class Attachment(models.Model):
     """A file attached to a user message (``chat.attachments``).
 
     Uploaded first (``message`` is None: pending, seen only by its owner, in the composer),
-    then bound to the message it was sent with, in the send's transaction. Images keep the
-    bytes as uploaded, a WebP ``thumbnail`` and, when the original is larger than a model
-    takes, a smaller ``model_data`` copy; documents keep their bytes and the ``text``
-    extracted from them (given to the model as labelled context with the message). The
-    bytes live in the database, like knowledge uploads: every web and worker process reads
-    the same rows, nothing to share on disk.
+    then bound to the message it was sent with, in the send's transaction. The bytes are in
+    its :class:`AttachmentBlob` (a row of their own: binding, listing and reading a thread
+    never copy or load them — SQLite rewrites a whole row on any update); documents keep the
+    ``text`` extracted from them here (given to the model as labelled context with the
+    message). The bytes live in the database, like knowledge uploads: every web and worker
+    process reads the same rows, nothing to share on disk.
     """
 
     class Kind(models.TextChoices):
@@ -182,9 +182,6 @@ class Attachment(models.Model):
     # The type the bytes are (detected, never the client's word): image/png, application/pdf, …
     content_type = models.CharField(max_length=100)
     size = models.PositiveBigIntegerField(help_text="bytes")
-    data = models.BinaryField()
-    thumbnail = models.BinaryField(blank=True, default=b"")
-    model_data = models.BinaryField(blank=True, default=b"")
     model_content_type = models.CharField(max_length=100, blank=True)
     width = models.PositiveIntegerField(null=True, blank=True)
     height = models.PositiveIntegerField(null=True, blank=True)
@@ -197,3 +194,17 @@ class Attachment(models.Model):
 
     def __str__(self) -> str:
         return self.filename
+
+
+class AttachmentBlob(models.Model):
+    """An attachment's bytes: ``data`` as uploaded; an image's WebP ``thumbnail`` and, when the
+    original is larger than a model takes, a smaller ``model_data`` copy (its type is the
+    attachment's ``model_content_type``)."""
+
+    attachment = models.OneToOneField(Attachment, primary_key=True, on_delete=models.CASCADE, related_name="blob")
+    data = models.BinaryField()
+    thumbnail = models.BinaryField(blank=True, default=b"")
+    model_data = models.BinaryField(blank=True, default=b"")
+
+    def __str__(self) -> str:
+        return f"bytes of {self.attachment_id}"

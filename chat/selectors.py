@@ -220,7 +220,7 @@ def instruction_blocks(*, user_id, workspace_id, workspace: Workspace | None = N
 
 # --- attachments ------------------------------------------------------------------------------
 #: Columns a listing never needs (the bytes); ``defer`` them.
-ATTACHMENT_BYTES = ("data", "thumbnail", "model_data", "text")
+ATTACHMENT_BYTES = ("text",)  # the bytes themselves are in AttachmentBlob
 
 
 def attachment_get_for_user(*, user, attachment_id, write: bool = False, fields=None) -> Attachment:

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from chatplatform.db import retry_transient, update_rows
 
-from .models import Attachment, Message, Thread, UserPreferences, Workspace
+from .models import Attachment, AttachmentBlob, Message, Thread, UserPreferences, Workspace
 
 TITLE_MAX_CHARS = 60
 _LEAF = object()  # message_create's default parent: the end of the selected branch
@@ -120,11 +120,15 @@ def attachments_copy(*, targets: dict, owner_id=None) -> int:
     id: target Message}`` (an edited question keeps the files of the version it replaces; a
     duplicated chat keeps every message's files). Each copy belongs to its target's thread
     and to ``owner_id`` (default: the original's owner). Returns how many were copied."""
+    originals = list(Attachment.objects.filter(message_id__in=list(targets)).select_related("blob")
+                     .order_by("created_at", "id"))
     copies = [Attachment(thread_id=targets[a.message_id].thread_id, owner_id=owner_id or a.owner_id,
                          message=targets[a.message_id], kind=a.kind, filename=a.filename,
-                         content_type=a.content_type, size=a.size, data=a.data, thumbnail=a.thumbnail,
-                         model_data=a.model_data, model_content_type=a.model_content_type, width=a.width,
-                         height=a.height, text=a.text)
-              for a in Attachment.objects.filter(message_id__in=list(targets)).order_by("created_at", "id")]
+                         content_type=a.content_type, size=a.size, model_content_type=a.model_content_type,
+                         width=a.width, height=a.height, text=a.text)
+              for a in originals]
     Attachment.objects.bulk_create(copies)
+    AttachmentBlob.objects.bulk_create([
+        AttachmentBlob(attachment=copy, data=a.blob.data, thumbnail=a.blob.thumbnail, model_data=a.blob.model_data)
+        for a, copy in zip(originals, copies, strict=True)])
     return len(copies)

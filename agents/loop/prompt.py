@@ -11,7 +11,7 @@ import json
 
 from django.conf import settings
 
-from chat.models import Attachment, Message
+from chat.models import Attachment, AttachmentBlob, Message
 from chat.selectors import message_branch_for_thread
 from llm import ChatMessage, ImageInput
 
@@ -93,11 +93,13 @@ def attachments_for_prompt(message_ids) -> dict:
     if not ids:
         return out
     rows = list(Attachment.objects.filter(message_id__in=ids).only(
-        "id", "message_id", "kind", "filename", "content_type", "model_content_type", "model_data", "text"))
-    originals = [r.pk for r in rows if r.kind == Attachment.Kind.IMAGE and not r.model_data]
-    data = dict(Attachment.objects.filter(pk__in=originals).values_list("pk", "data")) if originals else {}
+        "id", "message_id", "kind", "filename", "content_type", "model_content_type", "text"))
+    images = [r.pk for r in rows if r.kind == Attachment.Kind.IMAGE]
+    copies = dict(AttachmentBlob.objects.filter(pk__in=images).values_list("pk", "model_data")) if images else {}
+    originals = [pk for pk in images if not copies.get(pk)]
+    data = dict(AttachmentBlob.objects.filter(pk__in=originals).values_list("pk", "data")) if originals else {}
     for row in rows:
-        row.data = data.get(row.pk, b"")
+        row.model_data, row.data = copies.get(row.pk) or b"", data.get(row.pk) or b""
         out.setdefault(row.message_id, []).append(row)
     return out
 

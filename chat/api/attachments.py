@@ -35,6 +35,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat.attachments import (
+    attachment_bytes,
     attachment_create,
     attachment_delete,
     filename_check,
@@ -167,12 +168,13 @@ class AttachmentContentApi(APIView):
     })
     def get(self, request, attachment_id):
         attachment = attachment_get_for_user(user=request.user, attachment_id=attachment_id,
-                                             fields=["kind", "filename", "content_type", "data"])
+                                             fields=["kind", "filename", "content_type"])
         # Images keep their (verified) type so an <img> shows them; everything else is an
         # opaque download whatever it is (an .html attachment is never text/html here).
         content_type = (attachment.content_type if attachment.kind == Attachment.Kind.IMAGE
                         else "application/octet-stream")
-        return _file_response(attachment.data, content_type=content_type, filename=attachment.filename,
+        return _file_response(attachment_bytes(attachment_id=attachment.pk), content_type=content_type,
+                              filename=attachment.filename,
                               as_attachment=True)
 
 
@@ -180,10 +182,11 @@ class AttachmentThumbnailApi(APIView):
     @extend_schema(responses={(200, "image/webp"): OpenApiResponse(OpenApiTypes.BINARY)})
     def get(self, request, attachment_id):
         attachment = attachment_get_for_user(user=request.user, attachment_id=attachment_id,
-                                             fields=["kind", "filename", "thumbnail"])
-        if attachment.kind != Attachment.Kind.IMAGE or not attachment.thumbnail:
+                                             fields=["kind", "filename"])
+        thumbnail = attachment_bytes(attachment_id=attachment.pk, field="thumbnail")
+        if attachment.kind != Attachment.Kind.IMAGE or not thumbnail:
             raise ApiError("not_found", "This attachment has no thumbnail.", 404)
-        return _file_response(attachment.thumbnail, content_type="image/webp",
+        return _file_response(thumbnail, content_type="image/webp",
                               filename=attachment.filename.rsplit(".", 1)[0] + ".webp", as_attachment=False)
 
 
@@ -191,6 +194,6 @@ class AttachmentKeepApi(APIView):
     @extend_schema(request=None, responses={202: KeptSerializer})
     def post(self, request, attachment_id):
         attachment = attachment_get_for_user(user=request.user, attachment_id=attachment_id, write=True,
-                                             fields=["kind", "filename", "data"])
+                                             fields=["kind", "filename"])
         upload = keep_in_knowledge_base(user=request.user, attachment=attachment)
         return Response({"upload_id": str(upload.pk), "status": upload.status}, status=status.HTTP_202_ACCEPTED)

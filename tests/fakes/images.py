@@ -31,6 +31,17 @@ def noisy_jpeg(target_bytes: int) -> bytes:
     return out.getvalue()
 
 
+def noisy_png(target_bytes: int) -> bytes:
+    """A square PNG of about ``target_bytes`` (random RGB pixels do not compress: ~3 bytes per
+    pixel), e.g. a large screenshot's size."""
+    from PIL import Image
+
+    side = int((target_bytes / 3) ** 0.5)
+    out = io.BytesIO()
+    Image.frombytes("RGB", (side, side), os.urandom(side * side * 3)).save(out, "PNG", compress_level=1)
+    return out.getvalue()
+
+
 def _chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 

@@ -120,4 +120,4 @@ def test_v1_chat_completions_takes_an_image_part(users, openai_provider, fake_op
     sent = fake_openai.requests[-1]["messages"][-1]["content"]
     assert sent == [{"type": "text", "text": "Colour?"}, {"type": "image_url", "image_url": {"url": url}}]
     stored = Attachment.objects.get()
-    assert stored.message.content == "Colour?" and bytes(stored.data) == png and stored.content_type == "image/png"
+    assert stored.message.content == "Colour?" and bytes(stored.blob.data) == png and stored.content_type == "image/png"
