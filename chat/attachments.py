@@ -46,6 +46,7 @@ DOCUMENT_TYPES = {".pdf": "application/pdf", ".docx": "application/vnd.openxmlfo
                   "wordprocessingml.document", ".html": "text/html", ".htm": "text/html",
                   ".md": "text/markdown", ".markdown": "text/markdown", ".txt": "text/plain", ".rst": "text/x-rst"}
 PENDING_TTL = timedelta(days=1)  # unsent uploads older than this are removed at the next upload
+PENDING_CHATS = 5  # unsent files one person may hold across chats: this many messages' worth
 
 
 def limits() -> dict:
@@ -120,7 +121,8 @@ def attachment_create(*, user, thread: Thread, filename: str, data: bytes, keep_
     ``thread_get_for_user(..., write=True)``). Returns the row (bytes loaded).
 
     Raises ``ServiceError``: those of :func:`upload_check`; ``too_many_files`` (400: the thread
-    already holds ``max_files`` unsent attachments); ``content_mismatch`` (415: the bytes are
+    already holds ``max_files`` unsent attachments; 429: the person holds ``max_files`` ×
+    ``PENDING_CHATS`` unsent across chats); ``content_mismatch`` (415: the bytes are
     not the type the name says); ``not_an_image`` / ``unsupported_image`` (415) and
     ``image_too_large`` (413: over ``max_pixels``, a decompression bomb); ``unreadable``
     (422: the document cannot be read — a PDF that does not parse, a password, no text, a
@@ -137,6 +139,10 @@ def attachment_create(*, user, thread: Thread, filename: str, data: bytes, keep_
     if attachments_pending(user=user, thread_id=thread.pk).count() >= lim["max_files"]:
         raise ServiceError("too_many_files", f"{filename}: at most {lim['max_files']} files can be attached to one "
                                              "message.", 400)
+    unsent = Attachment.objects.filter(owner=user, message__isnull=True).count()
+    if unsent >= lim["max_files"] * PENDING_CHATS:
+        raise ServiceError("too_many_files", f"{filename}: you have {unsent} files attached and not sent in your "
+                                             "chats; send or remove some first.", 429, retry_after=60)
     suffix = PurePosixPath(filename).suffix.lower()
     fields: dict = {}
     blob: dict = {"data": data}

@@ -42,6 +42,7 @@ def upload(client, thread, name, data, **extra):
                        {"file": SimpleUploadedFile(name, data), **extra}, format="multipart")
 
 
+@pytest.mark.db_backends  # also on PostgreSQL: bytes columns, the send's row locks
 def test_upload_send_and_read_back(users, workspaces, vision):
     alice = users["alice"]
     thread = make_thread(alice, workspaces["demo"], vision)
@@ -177,6 +178,13 @@ def test_size_and_count_limits(users, workspaces, vision, settings):
                        format="json")
     assert over.status_code == 400 and over.json()["error"]["code"] == "too_many_files"
     assert not Message.objects.filter(thread=thread).exists()
+    # Across chats: five messages' worth of unsent files at most.
+    for n in range(4):
+        other = make_thread(alice, workspaces["demo"], vision)
+        for i in range(2):
+            assert upload(client, other, f"o{n}{i}.txt", b"note").status_code == 201
+    refused = upload(client, make_thread(alice, workspaces["demo"], vision), "one-more.txt", b"note")
+    assert refused.status_code == 429 and "10 files attached and not sent" in refused.json()["error"]["message"]
 
 
 def test_images_for_a_model_without_vision_are_refused_clearly(users, workspaces, openai_provider):
@@ -234,6 +242,7 @@ def test_a_pending_attachment_can_be_removed(users, workspaces, vision):
     assert not Attachment.objects.exists()
 
 
+@pytest.mark.db_backends
 def test_an_edited_question_and_a_duplicated_chat_keep_the_files(users, workspaces, vision):
     alice = users["alice"]
     thread = make_thread(alice, workspaces["demo"], vision)
