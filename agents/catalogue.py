@@ -195,19 +195,21 @@ def _upsert_model(provider, info: ModelInfo, *, listed_at):
         updates["context_window"] = info.context_window
     if info.supports_tools is not None:
         updates["supports_tools"] = info.supports_tools
-    if info.supports_images is not None:
-        updates["supports_images"] = info.supports_images
     if listed_at is not None:
         updates["listed_at"] = listed_at
     for attempt in range(2):
         try:
             with transaction.atomic():
                 row, created = LLMModel.objects.get_or_create(
-                    provider=provider, name=info.name[:200], defaults={**updates, "label": info.label[:200]}
+                    provider=provider, name=info.name[:200],
+                    defaults={**updates, "label": info.label[:200], "supports_images": info.supports_images},
                 )
                 if not created:
                     if info.label and not row.label:
                         updates["label"] = info.label[:200]
+                    # The listing fills it in; once set (by a listing or an administrator) it stays.
+                    if info.supports_images is not None and row.supports_images is None:
+                        updates["supports_images"] = info.supports_images
                     if updates:
                         LLMModel.objects.filter(pk=row.pk).update(**updates)
                         for key, value in updates.items():

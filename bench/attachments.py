@@ -18,13 +18,17 @@ compress), a 50-page PDF with a text layer.
   text as labelled context, the body sent), against the same for a message without files.
 
 ``added`` = upload + (send → model request − the same without files): the server work the
-attachment adds before the model is asked. Prints seconds per case (best of ``--repeat``).
+attachment adds before the model is asked. Each is given as wall-clock seconds and as CPU
+seconds of the platform's processes (``/proc``: web, worker, the parser subprocess; not the
+shared PostgreSQL/Redis), which hold whatever else the machine runs. Prints seconds per case
+(best of ``--repeat``).
 Run: ``.venv/bin/python bench/attachments.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import textwrap
 import threading
@@ -67,29 +71,47 @@ def pdf_pages(n: int) -> bytes:
     return make_pdf([lines[p * 45:(p + 1) * 45] for p in range(n)], title=f"Bench reference ({n} pages)")
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(platform: Platform) -> float:
+    """CPU seconds (user + system) the platform's processes have used, with their finished
+    children (the document parser's subprocess): server work, whatever else the machine runs."""
+    total = 0
+    for proc in platform.procs.values():
+        try:
+            with open(f"/proc/{proc.pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+    return total / TICK
+
+
 def wait_run(client: httpx.Client, run_id: str) -> None:
     while client.get(f"/api/v1/runs/{run_id}/").json()["status"] in ("queued", "running"):
         time.sleep(0.05)
 
 
-def one_case(client: httpx.Client, fake: FakeOpenAI, clock: Clock, name: str | None, data: bytes | None):
+def one_case(platform, client: httpx.Client, fake: FakeOpenAI, clock: Clock, name: str | None, data: bytes | None):
+    """``(upload s, send → model request s, upload CPU s, send CPU s)`` of one chat."""
     thread = client.post("/api/v1/threads/", json={"workspace": "demo", "provider": "openai"}).json()["id"]
-    upload_s, ids = 0.0, []
+    upload_s, upload_cpu, ids = 0.0, 0.0, []
     if data is not None:
-        started = time.perf_counter()
+        cpu, started = cpu_s(platform), time.perf_counter()
         response = client.post(f"/api/v1/threads/{thread}/attachments/", files={"file": (name, data)})
-        upload_s = time.perf_counter() - started
+        upload_s, upload_cpu = time.perf_counter() - started, cpu_s(platform) - cpu
         response.raise_for_status()
         ids = [response.json()["id"]]
     fake.script(clock.responder)
     clock.event.clear()
-    started = time.perf_counter()
+    cpu, started = cpu_s(platform), time.perf_counter()
     run = client.post(f"/api/v1/threads/{thread}/runs/", json={"content": "What is in it?", "attachments": ids})
     run.raise_for_status()
     clock.event.wait(60)
-    send_s = clock.arrived[-1] - started
+    send_s, send_cpu = clock.arrived[-1] - started, cpu_s(platform) - cpu
     wait_run(client, run.json()["run_id"])
-    return upload_s, send_s
+    return upload_s, send_s, upload_cpu, send_cpu
 
 
 def main() -> None:
@@ -110,21 +132,24 @@ def main() -> None:
                            data={"username": "alice", "password": platform.password}).json()["token"]
         with httpx.Client(base_url=platform.base_url, headers={"Authorization": f"Token {token}"},
                           timeout=120) as client:
-            one_case(client, fake, clock, None, None)  # warm-up: first imports, first connections
+            one_case(platform, client, fake, clock, None, None)  # warm-up: first imports, first connections
             cases = [("no attachment", None, None),
                      (f"10 MB JPEG ({len(image) / 1024 / 1024:.1f} MB)", "photo.jpg", image),
                      (f"10 MB PNG ({len(png) / 1024 / 1024:.1f} MB)", "screen.png", png),
                      (f"50-page PDF ({len(pdf) / 1024:.0f} KB)", "reference.pdf", pdf)]
             results = {}
             for label, name, data in cases:
-                runs = [one_case(client, fake, clock, name, data) for _ in range(args.repeat)]
-                results[label] = (min(r[0] for r in runs), min(r[1] for r in runs))
-            base = results["no attachment"][1]
-            print(f"mode: {'services' if args.services else 'embedded'}; best of {args.repeat}")
-            for label, (upload_s, send_s) in results.items():
+                runs = [one_case(platform, client, fake, clock, name, data) for _ in range(args.repeat)]
+                results[label] = [min(r[i] for r in runs) for i in range(4)]
+            base, base_cpu = results["no attachment"][1], results["no attachment"][3]
+            print(f"mode: {'services' if args.services else 'embedded'}; best of {args.repeat}; "
+                  f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+            print(f"{'':28} {'wall clock':>47}   {'CPU of the platform processes':>44}")
+            for label, (upload_s, send_s, upload_cpu, send_cpu) in results.items():
                 added = upload_s + max(0.0, send_s - base)
-                print(f"{label:28} upload {upload_s:6.2f} s   send → model request {send_s:6.2f} s"
-                      f"   added before the model request {added:6.2f} s")
+                added_cpu = upload_cpu + max(0.0, send_cpu - base_cpu)
+                print(f"{label:28} upload {upload_s:5.2f} s  send→model {send_s:5.2f} s  added {added:5.2f} s"
+                      f"   upload {upload_cpu:5.2f} s  send→model {send_cpu:5.2f} s  added {added_cpu:5.2f} s")
 
 
 if __name__ == "__main__":

@@ -6,16 +6,19 @@ capability never imports an SDK: ``import anthropic`` alone costs ~1.5 s of star
 the catalogue, the API and the tier resolution ask for capabilities of rows whose adapter is
 never built in that process. :func:`adapter_class` imports the adapter when one is built.
 
-========================  =========  ======  =======  ======  ================  =========
-kind                      key        lists   details  sized   request options   cloud
-========================  =========  ======  =======  ======  ================  =========
-``openai_compatible``     if named   yes     no       yes     none              by host
-``anthropic``             required   yes     no       yes     none              always
-``ollama``                optional   yes     yes      yes     num_ctx, …, think  never
-``offline``               optional   no      no       no      none              never
-``agent_runs`` (backend)  required   probe   no       no      none              never
-no adapter                if named   no      no       no      none              never
-========================  =========  ======  =======  ======  ================  =========
+========================  =========  ======  =======  ======  ================  =========  ======
+kind                      key        lists   details  sized   request options   cloud      images
+========================  =========  ======  =======  ======  ================  =========  ======
+``openai_compatible``     if named   yes     no       yes     none              by host    yes
+``anthropic``             required   yes     no       yes     none              always     yes
+``ollama``                optional   yes     yes      yes     num_ctx, …, think  never      yes
+``offline``               optional   no      no       no      none              never      no
+``agent_runs`` (backend)  required   probe   no       no      none              never      no
+no adapter                if named   no      no       no      none              never      no
+========================  =========  ======  =======  ======  ================  =========  ======
+
+``images``: the adapter sends images as the provider's own parts; whether a *model* reads
+them is :func:`takes_images`.
 """
 
 from __future__ import annotations
@@ -128,6 +131,7 @@ CAPABILITIES: dict[str, Capabilities] = {
     "ollama": Capabilities(
         adapter="llm.ollama:OllamaAdapter",
         key=KEY_OPTIONAL, lists_models=True, model_details=True, tier_by_size=True, request_options=ollama_options,
+        images=True,
     ),
     "offline": Capabilities(
         adapter="llm.offline:OfflineAdapter", key=KEY_OPTIONAL, shares_client=False,

@@ -264,3 +264,19 @@ def test_an_edited_question_and_a_duplicated_chat_keep_the_files(users, workspac
     assert shown == ["a.png", "b.txt"]
     copied = Attachment.objects.filter(thread_id=copy["id"]).first()
     assert client.get(f"/api/v1/attachments/{copied.pk}/content/").status_code == 200
+
+
+def test_which_models_read_images():
+    from agents.models import Provider
+    from llm.capabilities import name_takes_images, takes_images
+
+    assert [n for n in ("gpt-4o-mini", "gpt-4.1", "o3", "o4-mini", "claude-3-5-sonnet-20241022", "claude-sonnet-4-5",
+                        "llava:7b", "llama3.2-vision", "qwen2.5vl:7b", "gemma3:4b") if not name_takes_images(n)] == []
+    assert [n for n in ("gpt-3.5-turbo", "o1-mini", "o3-mini", "deepseek-chat", "llama3.1:8b", "fake-model")
+            if name_takes_images(n)] == []
+    for kind in ("openai_compatible", "anthropic", "ollama"):
+        provider = Provider(kind=kind)
+        assert takes_images(provider, "fake-model", True) and not takes_images(provider, "gpt-4o", False)
+        assert takes_images(provider, "gpt-4o") and not takes_images(provider, "fake-model")
+    assert not takes_images(Provider(kind="offline"), "gpt-4o", True)  # the adapter sends no images
+    assert not takes_images(None, "gpt-4o", True)

@@ -1,6 +1,7 @@
 """An image and a text file attached to a message reach the model as the provider's own
-parts, through the real SDKs, against the fake upstreams (tests/fakes): OpenAI ``image_url``
-data URLs, Anthropic ``image`` blocks with a base64 source, Ollama ``images``; the document
+parts, through the real SDKs (Ollama: the adapter's own HTTP client), against the fake
+upstreams (tests/fakes): OpenAI ``image_url`` data URLs, Anthropic ``image`` blocks with a
+base64 source, Ollama ``images``; the document
 as labelled context in the same user turn. Also ``/v1/chat/completions`` with an image part."""
 
 from __future__ import annotations
@@ -20,9 +21,15 @@ from chat.models import Attachment
 from tests.conftest import make_thread
 from tests.fakes.anthropic_server import text_events
 from tests.fakes.images import make_image
+from tests.fakes.ollama_server import text_parts
 from tests.fakes.openai_server import text_chunks
 from tests.providers.wire_helpers import *  # noqa: F403  (fixtures)
-from tests.providers.wire_helpers import anthropic_provider, fake_anthropic  # noqa: F401
+from tests.providers.wire_helpers import (  # noqa: F401
+    anthropic_provider,
+    fake_anthropic,
+    fake_ollama,
+    ollama_provider,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -79,6 +86,20 @@ def test_anthropic_gets_an_image_block_with_a_base64_source(users, workspaces, a
     sent = Image.open(io.BytesIO(base64.b64decode(source["data"])))
     assert sent.size == (2048, 1024)  # CHAT_ATTACHMENT_IMAGE_EDGE_PX on the long edge
     assert_document_block(blocks[1]["text"])
+
+
+def test_ollama_gets_the_images_field(users, workspaces, ollama_provider, fake_ollama, sink_for):  # noqa: F811
+    LLMModel.objects.create(provider=ollama_provider, name="qwen2.5:14b", supports_images=True)
+    alice = users["alice"]
+    thread = make_thread(alice, workspaces["demo"], ollama_provider)
+    png = make_image("PNG", (16, 16))
+    fake_ollama.script(text_parts("Seen."))
+    sink = sink_for(thread.pk)
+    created = run_create(thread=thread, user=alice, content="What do these say?", attachments=attach(alice, thread, png=png))
+    assert sink.until_terminal(created.run.pk)[-1]["type"] == "run.completed"
+    user_turn = fake_ollama.chat_requests[-1]["messages"][-1]
+    assert user_turn["role"] == "user" and user_turn["images"] == [base64.b64encode(png).decode()]
+    assert_document_block(user_turn["content"])
 
 
 def test_a_model_that_cannot_read_images_is_told_what_was_attached(users, workspaces, openai_provider, fake_openai,
