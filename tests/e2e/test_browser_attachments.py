@@ -20,20 +20,12 @@ from .test_chat_ui import RUN_MS, STEP_MS, Session, reset
 pytestmark = pytest.mark.browser
 
 NOTES = b"Standup moved to 09:40.\nBring the PERIWINKLE badge.\n"
-VISION = ("from agents.models import LLMModel, Provider\n"
-          "LLMModel.objects.update_or_create(provider=Provider.objects.get(slug='openai'), name='fake-model',"
-          " defaults={'supports_images': True})\n")
-
-
-def _with_vision(platforms):
-    for platform in platforms:
-        platform.manage("shell", "-c", VISION)  # the fake model reads images
-        yield platform
 
 
 @pytest.fixture(scope="module")
 def attach_platform(upstream):
-    yield from _with_vision(started_with_fake_model("embedded", upstream))
+    # The fake answers to any model name; this one reads images by its name (llm.capabilities).
+    yield from started_with_fake_model("embedded", upstream, OPENAI_MODEL="gpt-4o-mini")
 
 
 @pytest.mark.parametrize("width", [1280, 390], ids=["desktop", "phone"])
