@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+from uuid import UUID
 
 import pytest
 from django.test import Client
@@ -142,3 +143,23 @@ def test_v1_chat_completions_takes_an_image_part(users, openai_provider, fake_op
     assert sent == [{"type": "text", "text": "Colour?"}, {"type": "image_url", "image_url": {"url": url}}]
     stored = Attachment.objects.get()
     assert stored.message.content == "Colour?" and bytes(stored.blob.data) == png and stored.content_type == "image/png"
+
+
+def test_v1_history_images_are_stored_with_their_messages(users, openai_provider, settings):
+    from openai_api.services import completion_start
+
+    settings.RUN_EXECUTOR = "none"
+    LLMModel.objects.create(provider=openai_provider, name="fake-model", supports_images=True)
+    first, second = make_image("PNG", (8, 8)), make_image("JPEG", (8, 8))
+
+    def part(raw, kind):
+        return {"type": "image_url", "image_url": {"url": f"data:image/{kind};base64," + base64.b64encode(raw).decode()}}
+
+    started = completion_start(user=users["alice"], body={"model": "fake-openai/fake-model", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Look"}, part(first, "png")]},
+        {"role": "assistant", "content": "A dot."},
+        {"role": "user", "content": [part(second, "jpeg")]},
+    ]})
+    stored = {a.message.content: (a.filename, a.content_type) for a in Attachment.objects.select_related("message")}
+    assert stored == {"Look": ("image-1.png", "image/png"), "": ("image-1.jpg", "image/jpeg")}
+    assert all(a.message.thread_id == UUID(started.thread_id) for a in Attachment.objects.all())
