@@ -5,7 +5,8 @@ import { api, urlFor } from "./api.js";
 import { ThreadView } from "./thread.js";
 import { ThreadStream } from "./stream.js";
 import { makeHandlers } from "./handlers.js";
-import { LiveText, StoredOverlap } from "./live-text.js";
+import { LiveText } from "./live-text.js";
+import { StoredOverlap } from "./stored-overlap.js";
 import { Composer } from "./composer.js";
 import { createLiveRun } from "./live-run.js";
 
