@@ -46,7 +46,8 @@ test: install-dev
 	$(BIN)/lint-imports
 	DJANGO_SETTINGS_MODULE=config.settings.test $(BIN)/python -m pytest -q -m "not services" \
 		-n $${TEST_PROCESSES:-2} --dist loadfile
-	DJANGO_SETTINGS_MODULE=config.settings.test $(BIN)/python tests/run_services.py
+	DJANGO_SETTINGS_MODULE=config.settings.test $(BIN)/python tests/run_services.py \
+		-n $${TEST_PROCESSES:-2} --dist loadfile
 
 lint: install-dev
 	$(BIN)/ruff check .

@@ -15,6 +15,7 @@ import asyncio
 import collections
 import ipaddress
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -28,6 +29,9 @@ from agents.services import run_create
 from chat.models import Membership, Thread, Workspace
 from chatplatform.loops import run_coroutine
 from tests.fakes.openai_server import FakeOpenAI
+
+# The platforms the end-to-end tests start (tests/e2e/harness.py) hash passwords cheaply.
+os.environ.setdefault("E2E_SETTINGS_MODULE", "tests.e2e.settings")
 
 CASES = Path(__file__).parent / "cases"
 TERMINAL = {"run.completed", "run.failed", "run.cancelled"}

@@ -1,8 +1,26 @@
 """Test settings: fast hashing, no provider retries, no artificial streaming delay."""
 
 import os
+from urllib.parse import urlsplit, urlunsplit
 
-from .base import *  # noqa: F403
+
+def _redis_db_per_test_process() -> None:
+    """Under pytest-xdist each test process gets its own Redis database (cache, channel layer,
+    Celery broker), as it gets its own test database: worker ``gwN`` uses the database
+    ``REDIS_URL`` names minus N. Set before ``base`` reads ``REDIS_URL``."""
+    url, worker = os.environ.get("REDIS_URL", ""), os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not url or not worker.removeprefix("gw").isdigit():
+        return
+    parts = urlsplit(url)
+    db = int(parts.path.lstrip("/") or 0) - int(worker.removeprefix("gw"))
+    if db < 0:
+        raise RuntimeError(f"REDIS_URL {url}: too few Redis databases below it for test process {worker}")
+    os.environ["REDIS_URL"] = urlunsplit(parts._replace(path=f"/{db}"))
+
+
+_redis_db_per_test_process()
+
+from .base import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 PROVIDER_MAX_RETRIES = 0

@@ -7,18 +7,23 @@ Two modes, both started from this repository with ``.venv/bin/python``:
 * ``services`` — a fresh PostgreSQL database (created here, dropped on stop), a Redis db
   (FLUSHDB first), channels-redis, and a Celery worker (thread pool) running the turns.
 
-``start()`` runs ``migrate`` and ``seed_demo``, starts the processes and waits (bounded)
-until HTTP answers; ``stop()`` terminates every child (kill after a timeout). Each
+``start()`` gives the platform a migrated database, runs ``seed_demo``, starts the processes
+and waits (bounded) until HTTP answers. The database is a copy of one migrated once per test
+process and mode (``migrated_template``: ``CREATE DATABASE … TEMPLATE`` on PostgreSQL, the
+SQLite backup API) — ``migrate`` costs seconds of CPU per platform, a copy a fraction of one;
+``E2E_NO_TEMPLATE=1`` migrates every platform's database itself. ``stop()`` terminates every child (kill after a timeout). Each
 process's output goes to a log file in the temporary directory; ``log_tail()`` returns the
 end of every log so a failing test can show what the servers said.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -36,7 +41,10 @@ DEMO_PASSWORD = "e2e-demo-Pa55"
 PG_ADMIN_DSN = os.environ.get("E2E_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 PG_URL_BASE = os.environ.get("E2E_PG_URL_BASE", "postgres://postgres@127.0.0.1:5432")
 REDIS_BASE = os.environ.get("E2E_REDIS_BASE", "redis://127.0.0.1:6379")
-REDIS_DB = int(os.environ.get("E2E_REDIS_DB", "5"))
+# The platforms' Redis database; under pytest-xdist test process gwN takes the one N below, so
+# two processes never flush each other's.
+REDIS_DB = int(os.environ.get("E2E_REDIS_DB", "5")) - int(
+    os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
 
 # Variables from the caller's environment (or a developer's .env) that would change what
 # the platform connects to; the harness decides all of them explicitly.
@@ -135,21 +143,82 @@ def started_with_fake_model(mode: str, upstream, **env: str):
         **env}))
 
 
+_templates: dict[str, str | None] = {}
+_templates_lock = threading.Lock()
+
+
+def migrated_template(mode: str) -> str | None:
+    """A database migrated once for this test process: in ``embedded`` mode the path of an
+    SQLite file, in ``services`` mode the name of a PostgreSQL database on the shared server
+    (dropped when the process exits). Later platforms start from a copy of it instead of
+    running ``migrate``. ``None`` (each platform migrates its own) with ``E2E_NO_TEMPLATE=1``
+    or when building it failed — the failure is then the first platform's to report."""
+    if os.environ.get("E2E_NO_TEMPLATE") == "1":
+        return None
+    with _templates_lock:
+        if mode not in _templates:
+            _templates[mode] = _build_template(mode)
+        return _templates[mode]
+
+
+def _build_template(mode: str) -> str | None:
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+    env.update({"DJANGO_SETTINGS_MODULE": "config.settings.local", "SECRET_KEY": "test", "DEBUG": "false",
+                "REDIS_URL": "", "PYTHONUNBUFFERED": "1"})
+    if mode == "embedded":
+        folder = Path(tempfile.mkdtemp(prefix="chatplatform-e2e-template-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        target, env["DATABASE_URL"] = str(folder / "db.sqlite3"), f"sqlite:///{folder / 'db.sqlite3'}"
+    else:
+        import psycopg
+
+        target = f"chatplatform_e2e_template_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        try:
+            with psycopg.connect(PG_ADMIN_DSN, autocommit=True, connect_timeout=5) as conn:
+                conn.execute(f'CREATE DATABASE "{target}"')
+        except Exception:  # noqa: BLE001 - unreachable: the platform's own start says so
+            return None
+        atexit.register(_drop_database, target)
+        env["DATABASE_URL"] = f"{PG_URL_BASE}/{target}"
+    result = subprocess.run([str(PYTHON), "manage.py", "migrate", "--noinput"], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    if result.returncode != 0:
+        sys.stderr.write(f"e2e: migrating the {mode} template failed; each platform migrates its own:\n"
+                         f"{result.stderr[-2000:]}\n")
+        return None
+    return target
+
+
+def _drop_database(name: str) -> None:
+    import psycopg
+
+    try:
+        with psycopg.connect(PG_ADMIN_DSN, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    except Exception as exc:  # noqa: BLE001 - at exit: report only
+        sys.stderr.write(f"e2e: could not drop database {name}: {exc}\n")
+
+
 class Platform:
     """The running platform. Use as a context manager or call ``start()``/``stop()``."""
 
     def __init__(self, mode: str = "embedded", *, password: str = DEMO_PASSWORD,
                  startup_timeout: float = 60.0, extra_env: dict[str, str] | None = None,
                  asgi_server: str = "daphne", redis_url: str | None = None, pg_admin_dsn: str | None = None,
-                 pg_url_base: str | None = None, worker_concurrency: int = 8) -> None:
+                 pg_url_base: str | None = None, worker_concurrency: int = 8,
+                 settings_module: str | None = None) -> None:
         """``redis_url`` / ``pg_admin_dsn`` + ``pg_url_base``: a private Redis or PostgreSQL
         (``tests.e2e.private_services``) instead of the shared ones (services mode);
-        ``worker_concurrency``: turn threads of the Celery worker (services mode)."""
+        ``worker_concurrency``: turn threads of the Celery worker (services mode);
+        ``settings_module``: the processes' ``DJANGO_SETTINGS_MODULE`` — by default
+        ``E2E_SETTINGS_MODULE`` (the test suite sets ``tests.e2e.settings``: a cheap password
+        hasher), else ``config.settings.local`` as deployed (the benchmarks)."""
         if mode not in ("embedded", "services"):
             raise ValueError(mode)
         if asgi_server not in ("daphne", "uvicorn"):
             raise ValueError(asgi_server)
         self.asgi_server = asgi_server
+        self.settings_module = settings_module or os.environ.get("E2E_SETTINGS_MODULE", "config.settings.local")
         self.worker_concurrency = worker_concurrency
         self.mode = mode
         self.password = password
@@ -167,6 +236,7 @@ class Platform:
         self._log_files: list = []
         self.env: dict[str, str] = {}
         self.keep_tmp = os.environ.get("E2E_KEEP_TMP") == "1"
+        self._from_template = False
 
     # --- addresses -----------------------------------------------------------------------
     @property
@@ -191,7 +261,8 @@ class Platform:
         exit_on_sigterm()
         try:
             self.env = self._environment()
-            self.manage("migrate", "--noinput", timeout=180)
+            if not self._from_template:
+                self.manage("migrate", "--noinput", timeout=180)
             self.manage("seed_demo", timeout=180)
             if self.mode == "services":
                 self._start_worker()
@@ -251,6 +322,27 @@ class Platform:
                                 f"{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
         return result
 
+    def sql(self, query: str, *params) -> list[tuple]:
+        """Run ``query`` (``%s`` placeholders) on this platform's database from the test
+        process — its SQLite file or its PostgreSQL database — committed, and return the rows.
+        For arranging or reading state behind the platform's back (no signals, no notices)
+        without the seconds of start-up a ``manage.py shell`` costs."""
+        if self.mode == "embedded":
+            conn = sqlite3.connect(self.tmpdir / "db.sqlite3", timeout=30)
+            try:
+                rows = conn.execute(query.replace("%s", "?"), params).fetchall()
+                conn.commit()
+            finally:
+                conn.close()
+            return rows
+        import psycopg
+        from psycopg.conninfo import make_conninfo
+
+        with psycopg.connect(make_conninfo(self._pg_admin_dsn, dbname=self.db_name), autocommit=True,
+                             connect_timeout=5) as conn:
+            cursor = conn.execute(query, params)
+            return cursor.fetchall() if cursor.description else []
+
     def log_tail(self, lines: int = 40) -> str:
         out = []
         for name, path in self._logs.items():
@@ -266,7 +358,7 @@ class Platform:
     def _environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
         env.update({
-            "DJANGO_SETTINGS_MODULE": "config.settings.local",
+            "DJANGO_SETTINGS_MODULE": self.settings_module,
             "DEBUG": "false",
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
             "SECRET_KEY": "test",
@@ -279,8 +371,14 @@ class Platform:
             "LOG_LEVEL": os.environ.get("E2E_LOG_LEVEL", "WARNING"),
         })
         if self.mode == "embedded":
-            env["DATABASE_URL"] = f"sqlite:///{self.tmpdir / 'db.sqlite3'}"
+            db_file = self.tmpdir / "db.sqlite3"
+            env["DATABASE_URL"] = f"sqlite:///{db_file}"
             env["REDIS_URL"] = ""  # explicit: a developer's .env must not switch the mode
+            template = migrated_template("embedded")
+            if template is not None:
+                with sqlite3.connect(template) as src, sqlite3.connect(db_file) as dst:
+                    src.backup(dst)
+                self._from_template = True
         else:
             self._create_services()
             env["DATABASE_URL"] = f"{self._pg_url_base}/{self.db_name}"
@@ -296,8 +394,15 @@ class Platform:
         if reason:
             raise PlatformError(reason)
         self.db_name = f"chatplatform_e2e_{uuid.uuid4().hex[:12]}"
+        # The shared server's databases are copies of one migrated template; a private
+        # server (tests that stop it) lives for one module, where a template would save nothing.
+        template = migrated_template("services") if self._pg_admin_dsn == PG_ADMIN_DSN else None
         with psycopg.connect(self._pg_admin_dsn, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(f'CREATE DATABASE "{self.db_name}"')
+            if template:
+                conn.execute(f'CREATE DATABASE "{self.db_name}" TEMPLATE "{template}"')
+                self._from_template = True
+            else:
+                conn.execute(f'CREATE DATABASE "{self.db_name}"')
         self.redis_url = self._redis_url
         client = redis.Redis.from_url(self.redis_url, socket_connect_timeout=3, socket_timeout=5)
         client.flushdb()

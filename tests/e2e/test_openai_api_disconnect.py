@@ -10,8 +10,6 @@ scripted fake upstream on loopback, answering 300 words at 20 words a second.
 
 from __future__ import annotations
 
-import json
-
 import httpx
 import openai
 import pytest
@@ -70,7 +68,6 @@ def test_a_stream_closed_mid_answer_cancels_the_run_and_the_upstream_stream(plat
     assert answer["content"].startswith(text) and "word10 " in answer["content"]
     assert "word299" not in answer["content"]
     # The demo's budgets (seed_usage) applied: the cancelled round's reservation was given back.
-    held = platform.manage("shell", "-c", "import json\nfrom usage.models import BudgetWindow\n"
-                           "print(json.dumps([[w.in_flight, int(w.reserved)] for w in BudgetWindow.objects.all()]))")
-    windows = json.loads(held.stdout.strip().splitlines()[-1])
+    windows = [[in_flight, int(reserved)] for in_flight, reserved in
+               platform.sql("SELECT in_flight, reserved FROM usage_budgetwindow")]
     assert windows and all(window == [0, 0] for window in windows), windows

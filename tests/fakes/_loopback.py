@@ -172,6 +172,9 @@ class FakeServer:
     def __init__(self, iterations=None, *, tls: tuple[str, str] | None = None, delay_s: float = 0.0,
                  split_utf8: bool = False) -> None:
         self.tls = tls
+        # Set: the streams go on without delay_s (release()); a test that needs a stream to
+        # outlast something slow (an admin's click, a restart) paces it, then lets it finish.
+        self.released = threading.Event()
         self.delay_s = delay_s
         self.split_utf8 = split_utf8
         self.requests: list[dict] = []
@@ -185,6 +188,26 @@ class FakeServer:
         self._thread: threading.Thread | None = None
         self._base_url: str | None = None
         self.script(*(iterations or ()))
+
+    # -- pacing ----------------------------------------------------------------------
+    @property
+    def delay_s(self) -> float:
+        """Seconds between two streamed chunks; setting it undoes a :meth:`release`."""
+        return self._delay_s
+
+    @delay_s.setter
+    def delay_s(self, value: float) -> None:
+        self.released.clear()
+        self._delay_s = value
+
+    def release(self) -> None:
+        """Let every stream, those under way included, send the rest of its chunks at once."""
+        self.released.set()
+
+    def pause(self) -> None:
+        """The wait between two streamed chunks: ``delay_s``, cut short by :meth:`release`."""
+        if self.delay_s and not self.released.is_set():
+            self.released.wait(self.delay_s)
 
     # -- scripting -------------------------------------------------------------------
     def script(self, *iterations) -> None:

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -379,8 +378,8 @@ class _Handler(BaseHandler):
             return
         self.start_chunked("text/event-stream; charset=utf-8", {"request-id": f"req_fake_{n}"})
         for i, event in enumerate(events):
-            if i and fake.delay_s:
-                time.sleep(fake.delay_s)
+            if i:
+                fake.pause()
             name = event.get("type", "message") if isinstance(event, dict) else "message"
             data = f"event: {name}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
             self.send_chunk(data, split_utf8=fake.split_utf8)

@@ -41,7 +41,6 @@ the next non-tool message.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -248,8 +247,8 @@ class _Handler(BaseHandler):
             return
         self.start_chunked("application/x-ndjson")
         for i, line in enumerate(lines):
-            if i and fake.delay_s:
-                time.sleep(fake.delay_s)
+            if i:
+                fake.pause()
             self.send_chunk((json.dumps(line, ensure_ascii=False) + "\n").encode(), split_utf8=fake.split_utf8)
         if dying:
             self.die()

@@ -590,8 +590,8 @@ class _Handler(BaseHandler):
         if fake.first_token_delay_s:
             time.sleep(fake.first_token_delay_s)
         for i, chunk in enumerate(chunks):
-            if i and fake.delay_s:
-                time.sleep(fake.delay_s)
+            if i:
+                fake.pause()
             try:
                 self._send_event(chunk.text if isinstance(chunk, RawLine) else json.dumps(chunk))
             except ConnectionDropped:  # the client closed the stream before its end
@@ -601,8 +601,8 @@ class _Handler(BaseHandler):
             self.die()
             return
         if fake.send_done:
-            if fake.delay_s and chunks:
-                time.sleep(fake.delay_s)
+            if chunks:
+                fake.pause()
             self._send_event("[DONE]")
         self.end_chunked()
 

@@ -69,38 +69,3 @@ export class LiveText {
     performance.mark("chat:rendered");
   }
 }
-
-// After a hole in a run's events the page streams on from the stored text, which can run
-// ahead of the first event after the hole: the worker kept saving its text while Redis — and
-// so its events — were away (those tokens would be shown twice until the run's end). The deltas
-// that follow are held while they repeat the stored text's tail and only what goes past it is
-// shown. When their first PROBE characters are not in the stored text (it was behind) or they
-// part from it, they are shown as they come.
-const PROBE = 24;
-
-export class StoredOverlap {
-  constructor(stored) {
-    this.stored = stored;
-    this.held = "";
-  }
-
-  get done() { return this.stored === null; }
-
-  // The part of ``delta`` to show now ("" while it repeats the stored text).
-  take(delta) {
-    if (this.done) return delta;
-    this.held += delta;
-    if (this.held.length < PROBE) return "";
-    const at = this.stored.lastIndexOf(this.held.slice(0, PROBE));
-    if (at < 0) return this.release(this.held);
-    const tail = this.stored.slice(at);
-    if (tail.startsWith(this.held)) return "";
-    return this.release(this.held.startsWith(tail) ? this.held.slice(tail.length) : this.held);
-  }
-
-  release(text) {
-    this.stored = null;
-    this.held = "";
-    return text;
-  }
-}
