@@ -383,6 +383,10 @@ class Platform:
             self._create_services()
             env["DATABASE_URL"] = f"{self._pg_url_base}/{self.db_name}"
             env["REDIS_URL"] = self.redis_url
+            # As the README runs a worker: the settings know its thread count, so each
+            # process's connection pool is sized for it (two test processes' platforms share
+            # PostgreSQL's max_connections).
+            env["WORKER_CONCURRENCY"] = str(self.worker_concurrency)
         env.update(self.extra_env)
         return env
 
