@@ -146,7 +146,7 @@ def quality(workspace, user) -> None:
                     items.append(key)
             ranked.append(items)
         recall, mrr = score(ranked, labels)
-        print(f"{name:32} {recall:9.2f} {mrr:7.2f}")
+        print(f"{name:32} {recall:9.3f} {mrr:7.3f}")
 
 
 def prepare(slug: str, name: str):
@@ -212,7 +212,12 @@ def build_latency_corpus(source, workspace, target: int, user) -> None:
         vectors_store(model_id=model.pk, rows=list(zip(ids, vectors, strict=True)))
         print(f"\r  built {have}/{target} chunks ({time.perf_counter() - started:.0f} s)", end="", flush=True)
     print()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cur:  # the HNSW build in memory (pgvector warns beyond it)
+            cur.execute("SET maintenance_work_mem = '1GB'")
+    started = time.perf_counter()
     ensure_index(model_id=model.pk, dimensions=len(vectors[0]))
+    print(f"  index built ({time.perf_counter() - started:.0f} s)")
     with connection.cursor() as cur:
         if connection.vendor == "postgresql":
             cur.execute("VACUUM ANALYZE knowledge_knowledgechunk")

@@ -63,10 +63,20 @@ def ensure_index(*, model_id: int, dimensions: int) -> None:
     if connection.vendor != "postgresql":
         return
     with connection.cursor() as cur:
+        cur.execute("SELECT to_regclass(%s)", [index_name(model_id)])
+        if cur.fetchone()[0] is not None:
+            return
+        # Inside a transaction with deferred foreign-key checks pending, PostgreSQL refuses
+        # CREATE INDEX: run those checks now, then defer again (Django's constraints are all
+        # INITIALLY DEFERRED).
+        if connection.in_atomic_block:
+            cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cur.execute(
             f"CREATE INDEX IF NOT EXISTS {index_name(model_id)} ON knowledge_chunkvector USING hnsw "
             f"((embedding::vector({int(dimensions)})) vector_cosine_ops) WHERE model_id = {int(model_id)}"
         )
+        if connection.in_atomic_block:
+            cur.execute("SET CONSTRAINTS ALL DEFERRED")
 
 
 def vectors_store(*, model_id: int, rows: list[tuple[int, list[float]]]) -> int:

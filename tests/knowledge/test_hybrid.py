@@ -129,7 +129,7 @@ def test_the_search_api_answers_natural_questions_and_keeps_websearch_syntax(loc
     response = api.get("/api/v1/knowledge/search/", {"q": '"context manager"', "workspace": workspaces["demo"].pk})
     assert [r["item_id"] for r in response.json()["results"]] == [str(corpus["with"].pk)]
     # Syntax is honoured: a negated word removes what it names.
-    response = api.get("/api/v1/knowledge/search/", {"q": "statement -with", "workspace": workspaces["demo"].pk})
+    response = api.get("/api/v1/knowledge/search/", {"q": "statement -context", "workspace": workspaces["demo"].pk})
     titles = [r["title"] for r in response.json()["results"]]
     assert titles and "The with statement" not in titles
 
