@@ -27,6 +27,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import close_old_connections, transaction
@@ -46,6 +47,7 @@ from .vectors import ensure_index, vectors_store
 logger = logging.getLogger(__name__)
 
 EMBED_WORKSPACE_TASK = "knowledge.embed_workspace"  # knowledge.tasks.embed_workspace_task
+RUNNING_STALE_S = 120  # a running job that has not reported a batch for this long is taken over
 
 
 def embedding_model_for(spec: EmbeddingSpec) -> EmbeddingModel:
@@ -61,7 +63,8 @@ def _progress(state: WorkspaceEmbedding, model_id: int) -> None:
 def workspace_embed(*, workspace_id: int, batch: int | None = None, on_batch=None) -> str:
     """Embed the chunks of ``workspace_id`` lacking a vector of the configured model.
 
-    Returns ``"off"`` (embeddings off), ``"done"`` (complete; the model serves),
+    Returns ``"off"`` (embeddings off), ``"running"`` (another job is at it), ``"done"``
+    (complete; the model serves),
     ``"superseded"`` (another model became the target mid-job) or ``"failed"`` (the model
     could not answer; recorded on the workspace). ``on_batch(stored)`` is called after each
     batch (tests, the command's progress)."""
@@ -72,6 +75,11 @@ def workspace_embed(*, workspace_id: int, batch: int | None = None, on_batch=Non
     model = embedding_model_for(spec)
     with transaction.atomic():
         state, _ = WorkspaceEmbedding.objects.select_for_update().get_or_create(workspace_id=workspace_id)
+        if (state.state == WorkspaceEmbedding.State.RUNNING and state.target_model_id == model.pk
+                and state.updated_at > timezone.now() - timedelta(seconds=RUNNING_STALE_S)):
+            # Another job (another worker thread: an import enqueues one per item) is at it;
+            # it takes chunks added meanwhile too. One that stopped reporting is taken over.
+            return "running"
         if state.target_model_id != model.pk:
             logger.info("workspace %s: embedding with %s (was %s)", workspace_id, spec.key,
                         state.target_model_id and EmbeddingModel.objects.get(pk=state.target_model_id).key)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import logging
 import socket
+from datetime import timedelta
 
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
 from knowledge.embedding_jobs import (
     embedding_model_for,
@@ -235,3 +237,15 @@ def test_a_chunk_too_long_for_the_endpoint_is_truncated_not_dropped(corpus, work
     assert ChunkVector.objects.filter(chunk__workspace=demo).count() == total
     assert len(fake.accepted) == total and all(len(t) <= 120 for t in fake.accepted)
     assert any(len(t) > 120 for t in fake.inputs)  # some were refused at full length first
+
+
+def test_a_second_job_for_the_same_model_leaves_it_to_the_running_one(corpus, workspaces):
+    demo = workspaces["demo"]
+    with FakeEmbeddings(dimensions=8) as fake, _endpoint(fake.base_url):
+        model = embedding_model_for(current_spec())
+        WorkspaceEmbedding.objects.create(workspace=demo, target_model=model, state=WorkspaceEmbedding.State.RUNNING)
+        assert workspace_embed(workspace_id=demo.pk) == "running"
+        assert fake.requests == []  # nothing embedded twice
+        # A job that stopped reporting (its worker died) is taken over.
+        WorkspaceEmbedding.objects.filter(workspace=demo).update(updated_at=timezone.now() - timedelta(minutes=5))
+        assert workspace_embed(workspace_id=demo.pk) == "done"
