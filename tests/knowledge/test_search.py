@@ -106,13 +106,19 @@ def test_websearch_ands_words_and_honours_phrases_or_and_minus(corpus, workspace
     def found(q):
         return set(titles(knowledge_search(workspace=demo, query=q, mode="websearch", top_k=20)))
 
+    def ranked(q):
+        return titles(knowledge_search(workspace=demo, query=q, mode="websearch", top_k=20))
+
     assert found("statement") == {"The with statement", "The for statement"}
-    assert found("statement context") == {"The with statement"}  # AND
+    # Plain words: the chunks holding every word come first; those holding some follow (a
+    # natural question is never empty for one missing word).
+    assert ranked("statement context") == ["The with statement", "The for statement"]
     assert found('"context manager"') == {"The with statement"}  # phrase…
     assert found('"manager context"') == set()  # …in order
     assert found("statement -context") == {"The for statement"}  # minus
     assert found("context or sequence") == {"The with statement", "The for statement"}  # or
-    assert found("statement nonexistentword") == set()
+    assert found('"manager context" statement') == set()  # a phrase asked for and not found: nothing
+    assert found("statement nonexistentword") == {"The with statement", "The for statement"}
 
 
 def test_websearch_parsing_is_the_same_logic_on_both_backends():
@@ -178,7 +184,8 @@ def test_workspace_language_changes_stemming_on_postgresql(workspaces, users):
     demo = workspaces["demo"]
     knowledge_item_create(workspace=demo, owner=users["alice"], title="Hunde", content="Die Hunde laufen schnell.")
     assert knowledge_search(workspace=demo, query="laufen", mode="websearch")  # exact word always matches
-    assert not knowledge_search(workspace=demo, query="läuft hund", mode="websearch")  # english stems differ
+    # english stems differ (quoted: only the syntax's exact matches, no fallback to any word)
+    assert not knowledge_search(workspace=demo, query='"läuft" "hund"', mode="websearch")
     assert knowledge_search_language_set(workspace=demo, language="german") >= 1
     assert titles(knowledge_search(workspace=demo, query="hund", mode="websearch")) == ["Hunde"]
 
