@@ -113,3 +113,12 @@ def custom_instructions_set(*, user, text: str) -> UserPreferences:
                                        f"({len(text)} given).", 400)
     prefs, _ = UserPreferences.objects.update_or_create(user=user, defaults={"custom_instructions": text})
     return prefs
+
+
+def default_model_set(*, user, provider, model: str = "") -> UserPreferences:
+    """Save the model ``user``'s new chats start with (``provider`` None: none of their own —
+    the workspace's default applies). The caller checked that they may use it
+    (``agents.selectors.model_choice_parse``)."""
+    prefs, _ = UserPreferences.objects.update_or_create(
+        user=user, defaults={"default_provider": provider, "default_model": model if provider is not None else ""})
+    return prefs
