@@ -118,11 +118,6 @@ def tool_call_get_for_user(*, user, tool_call_id) -> ToolCall:
     return tool_call
 
 
-# Provider kinds that are language models a chat may default to on its own (not the rule-based
-# Offline assistant, not a remote agent: an admin or a member may still name those as a default).
-REAL_MODEL_KINDS = (Provider.Kind.OPENAI_COMPATIBLE, Provider.Kind.ANTHROPIC, Provider.Kind.OLLAMA)
-
-
 def default_model_for(*, user, workspace_id) -> tuple[Provider | None, str, str]:
     """The model a new chat of ``user`` in ``workspace_id`` starts with: ``(provider, model,
     source)``, the first of these that is usable — its provider enabled and set up (its key is
@@ -131,13 +126,15 @@ def default_model_for(*, user, workspace_id) -> tuple[Provider | None, str, str]
 
     1. the user's own default (settings page; ``source`` ``"user"``),
     2. the workspace's default (admin; ``"workspace"``),
-    3. the first real language-model provider by name (``REAL_MODEL_KINDS``) with its default
-       model (``"platform"``),
-    4. the Offline provider (``"offline"``).
+    3. the first real language-model provider by name (``capabilities(p).language_model``:
+       OpenAI-compatible, Anthropic, Ollama) with its default model (``"platform"``),
+    4. a provider with an adapter that is not a language model — the rule-based Offline one
+       (``"offline"``); never a remote agent on its own.
 
     ``(None, "", "")`` when none is usable (no provider enabled for them at all). A chosen
     default whose model is empty means its provider's default model."""
     from chat.models import UserPreferences, Workspace
+    from llm.capabilities import capabilities
 
     from .provider_keys import key_status
 
@@ -150,8 +147,8 @@ def default_model_for(*, user, workspace_id) -> tuple[Provider | None, str, str]
     if workspace is not None and workspace.default_provider is not None:
         candidates.append((workspace.default_provider, workspace.default_model, "workspace"))
     enabled = list(provider_list())
-    candidates += [(p, "", "platform") for p in enabled if p.kind in REAL_MODEL_KINDS]
-    candidates += [(p, "", "offline") for p in enabled if p.kind == Provider.Kind.OFFLINE]
+    candidates += [(p, "", "platform") for p in enabled if capabilities(p).language_model]
+    candidates += [(p, "", "offline") for p in enabled if capabilities(p).adapter and not capabilities(p).language_model]
     for provider, model, source in candidates:
         model = (model or "").strip() or provider.default_model
         if (provider.enabled and model and key_status(provider) is None

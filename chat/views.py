@@ -52,9 +52,28 @@ def _rail_context(request, *, search: str = "") -> dict:
     }
 
 
+def _composer_context(request, *, workspace_id) -> dict:
+    """What the composer and the header's model picker need on both chat pages: the models the
+    user may pick in ``workspace_id`` with their default (``chat.api.providers``), the
+    environments (the environment control shows only when there are some), the limits."""
+    from chat.api.providers import model_choice_payload
+
+    return {
+        "model_choices": model_choice_payload(user=request.user, workspace_id=workspace_id),
+        "environments": list(Environment.objects.order_by("name")),
+        "max_chars": MAX_MESSAGE_CHARS,
+        "max_frame_bytes": settings.WS_MAX_FRAME_BYTES,
+    }
+
+
 @login_required
 def index(request):
-    return render(request, "chat/app.html", _rail_context(request, search=request.GET.get("q", "").strip()))
+    """The landing page is a composer: type and send; the chat is created on send with the
+    default model (or the one picked in the header) — no form first."""
+    context = _rail_context(request, search=request.GET.get("q", "").strip())
+    first = next(iter(context["memberships"]), None)
+    context.update(_composer_context(request, workspace_id=first.workspace_id if first else None))
+    return render(request, "chat/app.html", context)
 
 
 @login_required
@@ -78,7 +97,8 @@ def thread_page(request, thread_id):
     thread = thread_get_for_user(user=request.user, thread_id=thread_id)
     context = _rail_context(request)
     env_id = (thread.ui_context or {}).get("envId") or ""
-    environments = list(Environment.objects.order_by("name"))
+    context.update(_composer_context(request, workspace_id=thread.workspace_id))
+    environments = context["environments"]
     membership = next((m for m in context["memberships"] if m.workspace_id == thread.workspace_id), None)
     can_write = thread.owner_id == request.user.pk
     context.update({
@@ -87,12 +107,9 @@ def thread_page(request, thread_id):
         "can_save_knowledge": can_write and knowledge_can_create(user=request.user, workspace=thread.workspace_id),
         "role_name": membership.role.name if membership else "",
         "is_prod": env_tier(env_id) == "prod",
-        "environments": environments,
         "env_id": env_id,
         "env_known": any(e.name == env_id for e in environments),
         "env_tier": env_tier(env_id) if env_id else "",
-        "max_chars": MAX_MESSAGE_CHARS,
-        "max_frame_bytes": settings.WS_MAX_FRAME_BYTES,
         "event_vocabulary": vocabulary(),
         "instructions_in_effect": [label for label, text in (
             ("Workspace instructions", thread.workspace.instructions),

@@ -8,7 +8,7 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.settings import api_settings
 
 from chat.api import views as chat_api
-from chat.api.providers import ProviderListApi, ProviderModelsApi
+from chat.api.providers import ModelChoicesApi, ProviderListApi, ProviderModelsApi
 from chat.api.tool_calls import ApprovalInboxApi, ToolCallDecisionApi, ToolCallListApi
 from chat.api.tool_offer import ThreadToolsApi
 from chat.sse import run_events
@@ -52,6 +52,7 @@ api_v1 = [
     path("tool-calls/<str:tool_call_id>/decision/", ToolCallDecisionApi.as_view(), name="tool-call-decision"),
     path("providers/", ProviderListApi.as_view(), name="providers"),
     path("providers/<slug:slug>/models/", ProviderModelsApi.as_view(), name="provider-models"),
+    path("models/", ModelChoicesApi.as_view(), name="model-choices"),
     path("knowledge/items/", knowledge_api.KnowledgeItemListCreateApi.as_view(), name="knowledge-items"),
     path("knowledge/items/<str:item_id>/", knowledge_api.KnowledgeItemDetailApi.as_view(), name="knowledge-item-detail"),
     path("knowledge/uploads/", knowledge_upload_api.KnowledgeUploadListCreateApi.as_view(), name="knowledge-uploads"),

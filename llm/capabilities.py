@@ -96,6 +96,9 @@ class Capabilities:
     shares_client: bool = True
     request_options: Callable[[Any], dict] = _no_options
     cloud: Callable[[str], bool] = _never
+    #: A language model: a new chat may default to it without anyone naming it, and it writes
+    #: a chat's title after the first answer (not the rule-based Offline assistant, not an agent).
+    language_model: bool = False
 
     @property
     def available(self) -> bool:
@@ -115,15 +118,16 @@ class Capabilities:
 CAPABILITIES: dict[str, Capabilities] = {
     "openai_compatible": Capabilities(
         adapter="llm.openai_compat:OpenAICompatAdapter",
-        key=KEY_IF_NAMED, lists_models=True, tier_by_size=True, cloud=cloud_host,
+        key=KEY_IF_NAMED, lists_models=True, tier_by_size=True, cloud=cloud_host, language_model=True,
     ),
     "anthropic": Capabilities(
         adapter="llm.anthropic:AnthropicAdapter",
-        key=KEY_REQUIRED, lists_models=True, tier_by_size=True, cloud=_always,
+        key=KEY_REQUIRED, lists_models=True, tier_by_size=True, cloud=_always, language_model=True,
     ),
     "ollama": Capabilities(
         adapter="llm.ollama:OllamaAdapter",
         key=KEY_OPTIONAL, lists_models=True, model_details=True, tier_by_size=True, request_options=ollama_options,
+        language_model=True,
     ),
     "offline": Capabilities(
         adapter="llm.offline:OfflineAdapter", key=KEY_OPTIONAL, shares_client=False,

@@ -49,6 +49,7 @@ class ThreadCreateSerializer(serializers.Serializer):
     grounded = serializers.BooleanField(required=False, default=True)
     allow_model_save = serializers.BooleanField(required=False, default=False)
     include_private_in_ai = serializers.BooleanField(required=False, default=False)
+    prompt_tier = serializers.ChoiceField(choices=Thread.PromptTier.choices, required=False, default="auto")
 
 
 class ThreadUpdateSerializer(serializers.Serializer):

@@ -277,6 +277,9 @@ class Platform:
             "PYTHONUNBUFFERED": "1",
             "NO_PROXY": "127.0.0.1,localhost",
             "LOG_LEVEL": os.environ.get("E2E_LOG_LEVEL", "WARNING"),
+            # Title requests would take scripted answers of the fake models: a module that
+            # tests titles turns them on (extra_env CHAT_TITLE_GENERATION=true).
+            "CHAT_TITLE_GENERATION": "false",
         })
         if self.mode == "embedded":
             env["DATABASE_URL"] = f"sqlite:///{self.tmpdir / 'db.sqlite3'}"

@@ -42,18 +42,14 @@ def test_chat_in_the_browser(browser, embedded_platform):
         page.wait_for_url(re.compile(r"/chat/$"))
         assert page.locator(".rail-head").inner_text().count("alice") == 1
 
-        # "+ New chat" with the offline provider, from the left rail.
-        page.select_option("#new-chat-form select[name=workspace]", "demo")
-        page.select_option("#new-provider", "offline")
-        page.click("#new-chat")
+        # The landing page is a composer: ask and send; the chat is created on send with the
+        # default model (Offline: no real provider is configured here).
+        assert page.locator("#model-picker-label").inner_text() == "rule-based"
+        page.fill("#input", QUESTION)
+        page.click("#send")
         page.wait_for_url(re.compile(r"/chat/[0-9a-f-]{36}/$"))
         thread_id = page.locator("#messages").get_attribute("data-thread-id")
         assert thread_id and thread_id in page.url
-        page.wait_for_selector("#conn.ok", state="attached")  # the websocket is open
-
-        # Ask in the composer and send.
-        page.fill("#input", QUESTION)
-        page.click("#send")
         page.locator("article.msg.user .body", has_text=QUESTION).wait_for()
 
         # The tool call row appears, then the answer streams and finishes.

@@ -173,12 +173,3 @@ function start(nav) {
   const scrim = document.getElementById("rail-scrim");
   if (scrim) scrim.addEventListener("click", () => document.body.classList.remove("rail-open"));
 }
-
-// New-chat form: the model placeholder follows the chosen provider.
-const sel = document.getElementById("new-provider");
-const model = document.getElementById("new-model");
-if (sel && model) {
-  const sync = () => { const o = sel.options[sel.selectedIndex]; model.placeholder = (o && o.dataset.model) ? o.dataset.model : "model"; };
-  sel.addEventListener("change", sync);
-  sync();
-}
