@@ -119,6 +119,15 @@ def thread_page(request, thread_id):
     return render(request, "chat/app.html", context)
 
 
+def favicon(request):
+    """``/favicon.ico`` (browsers ask for it on pages without an icon link: the admin, the API
+    docs): a permanent redirect to the site's icon (static ``chat/favicon.svg``), not a 404."""
+    from django.http import HttpResponsePermanentRedirect
+    from django.templatetags.static import static
+
+    return HttpResponsePermanentRedirect(static("chat/favicon.svg"))
+
+
 @login_required
 def approvals_page(request):
     """The approval inbox: the list is read by the page (``GET /api/v1/approvals/``) and kept

@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.settings import api_settings
 
+from chat import views as chat_views
 from chat.api import views as chat_api
 from chat.api.providers import ModelChoicesApi, ProviderListApi, ProviderModelsApi
 from chat.api.tool_calls import ApprovalInboxApi, ToolCallDecisionApi, ToolCallListApi
@@ -65,6 +66,7 @@ api_v1 = [
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="chat:index", permanent=False)),
+    path("favicon.ico", chat_views.favicon, name="favicon"),
     path("admin/", admin.site.urls),
     # Sign-in budgets are enforced in the password backend for every door, the admin login
     # included (chatplatform.login_throttle); this view shows a throttled attempt in the page.
