@@ -861,12 +861,13 @@ def test_chat_menu_closes_and_rename_updates_the_tab(session_for, fake):
     page.locator("#chat-search").click()  # somewhere else in the rail
     assert menu.is_hidden()
     row.locator(".menu-toggle").click()
-    page.once("dialog", lambda d: d.dismiss())  # Cancel closes the menu and changes nothing
-    menu.locator('[data-action="rename"]').click()
+    menu.locator('[data-action="rename"]').click()  # the site's own dialog (no browser prompt)
+    page.locator("dialog.app-dialog button[value=cancel]").click()  # Cancel changes nothing
     assert menu.is_hidden() and page.title() == "Menu test · chatplatform"
     row.locator(".menu-toggle").click()
-    page.once("dialog", lambda d: d.accept("A much better name"))
     menu.locator('[data-action="rename"]').click()
+    page.fill("dialog.app-dialog input", "A much better name")
+    page.keyboard.press("Enter")
     page.wait_for_function("() => document.title === 'A much better name · chatplatform'")
     assert page.locator("#thread-title").inner_text() == "A much better name"
     assert row.locator(".t-title").inner_text() == "A much better name"

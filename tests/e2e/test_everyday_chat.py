@@ -63,7 +63,8 @@ class Tab:
         self.page = page = self.context.new_page()
         self.errors: list[str] = []
         page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-        page.on("console", lambda msg: self.errors.append(msg.text) if msg.type == "error" else None)
+        page.on("console", lambda msg: self.errors.append(msg.text)
+                if msg.type == "error" and not msg.text.startswith("Failed to load resource") else None)
         page.on("dialog", lambda d: (self.errors.append("browser dialog: " + d.message), d.dismiss()))
         page.goto("/accounts/login/")
         page.fill("input[name=username]", user)
@@ -265,3 +266,114 @@ def test_a_24000_character_cjk_message_arrives_whole(tab_for, fake, width):
     assert page.input_value("#input") == ""
     t.no_horizontal_overflow()
     assert not t.errors, t.errors
+
+
+# --- 6: own dialogs, a skip link, one Tab stop per chat --------------------------------------------
+def test_rename_delete_and_errors_use_keyboard_usable_dialogs(tab_for, fake, width):
+    reset(fake)
+    t = tab_for("bob")
+    page = t.page
+    keep = t.api("POST", "/api/v1/threads/", {"workspace": "demo", "title": "Keep me"}).json()
+    doomed = t.api("POST", "/api/v1/threads/", {"workspace": "demo", "title": "Delete me"}).json()
+    page.goto(f"/chat/{keep['id']}/")
+    # The skip link is the first Tab stop and takes focus to the content.
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "skip-link"
+    assert page.locator(".skip-link").bounding_box()["y"] >= 0  # visible while focused
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
+    if width < 768:
+        page.click("#rail-toggle")
+    # One Tab stop per chat: its link (the ⋯ button is reached with →).
+    stops = page.evaluate(
+        "() => [...document.querySelectorAll('#thread-list .thread-item')].map(row =>"
+        " [...row.querySelectorAll('a[href], button')].filter(e => e.tabIndex >= 0 && e.offsetParent !== null).length)")
+    assert stops and set(stops) == {1}, stops
+    link = page.locator(f'.thread-item[data-thread-id="{doomed["id"]}"] > a')
+    link.focus()
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate("document.activeElement.dataset.action") == "rename"
+    page.keyboard.press("Enter")
+    dialog = page.get_by_role("dialog", name="Rename chat")
+    dialog.wait_for()
+    assert page.evaluate("document.activeElement.tagName") == "INPUT"
+    t.shot("rename-dialog")
+    page.keyboard.press("Control+A")
+    page.keyboard.type("Renamed by keyboard")
+    page.keyboard.press("Enter")
+    page.wait_for_function(f"() => document.querySelector('.thread-item[data-thread-id=\"{doomed['id']}\"] .t-title')"
+                           ".textContent === 'Renamed by keyboard'")
+    assert page.evaluate("document.activeElement.closest('.thread-item').dataset.threadId") == doomed["id"]
+    # Delete asks first; Escape (and Cancel, focused first) keeps the chat.
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowUp")  # the last item: Delete
+    assert page.evaluate("document.activeElement.dataset.action") == "delete"
+    page.keyboard.press("Enter")
+    confirm = page.get_by_role("dialog", name="Delete chat?")
+    confirm.wait_for()
+    assert "Renamed by keyboard" in confirm.inner_text()
+    assert page.evaluate("document.activeElement.value") == "cancel"
+    t.shot("delete-dialog")
+    page.keyboard.press("Escape")
+    confirm.wait_for(state="detached")
+    assert link.count() == 1
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("Enter")
+    page.get_by_role("dialog", name="Delete chat?").get_by_role("button", name="Delete").click()
+    page.wait_for_function(f"() => !document.querySelector('.thread-item[data-thread-id=\"{doomed['id']}\"]')")
+    assert t.api("GET", f"/api/v1/threads/{doomed['id']}/").status == 404
+    # A failed action says why in a dialog, not an alert box.
+    page.route(re.compile(r".*/api/v1/threads/[0-9a-f-]+/$"), lambda route: route.fulfill(
+        status=503, content_type="application/json",
+        body=json.dumps({"error": {"code": "service_unavailable", "message": "The service is briefly unavailable."}}))
+        if route.request.method == "PATCH" else route.continue_())
+    page.locator(f'.thread-item[data-thread-id="{keep["id"]}"] > a').focus()
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("Enter")
+    page.get_by_role("dialog", name="Rename chat").wait_for()
+    page.keyboard.press("Enter")
+    error = page.get_by_role("dialog", name="Could not rename the chat")
+    error.wait_for()
+    assert "briefly unavailable" in error.inner_text()
+    t.no_horizontal_overflow()
+    t.shot("error-dialog")
+    page.keyboard.press("Escape")
+    assert not t.errors, t.errors  # no browser prompt/confirm/alert was shown
+
+
+# --- 7: one navigation on every page ------------------------------------------------------------
+PAGES = {"chat": "/chat/", "knowledge": "/knowledge/", "usage": "/usage/", "settings": "/chat/settings/",
+         "approvals": "/chat/approvals/"}
+
+
+def test_every_page_has_the_same_navigation_and_fits(tab_for, fake, width):
+    t = tab_for()
+    page = t.page
+    seen = {}
+    for name, url in PAGES.items():
+        page.goto(url)
+        if name == "chat" and width < 768:
+            page.click("#rail-toggle")  # on a phone the chat's navigation is in the drawer
+            page.wait_for_function("() => document.getElementById('rail').getBoundingClientRect().left >= 0")
+        nav = page.get_by_role("navigation", name="Main")
+        assert nav.count() == 1, name
+        seen[name] = nav.locator("a").evaluate_all("els => els.map(e => new URL(e.href).pathname)")
+        current = nav.locator("[aria-current=page]").evaluate_all("els => els.map(e => new URL(e.href).pathname)")
+        assert current == [url], (name, current)
+        sign_out = nav.get_by_role("button", name=re.compile("Sign out"))
+        box = sign_out.bounding_box()
+        assert sign_out.is_visible() and box["x"] >= 0 and box["x"] + box["width"] <= width, (name, box)
+        t.no_horizontal_overflow()
+        if name == "usage":  # the table scrolls inside its box; no header breaks into letters
+            lines = page.locator(".usage-table th").evaluate_all(
+                "els => els.map(e => { const r = document.createRange(); r.selectNodeContents(e);"
+                " return r.getClientRects().length; })")
+            assert set(lines) == {1}, lines
+        t.shot(f"nav-{name}")
+    assert len({tuple(v) for v in seen.values()}) == 1, seen
+    assert set(seen["chat"]) >= set(PAGES.values())
+    # Sign out works from the Knowledge page (it was clipped away at 390 px).
+    page.goto("/knowledge/")
+    page.get_by_role("button", name=re.compile("Sign out")).click()
+    page.wait_for_url(re.compile(r"/accounts/(login|logout)/"))

@@ -27,7 +27,7 @@ document.addEventListener("keydown", (e) => {
     return;
   }
   if (e.key === "Escape" && !e.defaultPrevented) {
-    if (document.querySelector(".thread-menu:not([hidden]), .cite-preview, .edit-form, .model-panel:not([hidden])")) return;  // they close first
+    if (document.querySelector(".thread-menu:not([hidden]), .cite-preview, .edit-form, .model-panel:not([hidden]), dialog[open]")) return;  // they close first
     const stop = document.getElementById("stop");
     if (stop && !stop.hidden) stop.click();
   }
