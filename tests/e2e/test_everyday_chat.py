@@ -377,3 +377,42 @@ def test_every_page_has_the_same_navigation_and_fits(tab_for, fake, width):
     page.goto("/knowledge/")
     page.get_by_role("button", name=re.compile("Sign out")).click()
     page.wait_for_url(re.compile(r"/accounts/(login|logout)/"))
+
+
+# --- 8: small bugs: a failed tool's reason, Copy on one-line code, the edit box's buttons -------------
+def test_a_failed_tool_says_why_copy_never_covers_code_and_the_edit_buttons_stay_small(tab_for, fake, width):
+    from tests.fakes.openai_server import tool_call_chunks
+    from tests.policy.tooltest import call
+
+    reset(fake, tool_call_chunks([call("c1", "save_to_knowledge", {"title": "Note", "content": "x"})]),
+          text_chunks("Use this:\n\n```\nx = 1\n```\n"))
+    t = tab_for()
+    page = t.page
+    thread = t.api("POST", "/api/v1/threads/", {"workspace": "demo", "title": "Small bugs"}).json()
+    page.goto(f"/chat/{thread['id']}/")
+    page.wait_for_selector("#conn.ok", state="attached")
+    page.fill("#input", "Save a note, then show the code")
+    page.click("#send")
+    t.wait_answered()
+    for _ in range(2):  # live, then after a reload
+        row = page.locator("article.msg.assistant details.tool").first
+        assert row.get_attribute("data-status") == "failed"
+        reason = row.locator(".tool-reason")
+        assert reason.is_visible() and "model saves are off" in reason.inner_text()  # not folded away
+        code = page.locator(".code-block").last
+        button = code.locator(".copy-code").bounding_box()
+        text = code.locator("code").evaluate(
+            "e => { const r = document.createRange(); r.selectNodeContents(e); const b = r.getBoundingClientRect();"
+            " return {x: b.x, y: b.y, width: b.width, height: b.height}; }")
+        overlaps = not (button["x"] >= text["x"] + text["width"] or button["x"] + button["width"] <= text["x"]
+                        or button["y"] >= text["y"] + text["height"] or button["y"] + button["height"] <= text["y"])
+        assert not overlaps, (button, text)
+        page.reload()
+        page.wait_for_selector("article.msg.assistant details.tool")
+    t.shot("failed-tool")
+    page.locator("article.msg.user").last.get_by_role("button", name="Edit").click()
+    save = page.get_by_role("button", name="Save & send")
+    assert save.bounding_box()["width"] < 160, save.bounding_box()
+    t.no_horizontal_overflow()
+    t.shot("edit-box")
+    assert not t.errors, t.errors
