@@ -77,7 +77,7 @@ def test_chat_in_the_browser(browser, embedded_platform):
         assert answer.locator("blockquote").count() >= 1  # the quoted passage, rendered Markdown
         assert "with" in answer.locator("blockquote").first.inner_text().lower()
         assert page.locator("#conn").inner_text() == "connected"
-        cites = page.locator("article.msg.assistant .citations li a").all_inner_texts()
+        cites = page.locator("article.msg.assistant .citations.cited li a").all_inner_texts()  # the shown ones
         assert WITH_TOPIC_TITLE in cites, cites
         assert len(cites) == len(set(cites)), f"one line per source item: {cites}"
         # The auto-title appears without a reload.
@@ -98,7 +98,7 @@ def test_chat_in_the_browser(browser, embedded_platform):
         reloaded = page.locator("article.msg.assistant details.tool.succeeded .tool-name")
         assert reloaded.all_inner_texts() == ["search_knowledge"]
         assert WITH_TOPIC_TITLE in page.locator("article.msg.assistant .body").last.inner_text()
-        assert page.locator("article.msg.assistant .citations li a").all_inner_texts() == cites
+        assert page.locator("article.msg.assistant .citations.cited li a").all_inner_texts() == cites
         assert not page_errors, page_errors
     except BaseException:
         ARTIFACTS.mkdir(exist_ok=True)
