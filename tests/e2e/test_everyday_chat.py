@@ -418,35 +418,40 @@ def test_a_failed_tool_says_why_copy_never_covers_code_and_the_edit_buttons_stay
     assert not t.errors, t.errors
 
 
-def test_the_budget_banner_is_one_line_in_the_servers_formats(tab_for, fake, platform, width):
-    from tests.fakes.openai_server import usage_chunk
-
+@pytest.fixture(scope="module")
+def banner_budget(platform):
+    """A monthly token budget of the demo workspace whose soft limit (10) the first answer
+    passes; made once for both widths (a manage.py call costs seconds), removed at the end."""
     platform.manage("shell", "-c", (
         "from decimal import Decimal\n"
         "from chat.models import Workspace\n"
         "from usage.models import Budget\n"
         "Budget.objects.get_or_create(name='e2e-banner', defaults=dict(workspace=Workspace.objects.get(slug='demo'),"
         " metric='tokens', period='month', soft_limit=Decimal('10'), hard_limit=Decimal('200000')))\n"))
-    try:
-        reset(fake, [*text_chunks("Counted."), usage_chunk(1200, 34)])
-        t = tab_for()
-        page = t.page
-        thread = t.api("POST", "/api/v1/threads/", {"workspace": "demo", "title": "Budget"}).json()
-        page.goto(f"/chat/{thread['id']}/")
-        page.wait_for_selector("#conn.ok", state="attached")
-        page.fill("#input", "Count my tokens")
-        page.click("#send")
-        t.wait_answered()
-        banner = page.locator("#budget-banner")
-        banner.wait_for()
-        text = banner.inner_text()
-        assert re.fullmatch(r"Budget warning: [\d,]+ tokens of 10 tokens this month — resets at "
-                            r"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC\.", text), text
-        assert ".000000" not in text and page.locator(".budget-banner:not([hidden])").count() == 1
-        page.reload()  # read again on load: the same one line
-        banner.wait_for()
-        assert banner.inner_text() == text
-        t.no_horizontal_overflow()
-        t.shot("budget-banner")
-    finally:
-        platform.manage("shell", "-c", "from usage.models import Budget\nBudget.objects.filter(name='e2e-banner').delete()\n")
+    yield
+    platform.manage("shell", "-c", "from usage.models import Budget\nBudget.objects.filter(name='e2e-banner').delete()\n")
+
+
+def test_the_budget_banner_is_one_line_in_the_servers_formats(tab_for, fake, banner_budget, width):
+    from tests.fakes.openai_server import usage_chunk
+
+    reset(fake, [*text_chunks("Counted."), usage_chunk(1200, 34)])
+    t = tab_for()
+    page = t.page
+    thread = t.api("POST", "/api/v1/threads/", {"workspace": "demo", "title": "Budget"}).json()
+    page.goto(f"/chat/{thread['id']}/")
+    page.wait_for_selector("#conn.ok", state="attached")
+    page.fill("#input", "Count my tokens")
+    page.click("#send")
+    t.wait_answered()
+    banner = page.locator("#budget-banner")
+    banner.wait_for()
+    text = banner.inner_text()
+    assert re.fullmatch(r"Budget warning: [\d,]+ tokens of 10 tokens this month — resets at "
+                        r"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC\.", text), text
+    assert ".000000" not in text and page.locator(".budget-banner:not([hidden])").count() == 1
+    page.reload()  # read again on load: the same one line
+    banner.wait_for()
+    assert banner.inner_text() == text
+    t.no_horizontal_overflow()
+    t.shot("budget-banner")
