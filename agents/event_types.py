@@ -67,6 +67,9 @@ _ALL = (
     # requester and its earlier approvers: state pending | progress | closed. Clients re-read
     # GET /api/v1/approvals/ (the inbox, the rail badge).
     EventType("inbox.changed", ("tool_call_id", "state"), run_event=False),
+    # To a thread's sockets: its title was written by the model after the first answer
+    # (agents.titles); pages show it in the header, the rail and the tab title.
+    EventType("thread.renamed", ("thread_id", "title"), run_event=False),
     # The reply to this socket's message.send: the run was created and waits for a worker
     # (run.started follows when one takes it up). user_message_id: null for a send of tool
     # results only.

@@ -134,6 +134,8 @@ class LLMModel(models.Model):
     class Meta:
         ordering = ["provider", "name"]
         constraints = [models.UniqueConstraint(fields=["provider", "name"], name="llmmodel_unique_name")]
+        verbose_name = "LLM model"  # not Django's "llm model" / "Llm models"
+        verbose_name_plural = "LLM models"
 
     def __str__(self) -> str:
         return f"{self.provider.slug}/{self.name}"

@@ -128,3 +128,86 @@ def tool_call_get_for_user(*, user, tool_call_id) -> ToolCall:
     except Exception as exc:  # unknown, malformed or not visible: one answer for all
         raise Http404("No such tool call.") from exc
     return tool_call
+
+
+def default_model_for(*, user, workspace_id) -> tuple[Provider | None, str, str]:
+    """The model a new chat of ``user`` in ``workspace_id`` starts with: ``(provider, model,
+    source)``, the first of these that is usable — its provider enabled and set up (its key is
+    there: ``provider_keys.key_status``) and the model allowed for the user's role in that
+    workspace (:func:`model_allowed`):
+
+    1. the user's own default (settings page; ``source`` ``"user"``),
+    2. the workspace's default (admin; ``"workspace"``),
+    3. the first real language-model provider by name (``capabilities(p).language_model``:
+       OpenAI-compatible, Anthropic, Ollama) with its default model (``"platform"``),
+    4. a provider with an adapter that is not a language model — the rule-based Offline one
+       (``"offline"``); never a remote agent on its own.
+
+    ``(None, "", "")`` when none is usable (no provider enabled for them at all). A chosen
+    default whose model is empty means its provider's default model."""
+    from chat.models import UserPreferences, Workspace
+    from llm.capabilities import capabilities
+
+    from .provider_keys import key_status
+
+    roles = role_names_for_user(user=user, workspace_id=workspace_id)
+    candidates: list[tuple[Provider | None, str, str]] = []
+    prefs = UserPreferences.objects.filter(user=user).select_related("default_provider").first()
+    if prefs is not None and prefs.default_provider is not None:
+        candidates.append((prefs.default_provider, prefs.default_model, "user"))
+    workspace = Workspace.objects.filter(pk=workspace_id).select_related("default_provider").first()
+    if workspace is not None and workspace.default_provider is not None:
+        candidates.append((workspace.default_provider, workspace.default_model, "workspace"))
+    enabled = list(provider_list())
+    candidates += [(p, "", "platform") for p in enabled if capabilities(p).language_model]
+    candidates += [(p, "", "offline") for p in enabled if capabilities(p).adapter and not capabilities(p).language_model]
+    for provider, model, source in candidates:
+        model = (model or "").strip() or provider.default_model
+        if (provider.enabled and model and key_status(provider) is None
+                and model_allowed(provider=provider, model=model, role_names=roles)):
+            return provider, model, source
+    return None, "", ""
+
+
+def model_choices_for(*, user, workspace_id=None) -> list[dict]:
+    """The models ``user`` may pick (in ``workspace_id``, else in any of their workspaces),
+    grouped by provider: ``[{"provider": Provider, "models": [LLMModel | None-row dict]}]`` —
+    each enabled, set-up provider (``key_status``) by name, with its enabled models the
+    user's role may use (its ``default_model`` first when it has no row: an admin named it).
+    A provider with nothing usable is left out."""
+    from .provider_keys import key_status
+
+    roles = role_names_for_user(user=user, workspace_id=workspace_id)
+    groups = []
+    for provider in provider_list():
+        if key_status(provider) is not None:
+            continue
+        rows = list(model_list_for_provider(provider=provider, role_names=roles).select_related("provider"))
+        names = {m.name for m in rows}
+        if provider.default_model and provider.default_model not in names and model_allowed(
+                provider=provider, model=provider.default_model, role_names=roles):
+            rows.insert(0, LLMModel(provider=provider, name=provider.default_model))
+        if rows:
+            groups.append({"provider": provider, "models": rows})
+    return groups
+
+
+def model_choice_parse(*, user, value: str, workspace_id=None) -> tuple[Provider | None, str]:
+    """``"provider/model"`` (or ``"provider"``: its default model) → ``(provider, model)`` when
+    it is one of :func:`model_choices_for` ``user`` (in ``workspace_id``, else any workspace of
+    theirs); ``""`` → ``(None, "")`` (no choice). Raises ``ServiceError`` ``model_not_allowed``
+    (400) naming the value otherwise."""
+    from chatplatform.errors import ServiceError
+
+    value = (value or "").strip()
+    if not value:
+        return None, ""
+    slug, _, model = value.partition("/")
+    for group in model_choices_for(user=user, workspace_id=workspace_id):
+        provider = group["provider"]
+        if provider.slug == slug:
+            name = model or provider.default_model
+            if any(m.name == name for m in group["models"]):
+                return provider, name
+    raise ServiceError("model_not_allowed", f"{value[:200]!r} is not a model you may use here (pick one of the "
+                                            "listed models).", 400)

@@ -1,3 +1,4 @@
+from django import forms
 from django.contrib import admin
 
 from .models import Membership, Message, Thread, Workspace
@@ -9,11 +10,32 @@ class MembershipInline(admin.TabularInline):
     autocomplete_fields = ["user"]
 
 
+class WorkspaceForm(forms.ModelForm):
+    class Meta:
+        model = Workspace
+        fields = ["name", "slug", "instructions", "default_provider", "default_model"]
+
+    def clean(self):
+        """A default model must be one the provider offers: an enabled model row, or its own
+        default model (a name nobody enabled would fail every new chat's first send)."""
+        data = super().clean()
+        provider, model = data.get("default_provider"), (data.get("default_model") or "").strip()
+        if provider is None and model:
+            self.add_error("default_model", "Choose the default provider too (or leave the model empty).")
+        elif provider is not None and model and model != provider.default_model \
+                and not provider.models.filter(name=model, enabled=True).exists():
+            self.add_error("default_model", f"{provider.name} has no enabled model {model!r}: enable it under "
+                                            "LLM models, or leave this empty for the provider's default model.")
+        data["default_model"] = model
+        return data
+
+
 @admin.register(Workspace)
 class WorkspaceAdmin(admin.ModelAdmin):
+    form = WorkspaceForm
     list_display = ["name", "slug", "created_at"]
     search_fields = ["name", "slug"]
-    fields = ["name", "slug", "instructions"]
+    fields = ["name", "slug", "instructions", "default_provider", "default_model"]
     inlines = [MembershipInline]
 
 

@@ -302,6 +302,10 @@ class ThreadConsumer(ClosesOnLayerLoss, ReceiveLoopsMixin, AsyncJsonWebsocketCon
         a call this user may decide was requested, progressed or closed; passed on as is."""
         await self.send_json(message["event"])
 
+    async def thread_renamed(self, message: dict) -> None:
+        """Group handler for ``thread.renamed`` (``agents.titles``): the model titled the chat."""
+        await self.send_json(message["event"])
+
     async def run_event(self, message: dict) -> None:
         """Group handler for ``run.event``: re-check access on a run's first event (a socket
         may outlive a logout or a membership) unless a check passed within ``ACCESS_FRESH_S``,

@@ -5,6 +5,8 @@ Both are plain functions of a thread the caller may read (``thread_get_for_user`
 
 from __future__ import annotations
 
+import re
+
 from django.utils import timezone
 
 from .models import Message, Thread
@@ -16,6 +18,22 @@ from .selectors import (
 )
 
 EXPORT_VERSION = 1
+_CITE = re.compile(r"\[(\d{1,3})\]")
+
+
+def cited_sources(citations: list[dict], text: str) -> tuple[list[tuple[str, list]], int]:
+    """What an answer shows under it: ``([(title, [n, …]) for each cited item, in order of
+    first citation number], number of other retrieved items)`` — a citation counts when its
+    ``[n]`` appears in ``text``; an item cited through any of its passages is listed once with
+    all its cited numbers, and is not counted as "more retrieved". The chat page draws the
+    same (templates/static/chat/app/citations.js)."""
+    numbers = set(_CITE.findall(text or ""))
+    cited: dict = {}
+    for c in citations or []:
+        if str(c.get("n")) in numbers:
+            cited.setdefault(c.get("item_id"), (c.get("title") or "untitled", []))[1].append(c.get("n"))
+    others = {c.get("item_id") for c in citations or []} - set(cited)
+    return list(cited.values()), len(others)
 
 
 def thread_export_json(*, thread: Thread) -> dict:
@@ -90,10 +108,13 @@ def thread_export_markdown(*, thread: Thread) -> str:
                 out += [row["content"], ""]
             if row["status"] not in ("complete", "streaming"):
                 out += [f"*({row['status']}{': ' + row['error'].get('message', '') if row['error'] else ''})*", ""]
-            if row["citations"]:
+            cited, more = cited_sources(row["citations"], row["content"])
+            if cited:
                 out += ["Sources:", ""]
-                out += [f"- [{c.get('n')}] {c.get('title', '')}" for c in row["citations"]]
+                out += [f"- {''.join(f'[{n}]' for n in ns)} {title}" for title, ns in cited]
                 out.append("")
+            if more:
+                out += [f"*{more} more retrieved, not cited*", ""]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -20,6 +20,17 @@ class Workspace(models.Model):
         help_text="Workspace instructions: given to the assistant in every chat of this workspace as "
                   "context (never as a user's words), e.g. house style or what the team works on.",
     )
+    # The model a new chat of this workspace starts with unless the member chose their own
+    # (agents.selectors.default_model_for). Empty: the first configured real provider.
+    default_provider = models.ForeignKey(
+        "agents.Provider", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="New chats in this workspace start on this provider (unless a member chose their own default). "
+                  "Empty: the first configured real provider, else Offline.",
+    )
+    default_model = models.CharField(
+        max_length=200, blank=True,
+        help_text="Model of the default provider; empty: the provider's default model.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -35,6 +46,11 @@ class UserPreferences(models.Model):
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_preferences")
     custom_instructions = models.TextField(blank=True, max_length=4000)
+    # The model this person's new chats start with (agents.selectors.default_model_for); null:
+    # the workspace's default.
+    default_provider = models.ForeignKey("agents.Provider", null=True, blank=True, on_delete=models.SET_NULL,
+                                         related_name="+")
+    default_model = models.CharField(max_length=200, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

@@ -132,3 +132,11 @@ def attachments_copy(*, targets: dict, owner_id=None) -> int:
         AttachmentBlob(attachment=copy, data=a.blob.data, thumbnail=a.blob.thumbnail, model_data=a.blob.model_data)
         for a, copy in zip(originals, copies, strict=True)])
     return len(copies)
+
+def default_model_set(*, user, provider, model: str = "") -> UserPreferences:
+    """Save the model ``user``'s new chats start with (``provider`` None: none of their own —
+    the workspace's default applies). The caller checked that they may use it
+    (``agents.selectors.model_choice_parse``)."""
+    prefs, _ = UserPreferences.objects.update_or_create(
+        user=user, defaults={"default_provider": provider, "default_model": model if provider is not None else ""})
+    return prefs

@@ -14,7 +14,7 @@ from agents.event_types import vocabulary
 from agents.models import Environment
 from agents.presentation import provider_status_for_viewer, sees_error_details
 from agents.risk import env_tier
-from agents.selectors import provider_list
+from agents.selectors import default_model_for, model_choice_parse, model_choices_for, provider_list
 from agents.services import MAX_MESSAGE_CHARS
 from chat.attachments import accepted_suffixes
 from chat.attachments import limits as attachment_limits
@@ -22,6 +22,7 @@ from chat.selectors import memberships_for_user
 from chatplatform.errors import ServiceError
 from knowledge.selectors import knowledge_can_create
 
+from .models import UserPreferences
 from .selectors import (
     INSTRUCTIONS_MAX_CHARS,
     custom_instructions_for_user,
@@ -29,7 +30,7 @@ from .selectors import (
     thread_list_for_user,
     workspace_get_for_user,
 )
-from .services import custom_instructions_set, thread_create
+from .services import custom_instructions_set, default_model_set, thread_create
 
 _ZERO = "00000000-0000-0000-0000-000000000000"
 
@@ -53,9 +54,28 @@ def _rail_context(request, *, search: str = "") -> dict:
     }
 
 
+def _composer_context(request, *, workspace_id) -> dict:
+    """What the composer and the header's model picker need on both chat pages: the models the
+    user may pick in ``workspace_id`` with their default (``chat.api.providers``), the
+    environments (the environment control shows only when there are some), the limits."""
+    from chat.api.providers import model_choice_payload
+
+    return {
+        "model_choices": model_choice_payload(user=request.user, workspace_id=workspace_id),
+        "environments": list(Environment.objects.order_by("name")),
+        "max_chars": MAX_MESSAGE_CHARS,
+        "max_frame_bytes": settings.WS_MAX_FRAME_BYTES,
+    }
+
+
 @login_required
 def index(request):
-    return render(request, "chat/app.html", _rail_context(request, search=request.GET.get("q", "").strip()))
+    """The landing page is a composer: type and send; the chat is created on send with the
+    default model (or the one picked in the header) — no form first."""
+    context = _rail_context(request, search=request.GET.get("q", "").strip())
+    first = next(iter(context["memberships"]), None)
+    context.update(_composer_context(request, workspace_id=first.workspace_id if first else None))
+    return render(request, "chat/app.html", context)
 
 
 @login_required
@@ -66,9 +86,11 @@ def thread_new(request):
     except Http404:
         return redirect("chat:index")
     provider = next((p for p in provider_list() if p.slug == request.POST.get("provider")), None)
-    thread = thread_create(
-        workspace=workspace, owner=request.user, provider=provider, model=request.POST.get("model", "").strip()[:200]
-    )
+    model = request.POST.get("model", "").strip()[:200]
+    if provider is None:  # none picked: the default model (the user's, the workspace's, the platform's)
+        provider, default_model, _ = default_model_for(user=request.user, workspace_id=workspace.pk)
+        model = model or default_model
+    thread = thread_create(workspace=workspace, owner=request.user, provider=provider, model=model)
     return redirect("chat:thread", thread_id=thread.pk)
 
 
@@ -77,7 +99,8 @@ def thread_page(request, thread_id):
     thread = thread_get_for_user(user=request.user, thread_id=thread_id)
     context = _rail_context(request)
     env_id = (thread.ui_context or {}).get("envId") or ""
-    environments = list(Environment.objects.order_by("name"))
+    context.update(_composer_context(request, workspace_id=thread.workspace_id))
+    environments = context["environments"]
     membership = next((m for m in context["memberships"] if m.workspace_id == thread.workspace_id), None)
     can_write = thread.owner_id == request.user.pk
     context.update({
@@ -86,12 +109,9 @@ def thread_page(request, thread_id):
         "can_save_knowledge": can_write and knowledge_can_create(user=request.user, workspace=thread.workspace_id),
         "role_name": membership.role.name if membership else "",
         "is_prod": env_tier(env_id) == "prod",
-        "environments": environments,
         "env_id": env_id,
         "env_known": any(e.name == env_id for e in environments),
         "env_tier": env_tier(env_id) if env_id else "",
-        "max_chars": MAX_MESSAGE_CHARS,
-        "max_frame_bytes": settings.WS_MAX_FRAME_BYTES,
         "attach": {**attachment_limits(), "accept": ",".join(accepted_suffixes())},
         "event_vocabulary": vocabulary(),
         "instructions_in_effect": [label for label, text in (
@@ -100,6 +120,15 @@ def thread_page(request, thread_id):
         ) if text.strip()],
     })
     return render(request, "chat/app.html", context)
+
+
+def favicon(request):
+    """``/favicon.ico`` (browsers ask for it on pages without an icon link: the admin, the API
+    docs): a permanent redirect to the site's icon (static ``chat/favicon.svg``), not a 404."""
+    from django.http import HttpResponsePermanentRedirect
+    from django.templatetags.static import static
+
+    return HttpResponsePermanentRedirect(static("chat/favicon.svg"))
 
 
 @login_required
@@ -111,12 +140,25 @@ def approvals_page(request):
 
 @login_required
 def preferences(request):
-    """Personal settings: custom instructions (POST saves, then redirects; an error keeps
-    the text in the form), and the workspace instructions the admins set, read-only."""
+    """Personal settings: the default model of new chats and custom instructions (each form
+    POSTs its own field, then redirects; an error keeps what was typed), and the workspace
+    instructions the admins set, read-only."""
     text = custom_instructions_for_user(user_id=request.user.pk)
-    error = ""
+    prefs = UserPreferences.objects.filter(user=request.user).select_related("default_provider").first()
+    chosen = (f"{prefs.default_provider.slug}/{prefs.default_model or prefs.default_provider.default_model}"
+              if prefs is not None and prefs.default_provider is not None else "")
+    error = model_error = ""
     saved = request.GET.get("saved") == "1"
-    if request.method == "POST":
+    if request.method == "POST" and "default_model" in request.POST:
+        chosen = request.POST.get("default_model", "")
+        try:
+            provider, model = model_choice_parse(user=request.user, value=chosen)
+        except ServiceError as exc:
+            model_error = exc.message
+        else:
+            default_model_set(user=request.user, provider=provider, model=model)
+            return redirect(reverse("chat:preferences") + "?saved=1")
+    elif request.method == "POST":
         text = request.POST.get("custom_instructions", "")
         try:
             custom_instructions_set(user=request.user, text=text)
@@ -125,7 +167,11 @@ def preferences(request):
         else:
             return redirect(reverse("chat:preferences") + "?saved=1")
     memberships = memberships_for_user(user=request.user)
+    first = memberships.first()
+    fallback = default_model_for(user=request.user, workspace_id=first.workspace_id) if first else (None, "", "")
     return render(request, "chat/preferences.html", {
         "custom_instructions": text, "error": error, "saved": saved, "memberships": memberships,
-        "max_chars": INSTRUCTIONS_MAX_CHARS,
-    }, status=400 if error else 200)
+        "max_chars": INSTRUCTIONS_MAX_CHARS, "model_groups": model_choices_for(user=request.user),
+        "default_model": chosen, "model_error": model_error,
+        "in_effect": f"{fallback[0].name} · {fallback[1]}" if fallback[0] is not None else "",
+    }, status=400 if error or model_error else 200)

@@ -7,9 +7,10 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.settings import api_settings
 
+from chat import views as chat_views
 from chat.api import attachments as attachments_api
 from chat.api import views as chat_api
-from chat.api.providers import ProviderListApi, ProviderModelsApi
+from chat.api.providers import ModelChoicesApi, ProviderListApi, ProviderModelsApi
 from chat.api.tool_calls import ApprovalInboxApi, ToolCallDecisionApi, ToolCallListApi
 from chat.api.tool_offer import ThreadToolsApi
 from chat.sse import run_events
@@ -61,6 +62,7 @@ api_v1 = [
     path("tool-calls/<str:tool_call_id>/decision/", ToolCallDecisionApi.as_view(), name="tool-call-decision"),
     path("providers/", ProviderListApi.as_view(), name="providers"),
     path("providers/<slug:slug>/models/", ProviderModelsApi.as_view(), name="provider-models"),
+    path("models/", ModelChoicesApi.as_view(), name="model-choices"),
     path("knowledge/items/", knowledge_api.KnowledgeItemListCreateApi.as_view(), name="knowledge-items"),
     path("knowledge/items/<str:item_id>/", knowledge_api.KnowledgeItemDetailApi.as_view(), name="knowledge-item-detail"),
     path("knowledge/uploads/", knowledge_upload_api.KnowledgeUploadListCreateApi.as_view(), name="knowledge-uploads"),
@@ -73,6 +75,7 @@ api_v1 = [
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="chat:index", permanent=False)),
+    path("favicon.ico", chat_views.favicon, name="favicon"),
     path("admin/", admin.site.urls),
     # Sign-in budgets are enforced in the password backend for every door, the admin login
     # included (chatplatform.login_throttle); this view shows a throttled attempt in the page.

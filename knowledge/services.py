@@ -270,9 +270,9 @@ def knowledge_item_ask_thread(*, user, item: KnowledgeItem):
     """"Ask about this": a new thread of ``user`` in the item's workspace whose UI context
     names the item (``objectType: knowledge_item``; informational for the model, DESIGN §1).
     Provider: the one of the user's latest thread in that workspace if still usable, else
-    the first enabled provider that needs no missing key, else none (the chat page says so).
+    the default model (``agents.selectors.default_model_for``), else none (the chat page says so).
     ``item`` must come from ``knowledge_item_get_for_user``."""
-    from agents.selectors import provider_list_configured
+    from agents.selectors import default_model_for, provider_list_configured
     from agents.ui_context import ui_context_validate
     from chat.models import Thread
     from chat.services import thread_create
@@ -282,7 +282,10 @@ def knowledge_item_ask_thread(*, user, item: KnowledgeItem):
         Thread.objects.filter(owner=user, workspace_id=item.workspace_id, provider__isnull=False)
         .order_by("-updated_at").values_list("provider_id", flat=True).first()
     )
-    provider = next((p for p in usable if p.pk == latest), usable[0] if usable else None)
+    provider = next((p for p in usable if p.pk == latest), None)
+    model = ""
+    if provider is None:  # no earlier chat there: the default model (agents.selectors.default_model_for)
+        provider, model, _ = default_model_for(user=user, workspace_id=item.workspace_id)
     ui_context = ui_context_validate({
         "objectType": "knowledge_item",
         "objectId": str(item.pk),
@@ -291,6 +294,6 @@ def knowledge_item_ask_thread(*, user, item: KnowledgeItem):
         "contextVersion": 1,
     })
     return thread_create(
-        workspace=item.workspace, owner=user, title=f"About: {item.title}"[:200], provider=provider,
+        workspace=item.workspace, owner=user, title=f"About: {item.title}"[:200], provider=provider, model=model,
         ui_context=ui_context,
     )

@@ -103,6 +103,9 @@ class Capabilities:
     #: The adapter can send images (the provider's own image parts); whether a model reads
     #: them is :func:`takes_images`.
     images: bool = False
+    #: A language model: a new chat may default to it without anyone naming it, and it writes
+    #: a chat's title after the first answer (not the rule-based Offline assistant, not an agent).
+    language_model: bool = False
 
     @property
     def available(self) -> bool:
@@ -122,16 +125,16 @@ class Capabilities:
 CAPABILITIES: dict[str, Capabilities] = {
     "openai_compatible": Capabilities(
         adapter="llm.openai_compat:OpenAICompatAdapter",
-        key=KEY_IF_NAMED, lists_models=True, tier_by_size=True, cloud=cloud_host, images=True,
+        key=KEY_IF_NAMED, lists_models=True, tier_by_size=True, cloud=cloud_host, images=True, language_model=True,
     ),
     "anthropic": Capabilities(
         adapter="llm.anthropic:AnthropicAdapter",
-        key=KEY_REQUIRED, lists_models=True, tier_by_size=True, cloud=_always, images=True,
+        key=KEY_REQUIRED, lists_models=True, tier_by_size=True, cloud=_always, images=True, language_model=True,
     ),
     "ollama": Capabilities(
         adapter="llm.ollama:OllamaAdapter",
         key=KEY_OPTIONAL, lists_models=True, model_details=True, tier_by_size=True, request_options=ollama_options,
-        images=True,
+        images=True, language_model=True,
     ),
     "offline": Capabilities(
         adapter="llm.offline:OfflineAdapter", key=KEY_OPTIONAL, shares_client=False,

@@ -20,7 +20,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from agents.audit import audit_record
 from agents.models import AuditEvent
@@ -31,6 +31,31 @@ from .models import MCPServer, MCPTool
 
 def _pretty(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def definition_sides(approved, current) -> tuple[list[tuple[str, bool]], list[tuple[str, bool]]]:
+    """The approved and the offered definition as pretty JSON lines, each ``(line, changed)``:
+    ``changed`` marks the lines that differ from the other side (``difflib``), so the drift
+    review shows what moved even in a long definition."""
+    import difflib
+
+    old, new = _pretty(approved).splitlines(), _pretty(current).splitlines()
+    old_marks, new_marks = [False] * len(old), [False] * len(new)
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        if tag != "equal":
+            old_marks[i1:i2] = [True] * (i2 - i1)
+            new_marks[j1:j2] = [True] * (j2 - j1)
+    return list(zip(old, old_marks, strict=True)), list(zip(new, new_marks, strict=True))
+
+
+def _lines_html(lines) -> str:
+    return format_html_join("", '<span class="{}">{}</span>\n',
+                            (("line changed" if changed else "line", text) for text, changed in lines))
+
+
+# The drift review's layout lives in a stylesheet: the site's Content-Security-Policy allows no
+# inline style attributes (they were dropped, and the two definitions stacked with lines cut).
+ADMIN_CSS = {"all": ["chat/admin-mcp.css"]}
 
 
 class MCPServerForm(forms.ModelForm):
@@ -238,14 +263,17 @@ class MCPToolAdmin(admin.ModelAdmin):
     def policy_enabled(self, obj):
         return bool(obj.policy and obj.policy.enabled)
 
+    class Media:
+        css = ADMIN_CSS
+
     @admin.display(description="definition (approved | offered now) — untrusted text from the server")
     def definitions(self, obj):
         changed = obj.current_hash != obj.approved_hash
+        approved, current = definition_sides(obj.approved_definition, obj.current_definition)
         return format_html(
-            '<div style="display:flex;gap:1em"><div style="flex:1"><strong>approved</strong>'
-            '<pre style="white-space:pre-wrap">{}</pre></div><div style="flex:1"><strong>offered now{}</strong>'
-            '<pre style="white-space:pre-wrap">{}</pre></div></div>',
-            _pretty(obj.approved_definition), " (changed)" if changed else "", _pretty(obj.current_definition),
+            '<div class="mcp-drift"><div><strong>approved</strong><pre class="mcp-def">{}</pre></div>'
+            '<div><strong>offered now{}</strong><pre class="mcp-def">{}</pre></div></div>',
+            _lines_html(approved), " (changed lines marked)" if changed else "", _lines_html(current),
         )
 
     @admin.action(description="Approve the changed definition (lift quarantine)")

@@ -41,7 +41,12 @@ from agents.loop.prompt import lost_attempt
 from agents.models import LLMModel, Provider, Run
 from agents.presentation import sees_error_details
 from agents.provider_keys import key_status
-from agents.selectors import model_allowed, model_list_for_provider, role_names_for_user
+from agents.selectors import (
+    default_model_for,
+    model_allowed,
+    model_list_for_provider,
+    role_names_for_user,
+)
 from agents.services import run_create
 from chat.models import Attachment, Message, Thread, Workspace
 from chat.selectors import memberships_for_user, thread_get_for_user, workspace_get_for_user
@@ -227,7 +232,7 @@ def _shown(name: str) -> str:
     return repr(name if len(name) <= SHOWN_NAME_CHARS else name[:SHOWN_NAME_CHARS] + "…")
 
 
-def model_resolve(*, name: str, user=None) -> tuple[Provider, str]:
+def model_resolve(*, name: str, user=None, workspace: str = "") -> tuple[Provider, str]:
     """``(provider, model name)`` for the request's ``model``; ApiRejected ``model_not_found``
     (404, OpenAI's code for "does not exist or you do not have access to it") when nothing
     enabled fits, when ``user`` (when given) has no role that may use it
@@ -243,7 +248,7 @@ def model_resolve(*, name: str, user=None) -> tuple[Provider, str]:
     if name == "default":
         name = getattr(settings, "COMPAT_API_DEFAULT_MODEL", "") or ""
         if not name:
-            return _default_model(roles)
+            return _default_model(roles, user=user, workspace=workspace)
     slug, _, model = name.partition("/")
     provider = Provider.objects.filter(slug=slug, enabled=True).first()
     if provider is not None:
@@ -278,13 +283,24 @@ def _usable(provider: Provider, model: str, roles) -> bool:
     return model_allowed(provider=provider, model=model, role_names=roles)
 
 
-def _default_model(roles) -> tuple[Provider, str]:
-    """``"default"`` without ``COMPAT_API_DEFAULT_MODEL``: ``(provider, its default model)``
-    of the first enabled provider by name that is set up (its key is there: ``key_status``)
-    and whose default model one of ``roles`` may use (None: anyone, unless an administrator
-    disabled it) — a provider whose key is missing would only fail the run. Checked here
-    once, so the caller does not look the provider up again. ApiRejected
+def _default_model(roles, *, user=None, workspace: str = "") -> tuple[Provider, str]:
+    """``"default"`` without ``COMPAT_API_DEFAULT_MODEL``: with a caller, the model a new chat
+    of theirs starts with in the chat UI (``agents.selectors.default_model_for``: their own
+    default, the workspace's, the first set-up real provider, else Offline) in the workspace
+    the new thread goes to (``workspace``: the ``X-Workspace`` header, else their first);
+    without one, the first enabled provider by name that is set up (its key is there:
+    ``key_status``) and whose default model an administrator did not disable. ApiRejected
     ``model_not_found`` (404) when none is."""
+    if user is not None:
+        memberships = list(memberships_for_user(user=user))
+        chosen = next((m for m in memberships if workspace and workspace in (m.workspace.slug, str(m.workspace_id))),
+                      memberships[0] if memberships else None)
+        if chosen is not None:
+            provider, model, _ = default_model_for(user=user, workspace_id=chosen.workspace_id)
+            if provider is not None:
+                return provider, model
+        raise ApiRejected("model_not_found", "No enabled provider is set up for you, so \"default\" names none "
+                          "(see GET /v1/models, or ask an administrator to set COMPAT_API_DEFAULT_MODEL).", 404)
     enabled = list(Provider.objects.filter(enabled=True).order_by("name"))
     if not enabled:
         raise ApiRejected("model_not_found", "No provider is enabled on this platform.", 404)
@@ -420,7 +436,7 @@ def completion_start(*, user, body: dict, thread_header: str = "", workspace_hea
         tools = []
     if not isinstance(body.get("model"), str | None):
         raise ApiRejected("invalid_request_error", "model must be a string.", param="model")
-    provider, model = model_resolve(name=body.get("model") or "", user=user)
+    provider, model = model_resolve(name=body.get("model") or "", user=user, workspace=workspace_header)
     _refuse_platform_names(tools)
     prefix, tail = _split(messages)
     content, results = _new_part(tail)

@@ -3,6 +3,7 @@ from django.contrib import admin
 from agents.admin import LLMModelAdmin
 
 from .models import Budget, BudgetWindow, ModelPrice, ToolLimit, UsageRecord
+from .services import limit_text
 
 
 @admin.register(UsageRecord)
@@ -28,7 +29,15 @@ class BudgetWindowInline(admin.TabularInline):
 
 @admin.register(Budget)
 class BudgetAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "workspace", "user", "model", "metric", "period", "soft_limit", "hard_limit", "enabled"]
+    list_display = ["__str__", "workspace", "user", "model", "metric", "period", "soft", "hard", "enabled"]
+
+    @admin.display(description="soft limit", ordering="soft_limit")
+    def soft(self, obj) -> str:
+        return limit_text(obj.soft_limit, metric=obj.metric, currency=obj.currency)
+
+    @admin.display(description="hard limit", ordering="hard_limit")
+    def hard(self, obj) -> str:
+        return limit_text(obj.hard_limit, metric=obj.metric, currency=obj.currency)
     list_filter = ["metric", "period", "enabled"]
     inlines = [BudgetWindowInline]
 

@@ -399,6 +399,17 @@ def _fmt(value: Decimal | None) -> str:
     return f"{value.normalize():f}" if value != value.to_integral() else f"{int(value)}"
 
 
+def limit_text(value: Decimal | None, *, metric: str, currency: str = "") -> str:
+    """A budget amount as people read it: ``"800,000 tokens"``, ``"12.5 USD"`` — no trailing
+    zeros of the column's six decimal places, thousands grouped; ``"—"`` for no limit."""
+    if value is None:
+        return "—"
+    if metric == "tokens":
+        return f"{int(value):,} tokens"
+    text = f"{value.normalize():,f}" if value != value.to_integral() else f"{int(value):,}"
+    return f"{text} {currency}".strip()
+
+
 def budget_check(*, user_id, workspace_id, model_id) -> None:
     """Refuse (:class:`DispatchRefused`) when a hard limit that applies is already reached.
     Used before a run is created; takes no hold."""

@@ -37,6 +37,7 @@ from agents.ledger import CANCELLED_RESULT, UNKNOWN_OUTCOME, close_open_calls, t
 from agents.metering import meter
 from agents.models import Run, ToolCall
 from agents.replay import fill_from_log
+from agents.titles import title_after_first_answer
 from agents.tools import ToolContext
 from chat.models import Message
 from chat.selectors import role_name_in
@@ -225,6 +226,9 @@ def _end(turn: Turn, backend, outcome: Outcome, owner: str) -> None:
             if emitter.emit("run.completed", status=Run.Status.COMPLETED,
                             truncated=outcome.truncated)["seq"] == final:
                 emitter.seq_saved(final)
+            # The answer is out and the run closed; a first answer's chat gets its title now
+            # (one small request; never raises).
+            title_after_first_answer(run_id=run.pk)
             return
         outcome = Outcome.cancelled()  # cancelled after the last check: the cancel wins
     if outcome.kind == "failed":

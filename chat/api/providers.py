@@ -5,6 +5,8 @@
 is older than ``PROVIDER_HEALTH_TTL_S`` (one short listing request), then answers
 ``{"provider": {...}, "models": [...]}`` — only the models the caller may use (enabled, and
 allowed for their role; ``?workspace=`` narrows to their role there).
+``GET /api/v1/models/`` is the chat's model picker: every model the caller may use, grouped by
+provider, with the default a new chat of theirs starts with (no network call).
 """
 
 from __future__ import annotations
@@ -19,15 +21,17 @@ from agents.loop.tiers import resolve_tier
 from agents.models import LLMModel, Provider
 from agents.presentation import provider_status_for_viewer, sees_error_details
 from agents.selectors import (
+    default_model_for,
+    model_choices_for,
     model_list_for_provider,
     provider_get,
     provider_list,
     role_names_for_user,
 )
-from chat.selectors import workspace_get_for_user
-from llm.capabilities import takes_images
+from chat.selectors import memberships_for_user, workspace_get_for_user
+from llm.capabilities import capabilities, takes_images
 
-__all__ = ["ProviderListApi", "ProviderModelsApi", "provider_health"]
+__all__ = ["ModelChoicesApi", "ProviderListApi", "ProviderModelsApi", "model_choice_payload", "provider_health"]
 
 
 class ProviderSerializer(serializers.ModelSerializer):
@@ -109,3 +113,70 @@ class ProviderModelsApi(APIView):
             "provider": ProviderSerializer(provider, context={"detailed": sees_error_details(user=request.user)}).data,
             "models": LLMModelSerializer(models, many=True).data,
         })
+
+
+class ModelChoiceSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text='"provider/model": what PATCH /threads/{id}/ and the preferences take.')
+    name = serializers.CharField()
+    label = serializers.CharField(help_text="The admin's label, else the name.")
+    supports_tools = serializers.BooleanField()
+    vision = serializers.BooleanField(help_text="Reads images: the model row's setting, else the provider's listing or the model's name.")
+    parameter_size = serializers.CharField()
+    auto_tier = serializers.CharField(help_text="The prompt tier 'auto' resolves to for this model.")
+
+
+class ModelChoiceGroupSerializer(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    agent = serializers.BooleanField(help_text="A remote agent (kind agent_runs): it runs commands on servers.")
+    models = ModelChoiceSerializer(many=True)
+
+
+class ModelDefaultSerializer(serializers.Serializer):
+    provider = serializers.CharField()
+    model = serializers.CharField()
+    id = serializers.CharField()
+    source = serializers.ChoiceField(choices=["user", "workspace", "platform", "offline"])
+
+
+class ModelChoicesSerializer(serializers.Serializer):
+    default = ModelDefaultSerializer(allow_null=True)
+    providers = ModelChoiceGroupSerializer(many=True)
+
+
+def model_choice_payload(*, user, workspace_id) -> dict:
+    """``GET /api/v1/models/``'s body (also given to the chat pages): ``{"default": {provider,
+    model, id, source} | null, "providers": [{slug, name, kind, agent, models: [{id, name,
+    label, supports_tools, vision, parameter_size, auto_tier}]}]}`` — the set-up providers by
+    name, each with the models the user's role may use (``agents.selectors.model_choices_for``)."""
+    provider, model, source = default_model_for(user=user, workspace_id=workspace_id) if workspace_id else (None, "", "")
+    groups = []
+    for group in model_choices_for(user=user, workspace_id=workspace_id):
+        p = group["provider"]
+        models = []
+        for m in group["models"]:
+            tier, _ = resolve_tier(thread_tier="auto", provider=p, model_name=m.name, model_row=m if m.pk else None)
+            models.append({"id": f"{p.slug}/{m.name}", "name": m.name, "label": m.label or m.name,
+                           "supports_tools": m.supports_tools, "vision": takes_images(p, m.name, getattr(m, "supports_images", None)),
+                           "parameter_size": m.parameter_size, "auto_tier": tier.name})
+        groups.append({"slug": p.slug, "name": p.name, "kind": p.kind, "agent": not capabilities(p).adapter,
+                       "models": models})
+    default = ({"provider": provider.slug, "model": model, "id": f"{provider.slug}/{model}", "source": source}
+               if provider is not None else None)
+    return {"default": default, "providers": groups}
+
+
+class ModelChoicesApi(APIView):
+    """The models the caller may pick, grouped by provider, and their default for a new chat in
+    ``?workspace=`` (id or slug; not a member → 404; without it: their first workspace)."""
+
+    @extend_schema(parameters=[OpenApiParameter("workspace", str, required=False)], responses=ModelChoicesSerializer)
+    def get(self, request):
+        workspace = request.query_params.get("workspace")
+        if workspace:
+            workspace_id = workspace_get_for_user(user=request.user, workspace=workspace).pk
+        else:
+            first = memberships_for_user(user=request.user).first()
+            workspace_id = first.workspace_id if first else None
+        return Response(model_choice_payload(user=request.user, workspace_id=workspace_id))

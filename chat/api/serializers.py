@@ -50,6 +50,7 @@ class ThreadCreateSerializer(serializers.Serializer):
     grounded = serializers.BooleanField(required=False, default=True)
     allow_model_save = serializers.BooleanField(required=False, default=False)
     include_private_in_ai = serializers.BooleanField(required=False, default=False)
+    prompt_tier = serializers.ChoiceField(choices=Thread.PromptTier.choices, required=False, default="auto")
 
 
 class ThreadUpdateSerializer(serializers.Serializer):
@@ -249,7 +250,13 @@ class MessageEditSerializer(RunOptionsSerializer):
 
 
 class PreferencesSerializer(serializers.Serializer):
-    custom_instructions = serializers.CharField(allow_blank=True, trim_whitespace=False, validators=[valid_unicode])
+    custom_instructions = serializers.CharField(allow_blank=True, trim_whitespace=False, validators=[valid_unicode],
+                                                required=False)
+    default_model = serializers.CharField(
+        allow_blank=True, max_length=401, required=False,
+        help_text='The model your new chats start with, as "provider/model" (or "provider": its default model); '
+                  '"": none of your own (the workspace\'s default, else the first configured provider). Must be a '
+                  "model you may use (else 400 model_not_allowed).")
 
 
 class BranchSelectSerializer(serializers.Serializer):

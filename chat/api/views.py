@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import copy
 
+from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.presentation import sees_error_details
-from agents.selectors import run_get_for_user
+from agents.selectors import default_model_for, model_choice_parse, run_get_for_user
 from agents.services import (
     message_edit,
     message_regenerate,
@@ -27,7 +28,7 @@ from agents.services import (
     thread_update,
 )
 from chat.export import thread_export_json, thread_export_markdown
-from chat.models import Thread
+from chat.models import Thread, UserPreferences
 from chat.selectors import (
     attachments_for_messages,
     custom_instructions_for_user,
@@ -41,7 +42,7 @@ from chat.selectors import (
     workspace_get_for_user,
     workspace_list_for_user,
 )
-from chat.services import custom_instructions_set, thread_create, thread_delete
+from chat.services import custom_instructions_set, default_model_set, thread_create, thread_delete
 from chatplatform.api import ApiError
 
 from .serializers import (
@@ -100,6 +101,9 @@ class ThreadListCreateApi(generics.ListAPIView):
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
         workspace = workspace_get_for_user(user=request.user, workspace=values.pop("workspace"))
+        if "provider" not in request.data:  # none named: the default (the user's, the workspace's, the platform's)
+            values["provider"], default_model, _ = default_model_for(user=request.user, workspace_id=workspace.pk)
+            values["model"] = values.get("model") or default_model
         if values.get("model"):  # no model: the provider's default, always usable
             model_check(thread=Thread(workspace=workspace, owner=request.user, provider=values.get("provider"),
                                       model=values["model"]), user=request.user)
@@ -265,16 +269,33 @@ def _run_context(request, run) -> dict:
 
 
 class PreferencesApi(APIView):
-    """The caller's chat preferences: ``{"custom_instructions": str}`` (≤ 4000 chars; over
-    that → 400 ``too_long``, nothing saved). Given to the assistant as context in every chat."""
+    """The caller's chat preferences: ``{"custom_instructions": str, "default_model": str}``.
+    ``custom_instructions`` (≤ 4000 chars; over that → 400 ``too_long``, nothing saved) are given
+    to the assistant as context in every chat; ``default_model`` (``"provider/model"``, ``""``:
+    none of their own) is the model their new chats start with (not one they may use → 400
+    ``model_not_allowed``, nothing saved). PATCH changes the fields it names."""
+
+    @staticmethod
+    def _body(user) -> dict:
+        prefs = UserPreferences.objects.filter(user=user).select_related("default_provider").first()
+        chosen = ""
+        if prefs is not None and prefs.default_provider is not None:
+            chosen = f"{prefs.default_provider.slug}/{prefs.default_model or prefs.default_provider.default_model}"
+        return {"custom_instructions": custom_instructions_for_user(user_id=user.pk), "default_model": chosen}
 
     @extend_schema(responses=PreferencesSerializer)
     def get(self, request):
-        return Response({"custom_instructions": custom_instructions_for_user(user_id=request.user.pk)})
+        return Response(self._body(request.user))
 
     @extend_schema(request=PreferencesSerializer, responses=PreferencesSerializer)
     def patch(self, request):
         data = PreferencesSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        prefs = custom_instructions_set(user=request.user, text=data.validated_data["custom_instructions"])
-        return Response({"custom_instructions": prefs.custom_instructions})
+        values = data.validated_data
+        with transaction.atomic():
+            if "default_model" in values:
+                provider, model = model_choice_parse(user=request.user, value=values["default_model"])
+                default_model_set(user=request.user, provider=provider, model=model)
+            if "custom_instructions" in values:
+                custom_instructions_set(user=request.user, text=values["custom_instructions"])
+        return Response(self._body(request.user))

@@ -373,7 +373,14 @@ AGENT_RUNS_POLL_S = env.float("AGENT_RUNS_POLL_S", default=1.0)  # status poll w
 AGENT_RUNS_STOP_WAIT_S = env.float("AGENT_RUNS_STOP_WAIT_S", default=10.0)  # wait for a stop to be confirmed
 AGENT_RUNS_UNREACHABLE_S = env.float("AGENT_RUNS_UNREACHABLE_S", default=5.0)  # then the run fails
 CHAT_RAG_TOP_K = env.int("CHAT_RAG_TOP_K", default=8)
-WS_MAX_FRAME_BYTES = env.int("WS_MAX_FRAME_BYTES", default=64 * 1024)
+# A message at the character limit (agents.services.MAX_MESSAGE_CHARS, 32,000) must fit one
+# frame in every script: JSON text takes at most 6 bytes a character (a control character's
+# \uXXXX escape; CJK takes 3, emoji 4), plus room for the frame's other fields (issue 54).
+# Chat titles: after a chat's first answer its model writes a short title (agents.titles);
+# off: the first question, cut, stays the title. The request's read timeout in seconds.
+CHAT_TITLE_GENERATION = env.bool("CHAT_TITLE_GENERATION", default=True)
+CHAT_TITLE_TIMEOUT_S = env.float("CHAT_TITLE_TIMEOUT_S", default=15.0)
+WS_MAX_FRAME_BYTES = env.int("WS_MAX_FRAME_BYTES", default=32_000 * 6 + 8192)
 # Deepest JSON nesting accepted in REST bodies, websocket frames and UI contexts (chatplatform.safe_input).
 JSON_MAX_DEPTH = env.int("JSON_MAX_DEPTH", default=32)
 # Fernet key material for provider keys entered in the admin; derived from SECRET_KEY if unset.

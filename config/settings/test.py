@@ -25,6 +25,9 @@ from .base import *  # noqa: E402,F403
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 PROVIDER_MAX_RETRIES = 0
 OFFLINE_DELTA_DELAY_S = 0.0
+# Title requests after a first answer would take answers scripted for the fake models; the
+# title tests turn it on (tests/chat/test_titles.py).
+CHAT_TITLE_GENERATION = False
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

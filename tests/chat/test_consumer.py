@@ -5,6 +5,7 @@ import json
 
 import pytest
 from channels.testing import WebsocketCommunicator
+from django.conf import settings
 from rest_framework.authtoken.models import Token
 
 from config.asgi import application
@@ -100,7 +101,7 @@ async def test_bad_frames_get_error_events_and_the_socket_stays_usable(thread, u
         assert (await comm.receive_json_from())["code"] == "invalid_frame", frame
     await comm.send_json_to({"type": "run.cancel", "run_id": "not-a-run"})
     assert (await comm.receive_json_from())["code"] == "not_found"
-    big = json.dumps({"type": "message.send", "content": "x" * (64 * 1024)})
+    big = json.dumps({"type": "message.send", "content": "x" * (settings.WS_MAX_FRAME_BYTES + 1)})
     await comm.send_to(text_data=big)
     error = await comm.receive_json_from()
     assert error["type"] == "error" and error["code"] == "frame_too_large"
@@ -244,4 +245,27 @@ async def test_a_send_while_the_database_is_unreachable_is_refused_visibly_and_t
     await comm.send_json_to({"type": "message.send", "content": "How does the with statement work?"})
     seen = await until(comm, "run.completed")
     assert [e["type"] for e in seen[:2]] == ["run.queued", "run.started"]
+    await comm.disconnect()
+
+
+async def test_a_message_at_the_character_limit_fits_one_frame_in_any_script(thread):
+    """The frame limit fits the character limit in UTF-8 (issue 54): a 24,000-character CJK
+    message (72 KB, over the old 64 KB limit) is accepted whole, and so is one at the limit
+    made of the widest JSON escapes (6 bytes a character)."""
+    from agents.services import MAX_MESSAGE_CHARS
+    from chat.models import Message
+
+    widest = json.dumps({"type": "message.send", "content": "\u0001" * MAX_MESSAGE_CHARS, "grounded": False,
+                         "include_private": False, "env_id": "x" * 100})
+    assert len(widest.encode()) <= settings.WS_MAX_FRAME_BYTES
+    comm, connected, _ = await connect(thread.pk, token_headers(thread.owner))
+    assert connected
+    cjk = "漢字かな交じり文" * 3000
+    assert len(cjk) == 24_000 and len(json.dumps({"content": cjk}, ensure_ascii=False).encode()) > 64 * 1024
+    await comm.send_to(text_data=json.dumps({"type": "message.send", "content": cjk}, ensure_ascii=False))
+    events = await until(comm, "run.completed")
+    assert not [e for e in events if e["type"] == "error"]
+    stored = await asyncio.to_thread(
+        lambda: Message.objects.filter(thread_id=thread.pk, role="user").values_list("content", flat=True).get())
+    assert stored == cjk
     await comm.disconnect()

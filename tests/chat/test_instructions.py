@@ -24,7 +24,8 @@ def test_instructions_go_to_the_system_prompt_only(users, workspaces, openai_pro
     workspaces["demo"].instructions = "Answer in British English. Our product is called Lumen."
     workspaces["demo"].save(update_fields=["instructions"])
     assert api(alice).patch("/api/v1/me/preferences/", {"custom_instructions": "  I am a data engineer; be brief.  "},
-                            format="json").json() == {"custom_instructions": "I am a data engineer; be brief."}
+                            format="json").json() == {"custom_instructions": "I am a data engineer; be brief.",
+                                                      "default_model": ""}
     thread = make_thread(alice, workspaces["demo"], openai_provider)
     fake_openai.script(text_chunks("Noted."))
     sink = sink_for(thread.pk)
@@ -54,7 +55,7 @@ def test_other_users_and_workspaces_get_none_of_it(users, workspaces, openai_pro
     system = fake_openai.requests[-1]["messages"][0]["content"]
     assert "alice's secret preference" not in system and "demo-only house rules" not in system
     assert "standing preferences" not in system and "Workspace instructions" not in system
-    assert api(users["dave"]).get("/api/v1/me/preferences/").json() == {"custom_instructions": ""}
+    assert api(users["dave"]).get("/api/v1/me/preferences/").json() == {"custom_instructions": "", "default_model": ""}
 
 
 def test_too_long_instructions_are_refused_and_nothing_is_saved(users, client):
@@ -62,7 +63,8 @@ def test_too_long_instructions_are_refused_and_nothing_is_saved(users, client):
     api(alice).patch("/api/v1/me/preferences/", {"custom_instructions": "keep this"}, format="json")
     response = api(alice).patch("/api/v1/me/preferences/", {"custom_instructions": "x" * 4001}, format="json")
     assert response.status_code == 400 and response.json()["error"]["code"] == "too_long"
-    assert api(alice).get("/api/v1/me/preferences/").json() == {"custom_instructions": "keep this"}
+    assert api(alice).get("/api/v1/me/preferences/").json() == {"custom_instructions": "keep this",
+                                                                 "default_model": ""}
     # The settings page says why and keeps the typed text.
     client.force_login(alice)
     page = client.post("/chat/settings/", {"custom_instructions": "y" * 4001})

@@ -54,3 +54,39 @@ def test_export_as_markdown_and_json(users, workspaces, offline, converse):
     assert data["messages"][1]["parent_id"] == data["messages"][0]["id"]
     bad = client.get(f"/api/v1/threads/{thread.pk}/export/?as=pdf")
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid"
+
+
+def test_cited_sources_lists_cited_items_once_and_counts_the_rest():
+    from chat.export import cited_sources
+
+    citations = [
+        {"n": 1, "item_id": "a", "title": "The with statement"},
+        {"n": 2, "item_id": "b", "title": "Coroutines"},
+        {"n": 3, "item_id": "a", "title": "The with statement"},
+        {"n": 4, "item_id": "c", "title": "Generators"},
+        {"n": 5, "item_id": "d", "title": "Decorators"},
+    ]
+    assert cited_sources(citations, "It calls __exit__ [3], see [1]. [9] is no source.") == (
+        [("The with statement", [1, 3])], 3)
+    assert cited_sources(citations, "Hello!") == ([], 4)  # a greeting cites nothing
+    assert cited_sources([], "[1]") == ([], 0)
+
+
+def test_the_markdown_export_lists_only_cited_sources_like_the_page(users, workspaces, offline, converse):
+    from agents.models import Run
+    from chat.models import Message
+
+    alice = users["alice"]
+    thread = make_thread(alice, workspaces["demo"], offline, title="Quiet sources")
+    converse(thread, alice, "How does the with statement work?")
+    answer = Message.objects.filter(thread=thread, role="assistant").exclude(content="").last()
+    answer.citations = [{"n": 1, "item_id": "i1", "title": "Cited item"},
+                        {"n": 2, "item_id": "i2", "title": "Only retrieved"},
+                        {"n": 3, "item_id": "i3", "title": "Also only retrieved"}]
+    answer.content = "Use a context manager [1]."
+    answer.save(update_fields=["citations", "content"])
+    assert Run.objects.filter(thread=thread).exists()
+    text = api(alice).get(f"/api/v1/threads/{thread.pk}/export/?as=markdown").content.decode()
+    assert "Sources:\n\n- [1] Cited item\n" in text
+    assert "Only retrieved" not in text and "Also only retrieved" not in text
+    assert "*2 more retrieved, not cited*" in text

@@ -373,6 +373,9 @@ class Platform:
             # KNOWLEDGE_EMBEDDINGS=local): loading and embedding the demo corpus costs CPU
             # every other test on the machine would feel.
             "KNOWLEDGE_EMBEDDINGS": os.environ.get("E2E_KNOWLEDGE_EMBEDDINGS", "off"),
+            # Title requests would take scripted answers of the fake models: a module that
+            # tests titles turns them on (extra_env CHAT_TITLE_GENERATION=true).
+            "CHAT_TITLE_GENERATION": "false",
         })
         if self.mode == "embedded":
             db_file = self.tmpdir / "db.sqlite3"

@@ -42,18 +42,14 @@ def test_chat_in_the_browser(browser, embedded_platform):
         page.wait_for_url(re.compile(r"/chat/$"))
         assert page.locator(".rail-head").inner_text().count("alice") == 1
 
-        # "+ New chat" with the offline provider, from the left rail.
-        page.select_option("#new-chat-form select[name=workspace]", "demo")
-        page.select_option("#new-provider", "offline")
-        page.click("#new-chat")
+        # The landing page is a composer: ask and send; the chat is created on send with the
+        # default model (Offline: no real provider is configured here).
+        assert page.locator("#model-picker-label").inner_text() == "rule-based"
+        page.fill("#input", QUESTION)
+        page.click("#send")
         page.wait_for_url(re.compile(r"/chat/[0-9a-f-]{36}/$"))
         thread_id = page.locator("#messages").get_attribute("data-thread-id")
         assert thread_id and thread_id in page.url
-        page.wait_for_selector("#conn.ok", state="attached")  # the websocket is open
-
-        # Ask in the composer and send.
-        page.fill("#input", QUESTION)
-        page.click("#send")
         page.locator("article.msg.user .body", has_text=QUESTION).wait_for()
 
         # The tool call row appears, then the answer streams and finishes.
@@ -81,7 +77,7 @@ def test_chat_in_the_browser(browser, embedded_platform):
         assert answer.locator("blockquote").count() >= 1  # the quoted passage, rendered Markdown
         assert "with" in answer.locator("blockquote").first.inner_text().lower()
         assert page.locator("#conn").inner_text() == "connected"
-        cites = page.locator("article.msg.assistant .citations li a").all_inner_texts()
+        cites = page.locator("article.msg.assistant .citations.cited li a").all_inner_texts()  # the shown ones
         assert WITH_TOPIC_TITLE in cites, cites
         assert len(cites) == len(set(cites)), f"one line per source item: {cites}"
         # The auto-title appears without a reload.
@@ -102,7 +98,7 @@ def test_chat_in_the_browser(browser, embedded_platform):
         reloaded = page.locator("article.msg.assistant details.tool.succeeded .tool-name")
         assert reloaded.all_inner_texts() == ["search_knowledge"]
         assert WITH_TOPIC_TITLE in page.locator("article.msg.assistant .body").last.inner_text()
-        assert page.locator("article.msg.assistant .citations li a").all_inner_texts() == cites
+        assert page.locator("article.msg.assistant .citations.cited li a").all_inner_texts() == cites
         assert not page_errors, page_errors
     except BaseException:
         ARTIFACTS.mkdir(exist_ok=True)

@@ -64,14 +64,10 @@ def test_usage_page_draws_the_seeded_usage(browser, embedded_platform):
         assert own["totals"]["tokens"] == alice_total
 
         # In a chat: each reply shows its tokens on hover and the header the chat's total.
-        member.goto("/chat/")
-        member.select_option("#new-chat-form select[name=workspace]", "demo")
-        member.select_option("#new-provider", "offline")
-        member.click("#new-chat")
-        member.wait_for_url(re.compile(r"/chat/[0-9a-f-]{36}/$"))
-        member.wait_for_selector("#conn.ok", state="attached")
+        member.goto("/chat/")  # the landing composer: the chat starts on send (default: Offline here)
         member.fill("#input", "How does the with statement work?")
         member.click("#send")
+        member.wait_for_url(re.compile(r"/chat/[0-9a-f-]{36}/$"))
         member.wait_for_function("() => document.getElementById('thread-usage').textContent.includes('tokens')",
                                  timeout=60_000)
         total = int(member.locator("#thread-usage").inner_text().split()[0])

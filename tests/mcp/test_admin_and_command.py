@@ -25,6 +25,7 @@ def test_connect_and_list_shows_tools_schema_annotations_health_and_warns(admin_
     assert "connected" in html and "Count to n, reporting progress." in html
     assert "&quot;readOnlyHint&quot;: true" in html  # annotations, escaped
     assert "&quot;text&quot;" in html  # echo's input schema
+    assert "style=" not in html.split('id="content"', 1)[1] and "chat/admin-mcp.css" in html  # CSP: no inline styles
     assert MCPServer.objects.get(pk=lab.pk).health_checked_at is not None
 
 
@@ -37,8 +38,14 @@ def test_untrusted_description_is_escaped_and_drift_is_reviewed_side_by_side(adm
     tool = MCPTool.objects.get(server=server, name="drifty")
     assert tool.quarantined
     html = admin_client.get(f"/admin/agents_mcp/mcptool/{tool.pk}/change/").content.decode()
-    assert "approved" in html and "offered now (changed)" in html
+    assert "approved" in html and "offered now (changed lines marked)" in html
     assert "Look up a fact.&quot;" in html and "evil.example" in html  # both definitions shown
+    # The site's CSP allows no inline styles: the layout comes from a stylesheet (issue 54),
+    # and the changed lines are marked on both sides.
+    assert "style=" not in html.split('id="content"', 1)[1]
+    assert "chat/admin-mcp.css" in html and 'class="mcp-drift"' in html
+    changed = [line for line in html.split("\n") if 'class="line changed"' in line]
+    assert any("evil.example" in line for line in changed) and any("Look up a fact." in line for line in changed)
     response = admin_client.post("/admin/agents_mcp/mcptool/", {"action": "approve_definition",
                                                                 "_selected_action": [tool.pk]})
     assert response.status_code == 302

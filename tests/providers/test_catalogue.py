@@ -264,25 +264,29 @@ def test_management_command(ollama_provider, fake_ollama, db, capsys):
     assert provider_health(Provider.objects.get(pk=down.pk)).startswith("unreachable")
 
 
-def test_thread_header_has_provider_model_and_tier_selectors(users, workspaces, ollama_provider, db, monkeypatch):
+def test_thread_header_has_the_model_picker_and_the_tier_in_the_settings_menu(users, workspaces, ollama_provider, db,
+                                                                             monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    Provider.objects.create(slug="anthropic", name="Anthropic", kind="anthropic", api_key_env="ANTHROPIC_API_KEY")
+    Provider.objects.create(slug="anthropic", name="Anthropic", kind="anthropic", api_key_env="ANTHROPIC_API_KEY",
+                            default_model="claude-x")
     thread = make_thread(users["alice"], workspaces["demo"], ollama_provider, model="llama3.2:3b", prompt_tier="small")
     client = Client()
     client.force_login(users["alice"])
-    page = client.get(f"/chat/{thread.pk}/").content.decode()
-    assert 'id="thread-provider"' in page and 'id="thread-model-name"' in page and 'id="thread-tier"' in page
-    assert 'value="llama3.2:3b"' in page
-    assert '<option value="small" selected>Small</option>' in page
-    assert "Anthropic — not configured: set ANTHROPIC_API_KEY" in page
-    assert 'data-status="not configured: set ANTHROPIC_API_KEY"' in page
-    assert "chat/thread_model.js" in page
+    response = client.get(f"/chat/{thread.pk}/")
+    page = response.content.decode()
+    assert 'id="model-picker-button"' in page and 'data-model="llama3.2:3b"' in page
+    assert '<option value="small" selected>Small</option>' in page  # in the ⚙ menu
+    assert 'id="thread-env"' not in page  # no environments defined: no environment control
+    choices = response.context["model_choices"]
+    # A provider without its key is not offered (a pick could only fail).
+    assert [g["slug"] for g in choices["providers"]] == [ollama_provider.slug]
+    assert "chat/app/model-picker.js" in page
 
     # Read-only viewers (a workspace admin) see the settings as text.
     admin = Client()
     admin.force_login(users["admin"])
     readonly = admin.get(f"/chat/{thread.pk}/").content.decode()
-    assert 'id="thread-provider"' not in readonly and "Small tier" in readonly
+    assert 'id="model-picker-button"' not in readonly and "Small tier" in readonly
 
 
 def test_header_selectors_save_through_thread_patch(users, workspaces, ollama_provider, offline, api_for):

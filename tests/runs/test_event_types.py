@@ -20,7 +20,7 @@ DESIGN = ROOT / "docs" / "design.md"
 # text.delta: sent by the emitter's coalescing (RunEmitter.text), not by emit(); inbox.changed:
 # a per-user notice, not a run event (agents.approvals.requests.inbox_notify checks it);
 # run.queued: the reply to a socket's message.send (chat.ws_actions.message_send checks it).
-IMPLICIT = {"text.delta", "inbox.changed", "run.queued"}
+IMPLICIT = {"text.delta", "inbox.changed", "run.queued", "thread.renamed"}  # thread.renamed: agents/titles.py
 
 
 def design_table() -> dict[str, tuple[set[str], set[str]]]:

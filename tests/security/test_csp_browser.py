@@ -52,14 +52,13 @@ def test_no_policy_violation_on_any_page(browser, embedded_platform):  # noqa: F
         page.click("button[type=submit]")
         page.wait_for_url(re.compile(r"/chat/$"))
         check("chat index")
-        page.select_option("#new-chat-form select[name=workspace]", "demo")
-        page.select_option("#new-provider", "offline")
-        assert page.get_attribute("#new-model", "placeholder")  # new_thread.js ran
-        page.click("#new-chat")
+        page.click("#model-picker-button")  # the picker's module ran and renders under the CSP
+        page.wait_for_selector("#model-list [role=option]")
+        page.keyboard.press("Escape")
+        page.fill("#input", QUESTION)  # the landing composer creates the chat on send
+        page.click("#send")
         page.wait_for_url(re.compile(r"/chat/[0-9a-f-]{36}/$"))
         page.wait_for_selector("#conn.ok", state="attached")  # the websocket connected under connect-src
-        page.fill("#input", QUESTION)
-        page.click("#send")
         page.wait_for_function(
             "() => { const b = document.querySelectorAll('article.msg.assistant .body');"
             " return b.length && !b[b.length - 1].classList.contains('streaming')"

@@ -1,13 +1,12 @@
 // "Admin mode — <agent name>": shown whenever the thread targets an agent provider (kind
-// agent_runs). Follows the provider picker: #thread-model's data-provider changes after a
-// successful save (thread_model.js). An ES module.
-const form = document.getElementById("thread-model");
+// agent_runs): the agent runs commands on the servers it administers. Follows the header's
+// model picker ("model:changed", chat/app/model-picker.js). An ES module.
+const picker = document.getElementById("model-picker");
 const badge = document.getElementById("agent-mode");
-if (form && badge && window.MutationObserver) {
-  new MutationObserver(() => {
-    const opt = form.querySelector(`#thread-provider option[value="${CSS.escape(form.dataset.provider || "")}"]`);
-    const isAgent = !!opt && opt.dataset.kind === "agent_runs";
+if (picker && badge) {
+  picker.addEventListener("model:changed", (e) => {
+    const isAgent = e.detail.kind === "agent_runs";
     badge.hidden = !isAgent;
-    if (isAgent) document.getElementById("agent-mode-name").textContent = opt.textContent.split(" — ")[0];
-  }).observe(form, {attributes: true, attributeFilter: ["data-provider"]});
+    if (isAgent) document.getElementById("agent-mode-name").textContent = e.detail.name;
+  });
 }

@@ -3,6 +3,8 @@
 // sanitised, permission-checked) and swaps them in; the item page offers a reload when the
 // item it shows changed. Chat tabs of the same browser also forward the event they receive
 // over their thread websocket (BroadcastChannel "chatplatform-knowledge"). An ES module.
+import { confirmDialog } from "../chat/app/dialogs.js";
+
 const live = document.getElementById("kb-live");
 const results = document.getElementById("kb-results");
 const detail = document.getElementById("kb-detail");
@@ -51,10 +53,13 @@ if (window.BroadcastChannel) {
   };
 }
 
-// Forms that ask first (data-confirm="question"): e.g. deleting an item. A listener, not an
-// inline onsubmit: the Content-Security-Policy allows no inline script.
+// Forms that ask first (data-confirm="question"): e.g. deleting an item, in the site's own
+// dialog (chat/app/dialogs.js). A listener, not an inline onsubmit: the
+// Content-Security-Policy allows no inline script.
 for (const form of document.querySelectorAll("form[data-confirm]")) {
-  form.addEventListener("submit", (e) => {
-    if (!window.confirm(form.dataset.confirm)) e.preventDefault();
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    if (await confirmDialog({title: form.dataset.confirmTitle || "Are you sure?", message: form.dataset.confirm,
+                             confirmLabel: form.dataset.confirmLabel || "OK", danger: true})) form.submit();
   });
 }

@@ -52,16 +52,32 @@ function start(box) {
     }
   });
 
+  // One banner, the worst budget's state, in the words and formats of the server's refusal
+  // ("200,000 tokens", "resets at 2027-01-01 00:00 UTC"); it is read again after every turn and
+  // goes by itself when its window resets (it stayed up, stale, before).
+  let hideAt = null;
   function show(b) {
     if (!banner) return;
-    const unit = b.metric === "cost" ? " " + b.currency : " tokens";
-    const reset = new Date(b.resets_at).toLocaleString();
     const exceeded = b.state === "exceeded";
-    banner.textContent = (exceeded ? "Budget used up: " : "Budget warning: ") + b.spent + unit + " of " +
-      (exceeded || !b.soft_limit ? b.hard_limit : b.soft_limit) + unit + " this " + b.period +
-      (exceeded ? " — replies resume at " : " — resets at ") + reset + ".";
+    banner.textContent = (exceeded ? "Budget used up: " : "Budget warning: ") + amount(b.spent, b) + " of " +
+      amount(exceeded || !b.soft_limit ? b.hard_limit : b.soft_limit, b) + " this " + b.period +
+      (exceeded ? " — replies resume at " : " — resets at ") + utcText(b.resets_at) + ".";
     banner.className = "budget-banner" + (exceeded ? " exceeded" : "");
     banner.hidden = false;
+    clearTimeout(hideAt);
+    const wait = Date.parse(b.resets_at) - Date.now();
+    if (wait > 0 && wait < 2 ** 31) hideAt = setTimeout(refresh, wait + 1000);
+  }
+
+  function refresh() {
+    return fetch("/usage/budgets/" + box.dataset.threadId + "/", {credentials: "same-origin"})
+      .then((r) => (r.ok ? r.json() : null))
+      .then((d) => {
+        if (!d || !banner) return;
+        const worst = d.budgets.find((b) => b.state === "exceeded") || d.budgets.find((b) => b.state === "warning");
+        if (worst) show(worst); else banner.hidden = true;
+      })
+      .catch(() => {});
   }
 
   box.addEventListener("chat:event", (e) => {
@@ -69,13 +85,25 @@ function start(box) {
     if (ev.type === "budget.warning") {
       const reached = ev.hard_limit !== null && parseFloat(ev.spent) >= parseFloat(ev.hard_limit);
       show({...ev, state: reached ? "exceeded" : "warning"});
+    } else if (ev.type === "run.completed" || ev.type === "run.failed" || ev.type === "run.cancelled") {
+      refresh();
     }
   });
+  refresh();
+}
 
-  fetch("/usage/budgets/" + box.dataset.threadId + "/", {credentials: "same-origin"})
-    .then((r) => (r.ok ? r.json() : {budgets: []}))
-    .then((d) => {
-      const worst = d.budgets.find((b) => b.state === "exceeded") || d.budgets.find((b) => b.state === "warning");
-      if (worst) show(worst);
-    });
+const tokenCount = new Intl.NumberFormat("en-US", {maximumFractionDigits: 0});
+const money = new Intl.NumberFormat("en-US", {maximumFractionDigits: 4});
+
+// "200,000 tokens" / "12.5 USD" from the API's decimal strings ("200000.000000").
+export function amount(value, b) {
+  const n = parseFloat(value);
+  if (!Number.isFinite(n)) return "?";
+  return b.metric === "cost" ? money.format(n) + " " + b.currency : tokenCount.format(n) + " tokens";
+}
+
+// The server's format for a reset time (usage/services.py): "2027-01-01 00:00 UTC".
+export function utcText(iso) {
+  const t = Date.parse(iso);
+  return Number.isNaN(t) ? "?" : new Date(t).toISOString().slice(0, 16).replace("T", " ") + " UTC";
 }

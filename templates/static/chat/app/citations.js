@@ -1,5 +1,7 @@
-// Sources under an answer: only the ones the answer cites (grouped by item), the rest
-// labelled "retrieved, not cited"; inline [n] links open a preview of the quoted passage.
+// Sources under an answer: only the ones the answer cites (grouped by item); the items
+// retrieved but not cited are folded into one "n more retrieved" line (a <details> that opens
+// to the list) — the Markdown export says the same (chat/export.py, cited_sources). Inline [n]
+// links open a preview of the quoted passage.
 import { el, button } from "./dom.js";
 import { urlFor } from "./api.js";
 
@@ -24,9 +26,9 @@ export function citationList(citations, text, itemUrl) {
   const citedItems = new Set(used.map((c) => c.item_id));
   const unused = citations.filter((c) => !citedItems.has(c.item_id));  // each item is listed once
   const box = el("div", "sources");
-  const list = (items, cls, label) => {
+  const list = (items, cls, label, parent = box) => {
     if (!items.length) return;
-    if (label) box.appendChild(el("div", "sources-label", label));
+    if (label) parent.appendChild(el("div", "sources-label", label));
     const ul = el("ul", "citations " + cls);
     for (const [id, g] of groupByItem(items)) {
       const li = el("li");
@@ -36,10 +38,16 @@ export function citationList(citations, text, itemUrl) {
       li.appendChild(link);
       ul.appendChild(li);
     }
-    box.appendChild(ul);
+    parent.appendChild(ul);
   };
-  list(used, "cited", used.length ? "Sources" : "");
-  list(unused, "uncited", "Retrieved, not cited");
+  list(used, "cited", "Sources");
+  const more = groupByItem(unused).size;
+  if (more) {
+    const fold = el("details", "more-retrieved");
+    fold.appendChild(el("summary", null, more + " more retrieved"));
+    list(unused, "uncited", "", fold);
+    box.appendChild(fold);
+  }
   return box;
 }
 

@@ -126,6 +126,9 @@ function baseHandlers(app) {
     },
 
     "inbox.changed"() {},  // the rail badge keeps its own socket (approvals-badge.js)
+    "thread.renamed"(ev) {  // the model titled the chat after its first answer (agents/titles.py)
+      document.dispatchEvent(new CustomEvent("chat:renamed", {detail: {id: ev.thread_id, title: ev.title}}));
+    },
 
     "approval.resolved"(ev) {
       const card = box.querySelector('.card.approval[data-id="' + CSS.escape(ev.tool_call_id) + '"]');

@@ -53,7 +53,12 @@ function start(box) {
   const stream = new ThreadStream({
     url: proto + location.host + d.wsPath,
     onEvent: (ev) => run.dispatch(ev),
-    onState: (state, detail) => run.connection(state, detail),
+    onState: (state, detail) => {
+      run.connection(state, detail);
+      // A title the model wrote while this socket was away (thread.renamed is not in the
+      // event log): read it on every (re)connect.
+      if (state === "open") page.refreshTitle();
+    },
   });
   const decide = (id, decision) => stream.send({type: "approval.decide", tool_call_id: id, decision});
   const view = new ThreadView({box, config, decide, status: showConn, options: sendOptions});

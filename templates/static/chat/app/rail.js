@@ -1,8 +1,11 @@
 // Left rail: live search as you type, pinned chats first, archive, and a per-chat menu
 // (rename, pin, archive, export, duplicate, delete) that closes on Escape, on a click
-// elsewhere and after an action. On phones the rail is a drawer (☰ in the header).
+// elsewhere and after an action; rename, delete and errors use the site's own dialogs
+// (dialogs.js). One Tab stop per chat: the chat's link; ↑/↓ move between chats, → (or the
+// menu key, Shift+F10) opens its actions. On phones the rail is a drawer (☰ in the header).
 import { api, urlFor } from "./api.js";
 import { el, button, naturalTime } from "./dom.js";
+import { askText, confirmDialog, showError } from "./dialogs.js";
 
 const nav = document.getElementById("thread-list");
 if (nav) start(nav);
@@ -49,6 +52,7 @@ function start(nav) {
 
   function menuToggle() {
     const b = button("⋯", "menu-toggle link", null, "Chat actions");
+    b.tabIndex = -1;  // one Tab stop per chat (its link); → opens this menu from the keyboard
     b.setAttribute("aria-haspopup", "true");
     b.setAttribute("aria-expanded", "false");
     return b;
@@ -97,18 +101,48 @@ function start(nav) {
   });
   document.addEventListener("click", (e) => { if (!e.target.closest(".thread-item")) closeMenus(); });
   document.addEventListener("keydown", (e) => {
-    if (e.key !== "Escape") return;
+    if (e.key !== "Escape" || document.querySelector("dialog[open]")) return;  // the dialog closes first
     if (nav.querySelector(".thread-menu:not([hidden])")) { closeMenus(); e.preventDefault(); }
     else if (document.body.classList.contains("rail-open")) { document.body.classList.remove("rail-open"); e.preventDefault(); }
+  });
+
+  // Keyboard in the list: ↑/↓ the previous/next chat, → / menu key / Shift+F10 its actions;
+  // in a menu ↑/↓ move, Escape or ← close it and go back to the chat.
+  nav.addEventListener("keydown", (e) => {
+    const link = e.target.closest(".thread-item > a");
+    const links = [...nav.querySelectorAll(".thread-item > a")];
+    if (link) {
+      const i = links.indexOf(link);
+      if (e.key === "ArrowDown" && i < links.length - 1) { e.preventDefault(); links[i + 1].focus(); }
+      else if (e.key === "ArrowUp" && i > 0) { e.preventDefault(); links[i - 1].focus(); }
+      else if (e.key === "ArrowRight" || e.key === "ContextMenu" || (e.shiftKey && e.key === "F10")) {
+        e.preventDefault();
+        link.parentElement.querySelector(".menu-toggle").click();
+      }
+      return;
+    }
+    const item = e.target.closest(".thread-menu button");
+    if (!item) return;
+    const items = [...item.parentElement.querySelectorAll("button")];
+    const i = items.indexOf(item);
+    if (e.key === "ArrowDown") { e.preventDefault(); items[(i + 1) % items.length].focus(); }
+    else if (e.key === "ArrowUp") { e.preventDefault(); items[(i - 1 + items.length) % items.length].focus(); }
+    else if (e.key === "ArrowLeft" || e.key === "Escape") {
+      e.preventDefault();
+      e.stopPropagation();
+      closeMenus();
+      item.closest(".thread-item").querySelector("a").focus();
+    }
   });
 
   async function act(row, action) {
     const id = row.dataset.threadId;
     const name = row.querySelector(".t-title").textContent;
     closeMenus();
+    row.querySelector("a").focus();  // the dialogs give focus back to the chat, not to a hidden menu
     try {
       if (action === "rename") {
-        const title = window.prompt("Rename chat", name);
+        const title = await askText({title: "Rename chat", label: "Name", value: name, confirmLabel: "Rename"});
         if (title === null) return;
         const t = await api("PATCH", urlFor(u.urlThread, id), {title});
         setTitle(id, t.title || "New chat");
@@ -127,12 +161,13 @@ function start(nav) {
         const t = await api("POST", urlFor(u.urlDuplicate, id));
         location.href = urlFor(u.urlPage, t.id);
       } else if (action === "delete") {
-        if (!window.confirm("Delete “" + name + "” and all its messages? This cannot be undone.")) return;
+        if (!await confirmDialog({title: "Delete chat?", message: "Delete “" + name + "” and all its messages? This cannot be undone.",
+                                  confirmLabel: "Delete", danger: true})) return;
         await api("DELETE", urlFor(u.urlThread, id));
         if (id === currentId) location.href = u.urlIndex; else row.remove();
       }
     } catch (err) {
-      window.alert(action + " failed: " + err.message);
+      await showError({title: "Could not " + action.replace("-", " ") + " the chat", message: err.message});
     }
   }
 
@@ -172,13 +207,4 @@ function start(nav) {
   }
   const scrim = document.getElementById("rail-scrim");
   if (scrim) scrim.addEventListener("click", () => document.body.classList.remove("rail-open"));
-}
-
-// New-chat form: the model placeholder follows the chosen provider.
-const sel = document.getElementById("new-provider");
-const model = document.getElementById("new-model");
-if (sel && model) {
-  const sync = () => { const o = sel.options[sel.selectedIndex]; model.placeholder = (o && o.dataset.model) ? o.dataset.model : "model"; };
-  sel.addEventListener("change", sync);
-  sync();
 }

@@ -1,10 +1,12 @@
-// Thread header controls: settings (grounded, model saves, private items) saved at once with
-// PATCH, and the environment selector (the admin's environments): the production banner
-// and the risk tier of tool calls follow the chosen environment (ui_context.envId).
+// The thread-settings menu (⚙): settings (grounded, model saves, private items, prompt tier)
+// saved at once with PATCH, and the environment selector (the admin's environments): the
+// production banner and the risk tier of tool calls follow the chosen environment
+// (ui_context.envId). On the landing page (no data-url-thread) nothing is saved here: the
+// values are read when the chat is created (landing.js).
 import { api, urlFor } from "./api.js";
 
 const panel = document.getElementById("thread-settings");
-if (panel) {
+if (panel && panel.dataset.urlThread) {
   const status = panel.querySelector(".settings-status");
   const mirror = {grounded: "send-grounded", include_private_in_ai: "send-private"};
   panel.querySelectorAll("input[type=checkbox]").forEach((box) => {
@@ -24,13 +26,48 @@ if (panel) {
       }
     });
   });
+}
+if (panel) {
   // The panel closes like a menu: Escape or a click elsewhere.
   document.addEventListener("click", (e) => { if (panel.open && !panel.contains(e.target)) panel.open = false; });
   document.addEventListener("keydown", (e) => { if (e.key === "Escape" && panel.open) { panel.open = false; e.preventDefault(); } });
 }
 
+const tier = document.getElementById("thread-tier");
+if (tier) {
+  const choices = JSON.parse((document.getElementById("model-choices") || {}).textContent || "{}");
+  const picker = document.getElementById("model-picker");
+  // "Auto" says what it resolves to for the chat's model.
+  const hint = (autoTier) => { tier.options[0].textContent = autoTier ? "Auto (" + autoTier + ")" : "Auto"; };
+  const autoFor = (provider, model) => {
+    for (const p of (choices.providers || [])) for (const m of p.models) if (p.slug === provider && m.name === model) return m.auto_tier;
+    return "";
+  };
+  if (picker) {
+    hint(autoFor(picker.dataset.provider, picker.dataset.model));
+    picker.addEventListener("model:changed", (e) => hint(e.detail.auto_tier));
+  }
+  const status = panel && panel.querySelector(".settings-status");
+  let saved = tier.value;
+  if (panel && panel.dataset.urlThread) {
+    tier.addEventListener("change", async () => {
+      tier.disabled = true;
+      try {
+        const t = await api("PATCH", panel.dataset.urlThread, {prompt_tier: tier.value});
+        saved = t.prompt_tier;
+        if (status) status.textContent = "saved";
+      } catch (e) {
+        tier.value = saved;
+        if (status) status.textContent = "not saved: " + e.message;
+      } finally {
+        tier.disabled = false;
+      }
+    });
+  }
+}
+
 const env = document.getElementById("thread-env");
-if (env) {
+if (env && env.dataset.urlThread) {
   const banner = document.getElementById("prod-banner");
   const note = document.getElementById("thread-env-status");
   let saved = env.value;

@@ -8,8 +8,11 @@ document.addEventListener("keydown", (e) => {
   const mod = e.ctrlKey || e.metaKey;
   if (mod && e.shiftKey && (e.key === "O" || e.key === "o")) {
     e.preventDefault();
-    const form = document.getElementById("new-chat-form");
-    if (form) form.requestSubmit();
+    // The landing page is the new chat: go there, or start writing when already on it.
+    const landing = document.getElementById("landing");
+    const input = document.getElementById("input");
+    if (landing && input) input.focus();
+    else { const link = document.getElementById("new-chat"); if (link) location.assign(link.href); }
     return;
   }
   if (mod && (e.key === "k" || e.key === "K")) {
@@ -24,7 +27,7 @@ document.addEventListener("keydown", (e) => {
     return;
   }
   if (e.key === "Escape" && !e.defaultPrevented) {
-    if (document.querySelector(".thread-menu:not([hidden]), .cite-preview, .edit-form")) return;  // they close first
+    if (document.querySelector(".thread-menu:not([hidden]), .cite-preview, .edit-form, .model-panel:not([hidden]), dialog[open]")) return;  // they close first
     const stop = document.getElementById("stop");
     if (stop && !stop.hidden) stop.click();
   }

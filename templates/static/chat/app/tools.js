@@ -26,11 +26,23 @@ export function toolRow({id, name, summary, status, detail}) {
   return row;
 }
 
+// Outcomes whose reason is shown on the row itself, not only folded in its details.
+const FAILED = new Set(["failed", "permission_denied", "denied", "timeout", "status_unknown", "expired"]);
+
 export function setToolStatus(row, status, detail) {
   row.className = "tool " + String(status).replace(/[^a-z_]/g, "_");
   row.dataset.status = status;
   row.querySelector(".tool-status").textContent = statusText(status);
   if (detail !== undefined && detail !== null) row.querySelector(".tool-detail").textContent = detail;
+  // A failed call says why on its row (the first line of the reason; the whole text stays
+  // in the details).
+  let reason = row.querySelector(".tool-reason");
+  const text = FAILED.has(status) ? (row.querySelector(".tool-detail").textContent || "").trim().split("\n")[0] : "";
+  if (text && !reason) {
+    reason = el("span", "tool-reason");
+    row.querySelector("summary").appendChild(reason);
+  }
+  if (reason) { reason.textContent = text; reason.title = text; reason.hidden = !text; }
 }
 
 function riskTone(level, env) {

@@ -1,0 +1,71 @@
+// The landing page is a composer: the first send creates the chat and sends the message,
+// then opens the chat, where the answer streams (main.js picks the run up). The chat starts on
+// the model the header's picker shows (the user's default unless they picked another), with
+// the prompt tier, environment and workspace of the ⚙ menu:
+//   POST /api/v1/threads/ {workspace, provider, model, prompt_tier, grounded, include_private_in_ai}
+//   PATCH /api/v1/threads/{id}/ {ui_context: {envId}}   (only when an environment is chosen)
+//   POST /api/v1/threads/{id}/runs/ {content, grounded, include_private}
+// A refused send deletes the empty chat again and leaves the text in the box with the reason.
+import { api, urlFor } from "./api.js";
+import { Composer } from "./composer.js";
+
+const landing = document.getElementById("landing");
+if (landing) start(landing);
+
+function start(landing) {
+  const d = landing.dataset;
+  const picker = document.getElementById("model-picker");
+  const wsSel = document.getElementById("landing-workspace");
+  const tierSel = document.getElementById("thread-tier");
+  const envSel = document.getElementById("thread-env");
+  const grounded = document.getElementById("send-grounded");
+  const priv = document.getElementById("send-private");
+  let composer = null;
+
+  async function create(text) {
+    const body = {
+      workspace: wsSel ? wsSel.value : d.workspace,
+      prompt_tier: tierSel ? tierSel.value : "auto",
+      grounded: grounded.checked, include_private_in_ai: priv.checked,
+    };
+    if (picker && picker.dataset.provider) { body.provider = picker.dataset.provider; body.model = picker.dataset.model; }
+    let thread = null;
+    try {
+      thread = await api("POST", d.urlThreads, body);
+      if (envSel && envSel.value) {
+        await api("PATCH", urlFor(d.urlThread, thread.id), {ui_context: {envId: envSel.value}});
+      }
+      await api("POST", urlFor(d.urlRuns, thread.id), {content: text, grounded: grounded.checked,
+                                                       include_private: priv.checked});
+    } catch (e) {
+      if (thread) api("DELETE", urlFor(d.urlThread, thread.id)).catch(() => {});
+      composer.rejected(e.message, e.code || "");
+      return;
+    }
+    composer.accepted();
+    location.assign(urlFor(d.urlPage, thread.id));
+  }
+
+  composer = new Composer({
+    form: document.getElementById("composer"),
+    input: document.getElementById("input"),
+    sendBtn: document.getElementById("send"),
+    stopBtn: document.getElementById("stop"),
+    counter: document.getElementById("composer-counter"),
+    limits: {maxChars: Number(d.maxChars), maxBytes: Number(d.maxFrameBytes)},
+    send: (text) => { create(text); return true; },
+    stop: () => {},
+  });
+
+  if (wsSel && picker) {
+    wsSel.addEventListener("change", async () => {
+      try {
+        const choices = await api("GET", d.urlModelChoices + "?workspace=" + encodeURIComponent(wsSel.value));
+        document.getElementById("model-choices").textContent = JSON.stringify(choices);
+        picker.dispatchEvent(new CustomEvent("model:reload", {detail: choices}));
+      } catch (e) {
+        composer.say("Could not load this workspace's models: " + e.message);
+      }
+    });
+  }
+}
