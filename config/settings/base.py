@@ -7,6 +7,7 @@ in-process executor) to the production mode (channels-redis, Celery on Redis).
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 
@@ -189,6 +190,11 @@ LOGOUT_REDIRECT_URL = "login"
 
 # --- Real time: channel layer and executor ----------------------------------------------
 REDIS_URL = env("REDIS_URL", default="")
+# Redis pub/sub channels belong to the server, not to a database: two platforms on one Redis
+# server (staging beside production on other databases, parallel test processes) would hear
+# each other's groups. The channel layer's prefix names the database, "asgi" for database 0.
+_redis_db = urlsplit(REDIS_URL).path.strip("/") or "0"
+CHANNEL_LAYER_PREFIX = env("CHANNEL_LAYER_PREFIX", default="asgi" if _redis_db == "0" else f"asgi-db{_redis_db}")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -200,6 +206,7 @@ if REDIS_URL:
             "CONFIG": {
                 "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}],
                 "capacity": 2000,
+                "prefix": CHANNEL_LAYER_PREFIX,
                 # A subscription down this long (Redis restarting, unreachable) closes the
                 # process's sockets with 4503: the page says "reconnecting…" instead of
                 # waiting in silence; a shorter outage is filled from the event log unseen.
