@@ -2,7 +2,7 @@
 the default limits: time to refusal, the importing (parent) process's peak RSS growth and
 the parse (child) process's peak RSS, read from ``/proc/<pid>/status`` (VmHWM) while it runs.
 
-    DJANGO_SETTINGS_MODULE=chatplatform.settings.test .venv/bin/python bench/parse_bombs.py
+    DJANGO_SETTINGS_MODULE=config.settings.test .venv/bin/python bench/parse_bombs.py
 
 On the 2-core bench box (shared), default limits (512 MB, 20 s CPU, 30 s wall):
 
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatplatform.settings.test")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
 
 import django  # noqa: E402
 
