@@ -194,6 +194,7 @@ class AuthorizationHeaderScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema):
         return {"type": "http", "scheme": "bearer",
-                "description": "A platform API token (POST /api/v1/auth/token/): "
-                               "`Authorization: Bearer <token>` (or `Token <token>`)."}
+                "description": "A platform API key (made on the settings page or with "
+                               "POST /api/v1/api-keys/; or a token from POST /api/v1/auth/token/): "
+                               "`Authorization: Bearer <key>` (or `Token <key>`)."}
 
