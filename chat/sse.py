@@ -23,7 +23,7 @@ from django.http import Http404, JsonResponse, StreamingHttpResponse
 from agents.presentation import event_for_viewer, sees_error_details
 from agents.selectors import run_get_for_user
 from agents.streams import KEEPALIVE, run_event_stream
-from chatplatform.credentials import auser_for_authorization, authorization_key, names_api_scheme
+from chatplatform.credentials import auser_or_refusal, authorization_key, names_api_scheme
 from chatplatform.safe_input import BadInput, parse_int
 
 from .stream_access import StreamAccess, stream_access
@@ -41,13 +41,15 @@ def _format_sse(event: dict) -> str:
 
 async def run_events(request, run_id):
     auth = request.headers.get("Authorization", "")
-    token = session_key = None
+    token = session_key = refusal = None
     if names_api_scheme(auth):
-        user = await auser_for_authorization(auth)
+        user, refusal = await auser_or_refusal(auth)
         token = authorization_key(auth)
     else:
         user = await request.auser()
         session_key = getattr(getattr(request, "session", None), "session_key", None)
+    if refusal is not None:
+        return _error(refusal.code, refusal.message, 401)
     if user is None or not user.is_authenticated:
         return _error("not_authenticated", "Authentication credentials were not provided.", 401)
     try:

@@ -3,12 +3,22 @@
 the same schemes and refuses the same things.
 
 The scheme rule: ``Bearer <key>`` (what OpenAI and MCP clients send) or ``Token <key>`` (DRF's
-word), the scheme case-insensitive, one key with no spaces inside. The key is a platform API
-token (``rest_framework.authtoken``'s ``Token``, made by ``POST /api/v1/auth/token/`` or an
-admin). A token of an inactive user is no credential.
+word), the scheme case-insensitive, one key with no spaces inside. A key is one of:
+
+* a kind of key an app registers here (:func:`register_key_kind`, by the key's prefix): the
+  self-service API keys (``cp_…``, the ``apikeys`` app) — this library imports no app, so the
+  app hands in its look-up and its re-check. A kind may refuse a key it knows with a reason
+  (:class:`KeyRefused`: expired, revoked), which the door answers as a 401 with that message;
+* otherwise a password-posted token (``rest_framework.authtoken``'s ``Token``, made by
+  ``POST /api/v1/auth/token/`` or an admin), kept for compatibility.
+
+A key of an inactive user is no credential.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
@@ -43,16 +53,78 @@ def names_api_scheme(header: str | bytes | None) -> bool:
     return header.split(" ", 1)[0].strip().lower() in SCHEMES
 
 
-def user_for_key(key: str | None):
-    """The active user whose API token is ``key``, else None. One query."""
+class KeyRefused(Exception):
+    """A key its kind knows but refuses (expired, revoked): ``code`` and ``message`` are what
+    the door answers (401)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class KeyKind:
+    """A kind of API key an app registers: keys starting with ``prefix`` are looked up by
+    ``user_for_key(key)`` (the active user, None for an unknown key, or :class:`KeyRefused`)
+    and re-checked on open sockets and streams by ``still_valid(user=, key=)``."""
+
+    prefix: str
+    user_for_key: Callable[[str], object]
+    still_valid: Callable[..., bool]
+
+
+_kinds: dict[str, KeyKind] = {}
+
+
+def register_key_kind(prefix: str, *, user_for_key: Callable[[str], object],
+                      still_valid: Callable[..., bool]) -> None:
+    """Let keys starting with ``prefix`` in at every door (an app's ``ready()``)."""
+    _kinds[prefix] = KeyKind(prefix, user_for_key, still_valid)
+
+
+def _kind_of(key: str) -> KeyKind | None:
+    for prefix, kind in _kinds.items():
+        if key.startswith(prefix):
+            return kind
+    return None
+
+
+def authenticate_key(key: str | None):
+    """The active user whose key is ``key``, else None; :class:`KeyRefused` for a key its
+    kind refuses with a reason (expired, revoked)."""
     if not key:
         return None
+    kind = _kind_of(key)
+    if kind is not None:
+        return kind.user_for_key(key)
     from rest_framework.authtoken.models import Token
 
     token = Token.objects.select_related("user").filter(key=key).first()
     if token is None or not token.user.is_active:
         return None
     return token.user
+
+
+def user_for_key(key: str | None):
+    """The active user whose key is ``key``, else None (a refused key too). One query."""
+    try:
+        return authenticate_key(key)
+    except KeyRefused:
+        return None
+
+
+def user_or_refusal(header: str | bytes | None) -> tuple[object | None, KeyRefused | None]:
+    """``(user, None)`` for an ``Authorization`` header naming an active user; ``(None,
+    refusal)`` for a key refused with a reason (expired, revoked); else ``(None, None)``."""
+    try:
+        return authenticate_key(authorization_key(header)), None
+    except KeyRefused as refusal:
+        return None, refusal
+
+
+auser_or_refusal = db_async(user_or_refusal)
+""":func:`user_or_refusal` for async code (SSE, ``/v1``, ``/mcp/``)."""
 
 
 def user_for_authorization(header: str | bytes | None):
@@ -77,8 +149,11 @@ def scope_authorization(scope) -> str | None:
 
 
 def token_still_valid(*, user, key: str) -> bool:
-    """``key`` is still a token of ``user`` and ``user`` is still active (an open socket's
-    periodic check: a deleted token or a deactivated user ends it)."""
+    """``key`` is still a key of ``user`` and ``user`` is still active (an open socket's or
+    stream's re-check: a deleted token, a revoked or expired key, a deactivated user ends it)."""
+    kind = _kind_of(key)
+    if kind is not None:
+        return kind.still_valid(user=user, key=key)
     from rest_framework.authtoken.models import Token
 
     return Token.objects.filter(key=key, user=user, user__is_active=True).exists()
@@ -98,7 +173,10 @@ class AuthorizationHeaderAuthentication(BaseAuthentication):
         key = authorization_key(header)
         if key is None:
             raise exceptions.AuthenticationFailed("Invalid Authorization header: send 'Bearer <token>'.")
-        user = user_for_key(key)
+        try:
+            user = authenticate_key(key)
+        except KeyRefused as refusal:
+            raise exceptions.AuthenticationFailed(refusal.message, refusal.code) from None
         if user is None:
             raise exceptions.AuthenticationFailed("Invalid token.")
         return user, key
@@ -116,6 +194,7 @@ class AuthorizationHeaderScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema):
         return {"type": "http", "scheme": "bearer",
-                "description": "A platform API token (POST /api/v1/auth/token/): "
-                               "`Authorization: Bearer <token>` (or `Token <token>`)."}
+                "description": "A platform API key (made on the settings page or with "
+                               "POST /api/v1/api-keys/; or a token from POST /api/v1/auth/token/): "
+                               "`Authorization: Bearer <key>` (or `Token <key>`)."}
 

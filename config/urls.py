@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.settings import api_settings
 
+from apikeys import api as apikeys_api
 from chat import views as chat_views
 from chat.api import attachments as attachments_api
 from chat.api import views as chat_api
@@ -34,6 +35,8 @@ api_v1 = [
     # Sign-in budgets: in the password backend, as for every door (chatplatform.login_throttle).
     path("auth/token/", ObtainAuthToken.as_view(
         throttle_classes=[], parser_classes=api_settings.DEFAULT_PARSER_CLASSES), name="auth-token"),
+    path("api-keys/", apikeys_api.ApiKeyListCreateApi.as_view(), name="api-keys"),
+    path("api-keys/<str:key_id>/", apikeys_api.ApiKeyDetailApi.as_view(), name="api-key-detail"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
     path("me/preferences/", chat_api.PreferencesApi.as_view(), name="preferences"),
     path("threads/", chat_api.ThreadListCreateApi.as_view(), name="threads"),

@@ -43,7 +43,7 @@ from agents.audit import audit_record
 from agents.models import AuditEvent
 from chat.selectors import memberships_for_user
 from chatplatform.api import UNAVAILABLE_MESSAGE, is_unavailable
-from chatplatform.credentials import CHALLENGE, auser_for_authorization
+from chatplatform.credentials import CHALLENGE, auser_or_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -282,9 +282,9 @@ class KnowledgeMCPApp:
         if not domain or not validate_host(domain, allowed):
             await _reply(send, 400, "bad_host", "Invalid Host header.")
             return
-        user = None
+        user = refusal = None
         try:
-            user = await auser_for_authorization(_header(scope, b"authorization"))
+            user, refusal = await auser_or_refusal(_header(scope, b"authorization"))
             writable = user is not None and await sync_to_async(may_write)(user)
         except Exception as exc:
             if not is_unavailable(exc):
@@ -294,8 +294,8 @@ class KnowledgeMCPApp:
             await _reply(send, 503, "service_unavailable", UNAVAILABLE_MESSAGE, [(b"retry-after", b"5")])
             return
         if user is None:
-            await _reply(send, 401, "not_authenticated",
-                         "Send an API token: Authorization: Bearer <token> (or Token <token>).",
+            await _reply(send, 401, refusal.code if refusal else "not_authenticated",
+                         refusal.message if refusal else "Send an API key: Authorization: Bearer <key> (or Token <key>).",
                          [(b"www-authenticate", CHALLENGE.encode())])
             return
         manager = await self._manager(writable)

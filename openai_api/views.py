@@ -50,7 +50,7 @@ from django.http import JsonResponse, StreamingHttpResponse
 from agents.presentation import error_for_viewer
 from agents.streams import ACCESS_REVOKED, PARKED, run_event_stream
 from chat.stream_access import StreamAccess, stream_access
-from chatplatform.credentials import auser_for_authorization, authorization_key
+from chatplatform.credentials import auser_or_refusal, authorization_key
 
 from .services import (
     ApiRejected,
@@ -75,15 +75,21 @@ def error(code: str, message: str, status: int, *, param: str | None = None) -> 
 
 
 async def _user(request):
-    return await auser_for_authorization(request.headers.get("Authorization", ""))
+    """``(user, None)``, or ``(None, the 401)``: a refused key (expired, revoked) says why."""
+    user, refusal = await auser_or_refusal(request.headers.get("Authorization", ""))
+    if user is not None:
+        return user, None
+    if refusal is not None:
+        return None, error(refusal.code, refusal.message, 401)
+    return None, error("invalid_api_key", "Send a platform API key: Authorization: Bearer <key>.", 401)
 
 
 async def models(request):
     if request.method != "GET":
         return error("method_not_allowed", "Use GET.", 405)
-    user = await _user(request)
-    if user is None:
-        return error("invalid_api_key", "Send a platform API token: Authorization: Bearer <token>.", 401)
+    user, refused = await _user(request)
+    if refused is not None:
+        return refused
     return JsonResponse({"object": "list", "data": await sync_to_async(model_list)(user=user)})
 
 
@@ -107,9 +113,9 @@ def _body(request) -> bytes:
 async def chat_completions(request):
     if request.method != "POST":
         return error("method_not_allowed", "Use POST.", 405)
-    user = await _user(request)
-    if user is None:
-        return error("invalid_api_key", "Send a platform API token: Authorization: Bearer <token>.", 401)
+    user, refused = await _user(request)
+    if refused is not None:
+        return refused
     try:
         # As REST bodies are checked (depth, NUL, lone surrogates) plus a message count.
         body = parse_body(_body(request))

@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "sso",
     "openai_api",
     "usage",
+    "apikeys",
     "django_prometheus",
 ]
 
@@ -401,6 +402,8 @@ NUM_PROXIES = env.int("NUM_PROXIES", default=0)
 # token endpoint (chatplatform.login_throttle, enforced in chatplatform.auth_backends).
 LOGIN_RATE_LIMIT = env("LOGIN_RATE_LIMIT", default="10/min")  # per client address
 LOGIN_USERNAME_RATE_LIMIT = env("LOGIN_USERNAME_RATE_LIMIT", default="10/min")  # per username
+# Self-service API keys (apikeys): the most a user may hold that are neither revoked nor expired.
+API_KEYS_MAX_PER_USER = env.int("API_KEYS_MAX_PER_USER", default=25)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Bearer or Token <key>: the one scheme rule of every door (chatplatform.credentials)

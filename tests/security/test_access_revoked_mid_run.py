@@ -11,6 +11,7 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from rest_framework.authtoken.models import Token
 
+from apikeys.services import api_key_create, api_key_revoke
 from chat.models import Membership
 from config.asgi import application
 from tests.conftest import make_thread
@@ -23,8 +24,8 @@ def slow_offline(settings):
     settings.OFFLINE_DELTA_DELAY_S = 0.25  # a run that is still streaming when access goes
 
 
-async def socket_for(user, thread):
-    key = (await database_sync_to_async(Token.objects.get_or_create)(user=user))[0].key
+async def socket_for(user, thread, key=None):
+    key = key or (await database_sync_to_async(Token.objects.get_or_create)(user=user))[0].key
     comm = WebsocketCommunicator(application, f"/ws/threads/{thread.pk}/",
                                  headers=[(b"authorization", f"Token {key}".encode())])
     connected, _ = await comm.connect(timeout=5)
@@ -43,13 +44,17 @@ async def until_closed(comm, timeout=10.0) -> tuple[int | None, list[dict]]:
 
 
 @pytest.mark.parametrize("revoke", ["membership removed", "demoted admin watching another's thread",
-                                    "account deactivated", "token deleted"])
+                                    "account deactivated", "token deleted", "api key revoked by its owner",
+                                    "api key deleted in the admin"])
 async def test_losing_access_mid_run_closes_the_socket_at_once(users, workspaces, offline, roles, slow_offline,
                                                               revoke):
     owner = users["alice"]
     watcher = users["admin"] if revoke.startswith("demoted") else owner
     thread = await database_sync_to_async(make_thread)(owner, workspaces["demo"], offline)
-    owner_socket = await socket_for(owner, thread)
+    api_key = None
+    if revoke.startswith("api key"):
+        api_key = await database_sync_to_async(api_key_create)(user=owner, name="socket")
+    owner_socket = await socket_for(owner, thread, api_key.key if api_key else None)
     comm = owner_socket if watcher == owner else await socket_for(watcher, thread)
     await owner_socket.send_json_to({"type": "message.send", "content": "How does the with statement work?"})
     while True:  # the run is streaming to the watcher
@@ -66,6 +71,10 @@ async def test_losing_access_mid_run_closes_the_socket_at_once(users, workspaces
         elif revoke == "account deactivated":
             owner.is_active = False
             owner.save()
+        elif revoke == "api key revoked by its owner":
+            api_key_revoke(api_key=api_key.api_key, by=owner)
+        elif revoke == "api key deleted in the admin":
+            api_key.api_key.delete()
         else:
             Token.objects.filter(user=owner).delete()
 

@@ -1,6 +1,7 @@
 """One credential rule for every door (``chatplatform.credentials``): REST, the websocket, SSE,
-``/v1`` and ``/mcp/`` take ``Bearer <key>`` and ``Token <key>`` alike, and refuse the same
-things — another scheme, a malformed header, an unknown key, an inactive user's key."""
+``/v1`` and ``/mcp/`` take ``Bearer <key>`` and ``Token <key>`` alike — a self-service API key
+(``apikeys``) or a password-posted token — and refuse the same things: another scheme, a
+malformed header, an unknown key, an inactive user's key, a revoked or an expired API key."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import asyncio
 import json
 import urllib.error
 import urllib.request
+from datetime import timedelta
 
 import pytest
 from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
+from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
+from apikeys.services import api_key_create, api_key_revoke
 from chatplatform.credentials import authorization_key, names_api_scheme, user_for_authorization
 from config.asgi import application
 from tests.conftest import make_thread
@@ -52,7 +56,14 @@ def keys(users):
     key_bob = Token.objects.get_or_create(user=inactive)[0].key
     inactive.is_active = False
     inactive.save(update_fields=["is_active"])
-    return {"alice": Token.objects.get_or_create(user=users["alice"])[0].key, "inactive": key_bob}
+    alice = users["alice"]
+    revoked = api_key_create(user=alice, name="revoked")
+    api_key_revoke(api_key=revoked.api_key, by=alice)
+    expired = api_key_create(user=alice, name="expired", expires_at=timezone.now() + timedelta(hours=1))
+    type(expired.api_key).objects.filter(pk=expired.api_key.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    return {"alice": Token.objects.get_or_create(user=alice)[0].key, "inactive": key_bob,
+            "api_key": api_key_create(user=alice, name="cli").key, "revoked": revoked.key, "expired": expired.key,
+            "inactive_api_key": api_key_create(user=inactive, name="bob's").key}
 
 
 def _headers(keys):
@@ -65,6 +76,12 @@ def _headers(keys):
         (f"Bearer {keys['inactive']}", False),
         (f"Basic {keys['alice']}", False),
         (f"Bearer {keys['alice']} extra", False),
+        (f"Bearer {keys['api_key']}", True),
+        (f"Token {keys['api_key']}", True),
+        (f"Bearer {keys['revoked']}", False),
+        (f"Bearer {keys['expired']}", False),
+        (f"Bearer {keys['inactive_api_key']}", False),
+        (f"Bearer {keys['api_key']}x", False),
     ]
 
 
@@ -140,3 +157,36 @@ def test_mcp_takes_the_same_rule(keys, server_url):  # noqa: F811 - the imported
 
     for header, accepted in _headers(keys):
         assert status_for(header) == (200 if accepted else 401), header
+
+
+def test_a_refused_api_key_says_why_at_every_http_door(keys, client, users, workspaces, offline, converse,
+                                                     server_url):  # noqa: F811 - the imported fixture
+    thread = make_thread(users["alice"], workspaces["demo"], offline)
+    run, _events = converse(thread, users["alice"], "hello")
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).encode()
+
+    def mcp(header):
+        request = urllib.request.Request(server_url, data=body, method="POST", headers={
+            "Authorization": header, "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        return refused.value.code, json.loads(refused.value.read())["error"]
+
+    async def asgi(path, header):
+        response = await AsyncClient().get(path, headers={"Authorization": header})
+        return response.status_code, json.loads(response.content)["error"]
+
+    for name, code in (("revoked", "api_key_revoked"), ("expired", "api_key_expired")):
+        header = f"Bearer {keys[name]}"
+        rest = client.get("/api/v1/workspaces/", HTTP_AUTHORIZATION=header)
+        answers = {
+            "rest": (rest.status_code, rest.json()["error"]),
+            "v1": asyncio.run(asgi("/v1/models", header)),
+            "sse": asyncio.run(asgi(f"/api/v1/runs/{run.pk}/events/", header)),
+            "mcp": mcp(header),
+        }
+        for door, (status, error) in answers.items():
+            assert status == 401 and error["code"] == code, (door, status, error)
+            assert error["message"].startswith("This API key " + name.replace("revoked", "has been revoked")), error
