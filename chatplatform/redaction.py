@@ -14,7 +14,7 @@ An upstream error may echo the key it was given, often transformed: the prefix d
   ``FRAGMENT`` key characters (``2 × FRAGMENT`` hex digits, ``B64_FRAGMENT`` base64
   characters: 12 bytes of the key either way), and redacts the whole original span;
 * whatever *looks* like a key even when it is unknown: ``sk-…``/``sk_…``/``pk-…``/``key-…``
-  tokens, ``Bearer <token>`` / ``x-api-key: <token>`` values, and long opaque tokens (32+
+  tokens, the platform's own API keys (``cp_…``), ``Bearer <token>`` / ``x-api-key: <token>`` values, and long opaque tokens (32+
   letters and digits, both present).
 
 :class:`RedactingFilter` applies it to every log record (``LOGGING`` in settings).
@@ -33,7 +33,7 @@ FRAGMENT = 12  # a run of this many key characters is treated as the key
 _PREFIXES = re.compile(r"^(?:sk-ant-api\d+-|sk-ant-|sk-proj-|sk-or-v\d+-|sk-|sk_live_|sk_test_|pk-|key-)", re.I)
 # (pattern, replacement): what looks like a key even when it is not a known one.
 _LOOKS_LIKE = [
-    (re.compile(r"\b(?:sk|pk|rk)[-_][A-Za-z0-9_\-]{12,}", re.I), REDACTED),
+    (re.compile(r"\b(?:sk|pk|rk|cp)[-_][A-Za-z0-9_\-]{12,}", re.I), REDACTED),
     (re.compile(r"\b(bearer|token|api[-_ ]?key|x-api-key|authorization)"
                 r"([\"']?\s*[:=]?\s*[\"']?(?:bearer\s+)?)[A-Za-z0-9_\-\.]{12,}", re.I), r"\1\2" + REDACTED),
     (re.compile(r"(?<![A-Za-z0-9])(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{32,}(?![A-Za-z0-9])"),

@@ -77,3 +77,13 @@ def test_an_upstream_echoing_the_key_leaks_it_nowhere(users, workspaces, keyed_u
         for f in handler_filters:
             f.filter(record)
         assert leaks(record.getMessage()) == [], record.getMessage()
+
+
+def test_the_platforms_own_api_keys_are_redacted_unknown():
+    """A self-service API key (``cp_`` + 43 URL-safe characters, some with ``-`` or ``_`` so
+    the long-opaque-token rule alone misses them) pasted into a log line or an error."""
+    key = "cp_Xk3-9fQ_zL2mB7wR1vN8cT4yH6jD0sG5aE-uP_iO3qW"
+    for text in (f"client sent {key} twice", f'{{"key": "{key}"}}', f"{key[:20]}"):
+        out = redact(text)
+        assert key[3:15] not in out, out
+        assert "[redacted]" in out
