@@ -1,4 +1,6 @@
 from django.contrib import admin, messages
+from rest_framework.authtoken.admin import TokenAdmin
+from rest_framework.authtoken.models import TokenProxy
 
 from .models import ApiKey
 from .services import api_key_revoke
@@ -27,3 +29,24 @@ class ApiKeyAdmin(admin.ModelAdmin):
             api_key_revoke(api_key=api_key, by=request.user)
             count += 1
         self.message_user(request, f"Revoked {count} API key(s).", messages.SUCCESS)
+
+
+# The password-posted tokens (DRF's authtoken, kept for compatibility): DRF's own admin lists
+# each secret in plain text. Listed by their first characters instead; a token an
+# administrator makes here is shown once, in the confirmation message, to hand over.
+admin.site.unregister(TokenProxy)
+
+
+@admin.register(TokenProxy)
+class PasswordTokenAdmin(TokenAdmin):
+    list_display = ("key_prefix", "user", "created")
+
+    @admin.display(description="Key")
+    def key_prefix(self, obj) -> str:
+        return obj.key[:6] + "…"
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        if not change:
+            self.message_user(request, f"The token for {obj.user}: {obj.key} — copy it now; it is not shown again.",
+                              messages.SUCCESS)

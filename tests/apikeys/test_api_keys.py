@@ -204,3 +204,17 @@ def test_the_openapi_schema_carries_the_endpoints(users):
     assert set(schema["paths"]["/api/v1/api-keys/{key_id}/"]) == {"get", "delete"}
     created = schema["components"]["schemas"]["ApiKeyCreated"]["properties"]
     assert "key" in created and "key" not in schema["components"]["schemas"]["ApiKey"]["properties"]
+
+
+def test_the_admin_lists_password_tokens_without_their_secret_and_shows_a_new_one_once(users, django_user_model):
+    token = Token.objects.create(user=users["alice"])
+    root = django_user_model.objects.create_superuser(username="root", password="pw-root")
+    admin = session(root)
+    listing = admin.get("/admin/authtoken/tokenproxy/").content.decode()
+    assert token.key[:6] + "…" in listing and token.key not in listing
+
+    made = admin.post("/admin/authtoken/tokenproxy/add/", {"user": users["bob"].pk}, follow=True)
+    assert made.status_code == 200
+    new = Token.objects.get(user=users["bob"])
+    assert new.key in made.content.decode()  # once, in the confirmation
+    assert new.key not in admin.get("/admin/authtoken/tokenproxy/").content.decode()
