@@ -45,9 +45,9 @@ test: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	DJANGO_SETTINGS_MODULE=config.settings.test $(BIN)/python -m pytest -q -m "not services" \
-		-n $${TEST_PROCESSES:-2} --dist loadfile
+		-n $${TEST_PROCESSES:-2} --dist loadfile --durations=15
 	DJANGO_SETTINGS_MODULE=config.settings.test $(BIN)/python tests/run_services.py \
-		-n $${TEST_PROCESSES:-2} --dist loadfile
+		-n $${TEST_PROCESSES:-2} --dist loadfile --durations=15
 
 lint: install-dev
 	$(BIN)/ruff check .
