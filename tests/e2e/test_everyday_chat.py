@@ -455,3 +455,52 @@ def test_the_budget_banner_is_one_line_in_the_servers_formats(tab_for, fake, ban
     assert banner.inner_text() == text
     t.no_horizontal_overflow()
     t.shot("budget-banner")
+
+
+# --- 9: the approval card names items by title and says each thing once ---------------------------
+RULE = "Write: needs 1 approval from alice or a workspace admin"
+
+
+def test_the_approval_card_names_the_item_and_says_each_thing_once(tab_for, fake, width):
+    """The card names the knowledge item by its title, not its id, and says the arguments and
+    the rule once each in the whole turn (tool row, card, status line) — live, after a reload,
+    and once decided."""
+    from tests.fakes.openai_server import tool_call_chunks
+    from tests.policy.tooltest import call
+
+    t = tab_for()
+    page = t.page
+    title = f"Deploy checklist {width}"
+    item = t.api("POST", "/api/v1/knowledge/items/", {"workspace": "demo", "title": title, "content": "Step one.",
+                                                      "type": "howto"}).json()
+    reset(fake, tool_call_chunks([call("c1", "update_knowledge_item", {"item_id": item["id"], "tags": ["ops"]})]),
+          text_chunks("Tagged it."))
+    thread = t.api("POST", "/api/v1/threads/", {"workspace": "demo", "title": "Approval card"}).json()
+    page.goto(f"/chat/{thread['id']}/")
+    page.wait_for_selector("#conn.ok", state="attached")
+    page.fill("#input", "Tag the deploy checklist with ops")
+    page.click("#send")
+    card = page.locator(".card.approval")
+    turn = page.locator("article.msg.assistant").last
+    args = f"item='{title}', tags=[\"ops\"]"
+    for moment in ("live", "reloaded"):
+        card.locator("button.approve").wait_for(timeout=RUN_MS)
+        text = turn.inner_text()
+        assert item["id"] not in text, (moment, text)
+        assert card.locator(".approval-args").inner_text() == args, moment
+        assert text.count(args) == 1, (moment, text)
+        assert text.count(RULE) == 1, (moment, text)
+        assert text.count("waiting for approval") == 1, (moment, text)  # the row's status; the card says why
+        t.no_horizontal_overflow()
+        t.shot(f"approval-card-{moment}")
+        page.reload()
+        page.wait_for_selector("#conn.ok", state="attached")
+        turn = page.locator("article.msg.assistant").last
+    card.locator("button.approve").click()
+    page.locator("article.msg.assistant .body", has_text="Tagged it.").wait_for(timeout=RUN_MS)
+    t.wait_answered()
+    text = turn.inner_text()
+    assert text.count(args) == 1 and RULE not in text and item["id"] not in text, text
+    assert card.locator(".approval-note").inner_text() == "Approved by alice"
+    t.shot("approval-card-decided")
+    assert not t.errors, t.errors

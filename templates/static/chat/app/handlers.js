@@ -114,7 +114,7 @@ function baseHandlers(app) {
       }
       turn.querySelector(".body").classList.remove("streaming");  // waiting for a person, not writing
       const meta = turn.querySelector(".meta");
-      meta.textContent = ev.waiting_text ? "waiting — " + ev.waiting_text : "waiting for your approval";
+      meta.textContent = "";  // the card says what it waits for, once
       meta.className = "meta awaiting";
       if (ev.env_context === "prod") app.showProd();
       app.busy(false, {canStop: true});  // a new message may be sent instead of deciding
