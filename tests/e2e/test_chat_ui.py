@@ -199,7 +199,11 @@ def test_a_refused_send_keeps_the_text_and_says_why(session_for, fake):
     page.evaluate("() => { const i = document.getElementById('input'); i.value = 'keep me \\ud800 please';"
                   " i.dispatchEvent(new Event('input')); }")
     page.click("#send")
-    page.wait_for_function("() => document.getElementById('conn').classList.contains('bad')")
+    # Why, said once: beside the kept text (the connection label stays "connected").
+    note = page.locator("#composer-counter")
+    note.wait_for()
+    assert "lone UTF-16 surrogate" in note.inner_text(), note.inner_text()
+    assert page.locator("#conn").inner_text() == "connected"
     assert page.evaluate("() => document.getElementById('input').value") == "keep me \ud800 please"
     assert not page.locator("#input").evaluate("e => e.readOnly")
     assert page.locator("#send").is_enabled()

@@ -504,3 +504,64 @@ def test_the_approval_card_names_the_item_and_says_each_thing_once(tab_for, fake
     assert card.locator(".approval-note").inner_text() == "Approved by alice"
     t.shot("approval-card-decided")
     assert not t.errors, t.errors
+
+
+# --- 10: a send refused by a spent budget says so once -----------------------------------------------
+@pytest.fixture(scope="module")
+def spent_budget(platform):
+    """bob's own monthly token budget, used up (a usage record over its hard limit); made once
+    for both widths, removed at the end."""
+    platform.manage("shell", "-c", (
+        "from decimal import Decimal\n"
+        "from django.contrib.auth import get_user_model\n"
+        "from django.utils import timezone\n"
+        "from chat.models import Workspace\n"
+        "from usage.models import Budget, UsageRecord\n"
+        "bob = get_user_model().objects.get(username='bob')\n"
+        "Budget.objects.get_or_create(name='e2e-spent', defaults=dict(user=bob, metric='tokens', period='month',"
+        " hard_limit=Decimal('100')))\n"
+        "UsageRecord.objects.create(user=bob, workspace=Workspace.objects.get(slug='demo'), provider='openai',"
+        " model='fake-model', input_tokens=150, output_tokens=0, created_at=timezone.now())\n"))
+    yield
+    platform.manage("shell", "-c", "from usage.models import Budget\nBudget.objects.filter(name='e2e-spent').delete()\n")
+
+
+def test_a_send_refused_by_a_spent_budget_says_so_once(tab_for, fake, spent_budget, width):
+    """A send refused because the budget is spent says so once — in the budget banner, in the
+    refusal's words, on a chat; in the composer's note on the landing page (no banner there) —
+    never also on the connection label or in a second note; the text stays, nothing is asked."""
+    reset(fake)
+    asked = len(fake.requests)
+    t = tab_for("bob")
+    page = t.page
+    refusal = re.compile(r"The budget is used up: 150 of 100 tokens per month \(UTC\)\. It resets at "
+                         r"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC\.")
+    # The landing page: the one message is the composer's note; no empty chat is left.
+    page.fill("#input", "First question")
+    page.press("#input", "Enter")
+    note = page.locator("#composer-counter")
+    note.wait_for()
+    assert refusal.fullmatch(note.inner_text()), note.inner_text()
+    assert page.locator("body").inner_text().count("used up") == 1
+    assert page.input_value("#input") == "First question" and re.search(r"/chat/$", page.url)
+    t.no_horizontal_overflow()
+    t.shot("budget-refused-landing")
+    assert [x for x in t.api("GET", "/api/v1/threads/").json()["results"] if x["title"] == "First question"] == []
+    # A chat: the banner says it (it said "used up" on load already), in the refusal's words.
+    thread = t.api("POST", "/api/v1/threads/", {"workspace": "demo", "title": "Spent"}).json()
+    page.goto(f"/chat/{thread['id']}/")
+    page.wait_for_selector("#conn.ok", state="attached")
+    banner = page.locator("#budget-banner")
+    banner.wait_for()
+    page.fill("#input", "One more question")
+    page.click("#send")
+    page.wait_for_function("() => document.getElementById('budget-banner').textContent.startsWith('The budget')")
+    assert refusal.fullmatch(banner.inner_text()), banner.inner_text()
+    assert page.locator("body").inner_text().count("used up") == 1, page.locator("body").inner_text()
+    assert page.locator("#conn").inner_text() == "connected"
+    assert note.is_hidden()
+    assert page.input_value("#input") == "One more question" and page.locator("#send").is_enabled()
+    assert page.locator("article.msg.user").count() == 0 and len(fake.requests) == asked
+    t.no_horizontal_overflow()
+    t.shot("budget-refused")
+    assert not t.errors, t.errors
