@@ -54,7 +54,7 @@ export class Composer {
     if ((!text.trim() && !(files && files.count())) || this.running || this.pending !== null) return;
     if (this.update().over) { this.input.focus(); return; }
     if (files && files.uploading()) { this.say("Wait until the files have uploaded, then send.", "uploading"); return; }
-    if (files && files.count() !== files.ids().length) {
+    if (files && files.count() !== files.sendable()) {
       this.say("Remove the files that could not be attached (×), then send.", "attach_failed");
       return;
     }
