@@ -38,17 +38,23 @@ def named_arguments(spec: ToolSpec | None, args: dict, *, user_id, workspace_id)
         return args
 
 
-def shown_summary(row: ToolCall) -> str:
-    """The arguments summary of a ledger row as people see it: scope arguments left out,
-    named by the tool (:func:`named_arguments`) with the run's requester's access."""
+def shown_named_arguments(row: ToolCall) -> dict:
+    """A ledger row's arguments as people see them: scope arguments left out, named by the tool
+    (:func:`named_arguments`) with the run's requester's access."""
     from .tools import registry
 
     shown = shown_arguments(row)
     if not shown:
-        return ""
+        return {}
     run = row.run
-    return arguments_summary(named_arguments(registry.get(row.tool_name), shown, user_id=run.user_id,
-                                             workspace_id=run.thread.workspace_id))
+    return named_arguments(registry.get(row.tool_name), shown, user_id=run.user_id,
+                           workspace_id=run.thread.workspace_id)
+
+
+def shown_summary(row: ToolCall) -> str:
+    """The arguments summary of a ledger row as people see it (:func:`shown_named_arguments`)."""
+    shown = shown_named_arguments(row)
+    return arguments_summary(shown) if shown else ""
 
 
 def shown_arguments(row: ToolCall) -> dict:

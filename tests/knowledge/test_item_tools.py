@@ -139,9 +139,11 @@ def test_cards_name_the_item_by_title_but_never_a_private_one(policies, users, w
         messages = api_for(users["alice"]).get(f"/api/v1/threads/{thread.pk}/messages/").json()
         call = next(c for m in messages for c in m.get("tool_calls") or [])
         shown[item.title] = {started["arguments_summary"], request["arguments_summary"], row["arguments_summary"],
-                             call["arguments_summary"]}
+                             call["arguments_summary"], json.dumps(row["arguments_shown"])}
+        assert row["arguments"] == {"item_id": str(item.pk), "tags": ["x"]}  # the machine's view keeps the id
         api_for(users["alice"]).post(f"/api/v1/tool-calls/{request['tool_call_id']}/decision/", {"decision": "deny"},
                                      format="json")
         sink.until_terminal(created.run.pk)
-    assert shown["VPN setup"] == {"item='VPN setup', tags=[\"x\"]"}
-    assert shown["Alice's salary notes"] == {f"item_id='{secret.pk}', tags=[\"x\"]"}
+    assert shown["VPN setup"] == {"item='VPN setup', tags=[\"x\"]", '{"item": "VPN setup", "tags": ["x"]}'}
+    assert shown["Alice's salary notes"] == {f"item_id='{secret.pk}', tags=[\"x\"]",
+                                             f'{{"item_id": "{secret.pk}", "tags": ["x"]}}'}
