@@ -2,7 +2,8 @@
 an image pasted and a text file picked with the paperclip upload with a progress bar while the
 page stays usable, an SVG dropped on the composer is refused with its reason, the model
 request carries the image and the file (the real ``openai`` SDK against the fake upstream),
-and the question shows the thumbnails again after a reload. One platform for the module."""
+and the question shows the thumbnails again after a reload; on the landing page (no chat yet)
+files are held and uploaded right after the send creates the chat. One platform for the module."""
 
 from __future__ import annotations
 

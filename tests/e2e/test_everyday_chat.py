@@ -4,7 +4,9 @@ OpenAI upstream (``tests/fakes/openai_server.py``, reached through the real ``op
 
 The landing page is a composer that starts the chat on the default model; the header is one
 row (two at 390 px, ≤ 96 px) with one model picker and a ⚙ menu; the model titles a chat after
-its first answer (the tab title follows); a 24,000-character CJK message arrives whole. Screenshots go to ``tests/e2e/artifacts/everyday-*``.
+its first answer (the tab title follows); a 24,000-character CJK message arrives whole; an
+approval card names a knowledge item by its title and says the arguments and the rule once; a
+send refused by a spent budget says so once. Screenshots go to ``tests/e2e/artifacts/everyday-*``.
 """
 
 from __future__ import annotations
