@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
 
 from chat.selectors import memberships_for_user
 
 from .models import ToolCall
 from .risk import COUNTDOWN_S
-from .tools.api import DEFAULT_SCOPE_ARGS
+from .tools.api import DEFAULT_SCOPE_ARGS, ToolSpec
 from .tools.scope import MODEL_ASKED_KEY
+
+logger = logging.getLogger(__name__)
 
 
 def arguments_summary(args: dict, limit: int = 120) -> str:
@@ -22,6 +25,38 @@ def arguments_summary(args: dict, limit: int = 120) -> str:
     return out if len(out) <= limit else out[: limit - 1] + "…"
 
 
+def named_arguments(spec: ToolSpec | None, args: dict, *, user_id, workspace_id) -> dict:
+    """``args`` as people see them: the tool's ``name_arguments`` (a knowledge item's id → its
+    title, with the requester's access; never what some viewer of the call may not see)
+    applied, else ``args`` as they are. A failing namer shows the arguments unnamed."""
+    if spec is None or spec.name_arguments is None or not args:
+        return args
+    try:
+        return spec.name_arguments(user_id=user_id, workspace_id=workspace_id, args=dict(args))
+    except Exception:  # noqa: BLE001 — a name is a nicety; the call is shown as the model wrote it
+        logger.warning("could not name the arguments of %s", spec.name, exc_info=True)
+        return args
+
+
+def shown_named_arguments(row: ToolCall) -> dict:
+    """A ledger row's arguments as people see them: scope arguments left out, named by the tool
+    (:func:`named_arguments`) with the run's requester's access."""
+    from .tools import registry
+
+    shown = shown_arguments(row)
+    if not shown:
+        return {}
+    run = row.run
+    return named_arguments(registry.get(row.tool_name), shown, user_id=run.user_id,
+                           workspace_id=run.thread.workspace_id)
+
+
+def shown_summary(row: ToolCall) -> str:
+    """The arguments summary of a ledger row as people see it (:func:`shown_named_arguments`)."""
+    shown = shown_named_arguments(row)
+    return arguments_summary(shown) if shown else ""
+
+
 def shown_arguments(row: ToolCall) -> dict:
     """The call's arguments as shown to people: the run's scope arguments left out."""
     return {k: v for k, v in (row.arguments or {}).items() if k not in DEFAULT_SCOPE_ARGS and k != MODEL_ASKED_KEY}
@@ -30,8 +65,8 @@ def shown_arguments(row: ToolCall) -> dict:
 def tool_call_presentation(row: ToolCall) -> dict:
     """The shown fields of a ledger row: ``{"status", "summary", "is_error", "risk_level",
     "env_context" ("" or a tier), "requested_at" (ISO 8601 or None), "countdown_s" (10 for
-    dangerous calls, else 0), "arguments_summary" (scope arguments hidden)}``."""
-    shown = shown_arguments(row)
+    dangerous calls, else 0), "arguments_summary" (scope arguments hidden, named by the tool:
+    :func:`shown_summary`)}``."""
     return {
         "status": row.status,
         "summary": row.summary,
@@ -40,7 +75,7 @@ def tool_call_presentation(row: ToolCall) -> dict:
         "env_context": row.env_context,
         "requested_at": row.requested_at.isoformat() if row.requested_at else None,
         "countdown_s": COUNTDOWN_S if row.risk_level == "dangerous" else 0,
-        "arguments_summary": arguments_summary(shown) if shown else "",
+        "arguments_summary": shown_summary(row),
     }
 
 

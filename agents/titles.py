@@ -14,8 +14,12 @@ replaces the cut question with it when:
 * the title is still the cut question (a chat the person renamed keeps their name — also when
   the rename lands while the title request is under way: the update is conditional).
 
-Any failure (the provider errs or times out, an empty or unusable answer) keeps the cut
-question; nothing is retried. The new title goes to the thread's sockets as
+The title request is a model call like any other: it is metered (``agents.metering``) — the
+budgets admit it first (``before_round``: a spent budget means no title call; the granted output
+cap applies) and its usage is recorded against the run, its user, workspace and thread
+(``after_round``, a usage record without a message), so usage and budgets hold; a failed
+request gives its reservation back. Any failure (the provider errs or times out, an empty or
+unusable answer, a refusing budget) keeps the cut question; nothing is retried. The new title goes to the thread's sockets as
 ``thread.renamed {thread_id, title}``. The model's words are untrusted text: one line,
 control characters dropped, quotes and a "Title:" prefix stripped, ≤ ``TITLE_MAX_CHARS``.
 """
@@ -78,12 +82,14 @@ def title_after_first_answer(*, run_id) -> str | None:
 def _title_after_first_answer(run_id) -> str | None:
     from chat.models import Message, Thread
     from chat.services import title_from_message
-    from llm import ChatMessage, ChatRequest, ProviderError, TextDelta, adapter_for
+    from llm import ChatMessage, ChatRequest, Finish, ProviderError, TextDelta, adapter_for
     from llm.capabilities import capabilities
 
     from .loop.tiers import SMALL, provider_options
+    from .metering import DispatchRefused, granted_output_tokens, meter
     from .models import Run
     from .provider_keys import provider_api_key
+    from .round_cost import round_cost
 
     run = Run.objects.select_related("thread", "provider", "user_message").filter(pk=run_id).first()
     if run is None or run.provider is None or run.user_message is None:
@@ -108,14 +114,33 @@ def _title_after_first_answer(run_id) -> str | None:
         options=provider_options(SMALL, provider),
     )
     try:
+        hold = meter().before_round(run=run, cost=round_cost(request))
+    except DispatchRefused as exc:
+        logger.info("title for thread %s: not asked, %s", run.thread_id, exc.message)
+        return None
+    if (granted := granted_output_tokens(hold)) is not None:
+        request.max_output_tokens = min(granted, TITLE_OUTPUT_TOKENS)
+    parts, usage = [], None
+    try:
         adapter = adapter_for(provider, api_key=provider_api_key(provider), max_retries=0,
                               read_timeout_s=settings.CHAT_TITLE_TIMEOUT_S)
-        text = "".join(event.text for event in adapter.stream(request) if isinstance(event, TextDelta))
+        for event in adapter.stream(request):
+            if isinstance(event, TextDelta):
+                parts.append(event.text)
+            elif isinstance(event, Finish):
+                usage = event.usage
     except ProviderError as exc:
+        meter().release(hold)
         logger.info("title for thread %s: the provider answered %s (%s); the question stays the title",
                     run.thread_id, exc.code, exc)
         return None
-    title = title_clean(text)
+    except BaseException:
+        meter().release(hold)
+        raise
+    # Usage like any round's; budget warnings are not sent on the finished run's stream (the
+    # page reads the budgets again on load and after every run).
+    meter().after_round(run=run, message=None, usage=usage, hold=hold, emitter=_NO_EVENTS)
+    title = title_clean("".join(parts))
     if not title:
         return None
     # Conditional: a rename while the request was under way wins. updated_at is left alone
@@ -124,6 +149,16 @@ def _title_after_first_answer(run_id) -> str | None:
         return None
     _announce(run.thread_id, title)
     return title
+
+
+class _NoEvents:
+    """An emitter for a call outside a run's stream: what the meter would emit is dropped."""
+
+    def emit(self, *_args, **_fields) -> None:
+        return None
+
+
+_NO_EVENTS = _NoEvents()
 
 
 def _announce(thread_id, title: str) -> None:

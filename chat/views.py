@@ -75,6 +75,7 @@ def index(request):
     context = _rail_context(request, search=request.GET.get("q", "").strip())
     first = next(iter(context["memberships"]), None)
     context.update(_composer_context(request, workspace_id=first.workspace_id if first else None))
+    context["attach"] = {**attachment_limits(), "accept": ",".join(accepted_suffixes())}  # held until the send
     return render(request, "chat/app.html", context)
 
 

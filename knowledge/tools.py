@@ -127,6 +127,30 @@ def _item_in_run_scope(ctx: ToolContext, item_id: str):
 ITEM_ID = {"type": "string", "description": "The item's id (from search_knowledge results)."}
 
 
+def _item_by_title(*, user_id: int, workspace_id: int, args: dict) -> dict:
+    """The arguments as people see them (``ToolSpec.name_arguments``): ``item_id`` becomes
+    ``item`` = the item's title when the requester may see the item in the run's workspace and
+    it is not private — the call is also shown to workspace admins (its thread) and to approvers
+    (the inbox), who may see any item of the workspace but nobody's private ones. Otherwise
+    (another workspace, not visible, private, a malformed id) the id stays as the model wrote
+    it: a title is never leaked."""
+    from django.http import Http404
+
+    from .selectors import knowledge_item_get_for_user
+
+    item_id = args.get("item_id")
+    if not isinstance(item_id, str):
+        return args
+    try:
+        item = knowledge_item_get_for_user(user=_user(user_id), item_id=item_id)
+    except Http404:
+        return args
+    if item.workspace_id != workspace_id or item.is_private:
+        return args
+    return {("item" if key == "item_id" else key): (item.title if key == "item_id" else value)
+            for key, value in args.items()}
+
+
 def _editable_item_in_run_scope(ctx: ToolContext, item_id: str, **_changes):
     """The item if it is in the run's workspace and the run's user may change it; ToolError
     otherwise. Used as the precheck of the write tools, so a foreign or read-only item is
@@ -143,6 +167,7 @@ def _editable_item_in_run_scope(ctx: ToolContext, item_id: str, **_changes):
     name="get_knowledge_item",
     description="Read one knowledge item in full: title, type, tags, content and link.",
     risk="read",
+    name_arguments=_item_by_title,
     parameters={"type": "object", "properties": {"item_id": ITEM_ID}, "required": ["item_id"],
                 "additionalProperties": False},
 )
@@ -184,6 +209,7 @@ def list_knowledge_tags(*, ctx: ToolContext) -> dict:
     mutates_knowledge=True,
     default_roles=EDITORS,
     precheck=_editable_item_in_run_scope,
+    name_arguments=_item_by_title,
     parameters={
         "type": "object",
         "properties": {
@@ -222,6 +248,7 @@ def update_knowledge_item(*, ctx: ToolContext, item_id: str, **changes) -> ToolO
     mutates_knowledge=True,
     default_roles=EDITORS,
     precheck=_editable_item_in_run_scope,
+    name_arguments=_item_by_title,
     parameters={"type": "object", "properties": {"item_id": ITEM_ID}, "required": ["item_id"],
                 "additionalProperties": False},
 )

@@ -115,14 +115,12 @@ def approvers_phrase(rule: ApprovalRule, requester: str) -> str:
     return group if rule.requester_counts else f"{group} other than {requester}"
 
 
-def waiting_text(rule: ApprovalRule, requester: str, so_far: int = 0) -> str:
+def waiting_text(rule: ApprovalRule, requester: str) -> str:
     """The card's sentence: "Production write: needs 1 approval from a workspace admin other
-    than alice" (+ " — 1 of 2 so far")."""
+    than alice". It is the rule only: how many approved so far is said once, on its own line
+    (``approvals_so_far``, ``approved_by``), never repeated in it."""
     n = rule.approvals_needed
-    text = f"{rule.rule}: needs {n} approval{'s' if n != 1 else ''} from {approvers_phrase(rule, requester)}"
-    if so_far:
-        text += f" — {so_far} of {n} so far"
-    return text
+    return f"{rule.rule}: needs {n} approval{'s' if n != 1 else ''} from {approvers_phrase(rule, requester)}"
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ def approval_fields(ledger: ToolCall, run: Run, *, with_names: bool = True) -> d
         "approved_by": list(ledger.approvals.filter(decision="approve").values_list("username", flat=True)),
         "expires_at": ledger.expires_at.isoformat() if ledger.expires_at else None,
         "requester": requester,
-        "waiting_text": waiting_text(rule, requester, ledger.approvals_so_far),
+        "waiting_text": waiting_text(rule, requester),
     }
 
 

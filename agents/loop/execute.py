@@ -24,7 +24,7 @@ from agents.ledger import UNKNOWN_OUTCOME, tool_call_close
 from agents.metering import meter
 from agents.models import AuditEvent, ToolCall
 from agents.pipeline import PolicyView, policy_defaults, tool_guard
-from agents.presentation import arguments_summary
+from agents.presentation import arguments_summary, named_arguments
 from agents.risk import resolve_env, risk_classify
 from agents.runs import lifecycle
 from agents.tools import ToolContext, ToolError, ToolOutput, ToolSpec, tool_sources
@@ -172,7 +172,9 @@ def execute_tool_call(
             "tool.started",
             tool_call_id=str(ledger.pk),
             name=name,
-            arguments_summary=arguments_summary(shown_args) if args is not None else "(invalid arguments)",
+            arguments_summary=arguments_summary(named_arguments(spec, shown_args, user_id=ctx.user_id,
+                                                                workspace_id=ctx.workspace_id))
+            if args is not None else "(invalid arguments)",
         )
 
     # The invocation guard runs for every call, offered or not, and again after approval.
@@ -274,7 +276,9 @@ def _request_approval(run, ledger, emitter, model_args: dict, assessment, spec, 
     extra = {"reason": reason} if reason else {}
     approval_request(
         ledger=ledger, run=run, emitter=emitter, risk=assessment.risk, tier=assessment.env_context,
-        arguments_summary=arguments_summary(model_args), assessment=assessment,
+        arguments_summary=arguments_summary(named_arguments(spec, model_args, user_id=run.user_id,
+                                                            workspace_id=run.thread.workspace_id)),
+        assessment=assessment,
         mcp_server_slug=spec.source[4:] if spec.source.startswith("mcp:") else "", **extra,
     )
     return CallOutcome(None, [], pending=True)  # parked now, or by another attempt

@@ -98,6 +98,11 @@ class ToolSpec:
     # call that would be refused never becomes an approval card. Raises ``ToolError`` to
     # refuse (the call ends failed with that message); returns nothing otherwise.
     precheck: Callable[..., None] | None = field(default=None, compare=False)
+    # ``name_arguments(user_id=..., workspace_id=..., args=...) -> dict``: the call's arguments
+    # as people see them (tool rows, approval cards, the inbox), e.g. a knowledge item's id
+    # replaced by its title. It names only what *everyone who may see the call* may see (the
+    # requester's access, nothing private); anything else stays as the model wrote it.
+    name_arguments: Callable[..., dict] | None = field(default=None, compare=False)
 
     @property
     def approval_default(self) -> str:

@@ -154,11 +154,13 @@ def tool(
     chat_denylisted: bool = False,
     default_roles: tuple[str, ...] = (),
     precheck: Callable[..., None] | None = None,
+    name_arguments: Callable[..., dict] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a tool. ``scope_args`` adds to the default scope arguments (workspace_id,
     thread_id, user_id), which are hidden from the model and pinned at invocation.
     ``precheck(ctx=..., **args)`` (optional) refuses a call with ``ToolError`` before risk
-    and approval (``ToolSpec.precheck``)."""
+    and approval (``ToolSpec.precheck``); ``name_arguments(user_id=..., workspace_id=...,
+    args=...)`` (optional) shows the arguments to people by name (``ToolSpec.name_arguments``)."""
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         registry.register(
@@ -176,6 +178,7 @@ def tool(
                 chat_denylisted=chat_denylisted,
                 default_roles=tuple(default_roles),
                 precheck=precheck,
+                name_arguments=name_arguments,
             )
         )
         return func

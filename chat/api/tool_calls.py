@@ -13,7 +13,7 @@ from agents.approvals.policy import decider_check
 from agents.approvals.requests import approval_fields
 from agents.approvals.selectors import inbox_for_user, tool_call_get_for_decider
 from agents.models import ToolCall
-from agents.presentation import shown_arguments, tool_call_presentation
+from agents.presentation import shown_arguments, shown_named_arguments, tool_call_presentation
 from agents.selectors import tool_call_list_for_user
 from agents.services import tool_call_decide
 from chat.selectors import thread_get_for_user
@@ -28,6 +28,7 @@ class ToolCallSerializer(serializers.ModelSerializer):
     thread_title = serializers.CharField(source="run.thread.title", read_only=True)
     workspace = serializers.CharField(source="run.thread.workspace.slug", read_only=True)
     arguments = serializers.SerializerMethodField()
+    arguments_shown = serializers.SerializerMethodField()
     approval = serializers.SerializerMethodField()
     decisions = serializers.SerializerMethodField()
     may_decide = serializers.SerializerMethodField()
@@ -37,13 +38,18 @@ class ToolCallSerializer(serializers.ModelSerializer):
         model = ToolCall
         fields = [
             "id", "run_id", "thread_id", "thread_title", "workspace", "call_id", "tool_name", "arguments",
-            "arguments_summary", "risk", "risk_level", "env_context", "status", "summary", "is_error", "attempts",
+            "arguments_shown", "arguments_summary", "risk", "risk_level", "env_context", "status", "summary", "is_error", "attempts",
             "duration_ms", "requested_at", "decision", "decided_by", "decided_at", "countdown_s", "approval",
             "decisions", "may_decide", "thread_visible", "created_at",
         ]
 
     def get_arguments(self, obj) -> dict:
         return shown_arguments(obj)
+
+    def get_arguments_shown(self, obj) -> dict:
+        """``arguments`` as people see them: named by the tool (a knowledge item's title for
+        its id, only what everyone who may see the call may see)."""
+        return shown_named_arguments(obj)
 
     def get_approval(self, obj) -> dict | None:
         """Null for a call that never asked; else ``{rule, approvers, approver_names,

@@ -94,6 +94,36 @@ def test_title_generation_can_be_turned_off(users, workspaces, openai_provider, 
     assert len(fake_openai.requests) == 1 and Thread.objects.get(pk=thread.pk).title == CUT
 
 
+def test_the_title_call_is_metered_like_any_model_call(users, workspaces, openai_provider, fake_openai, sink_for):
+    """The title request's tokens are a usage record of the run (no message) and count into the
+    budgets; with the budget spent by the answer, no title is asked for."""
+    from tests.fakes.openai_server import usage_chunk
+    from usage.models import Budget, BudgetWindow, UsageRecord
+
+    alice = users["alice"]
+    budget = Budget.objects.create(workspace=workspaces["demo"], metric="tokens", period="day", hard_limit=10_000)
+    thread = make_thread(alice, workspaces["demo"], openai_provider)
+    fake_openai.script([*text_chunks("They call __exit__."), usage_chunk(1200, 30)],
+                       [*text_chunks("Context managers"), usage_chunk(310, 4)])
+    answer(thread, alice, QUESTION, sink_for)
+    assert Thread.objects.get(pk=thread.pk).title == "Context managers"
+    records = UsageRecord.objects.filter(thread_id=thread.pk).order_by("created_at")
+    assert [(r.message_id is None, r.input_tokens, r.output_tokens, r.user_id, r.model) for r in records] == [
+        (False, 1200, 30, alice.pk, "fake-model"), (True, 310, 4, alice.pk, "fake-model")]
+    window = BudgetWindow.objects.get(budget=budget)
+    assert (window.spent, window.in_flight, window.reserved) == (1200 + 30 + 310 + 4, 0, 0)
+    # The next chat's answer (more than it was estimated at) spends the budget: its title is
+    # not asked for.
+    budget.hard_limit = window.spent + 5000
+    budget.save()
+    spent = make_thread(alice, workspaces["demo"], openai_provider)
+    fake_openai.script([*text_chunks("Answer."), usage_chunk(5000, 10)])
+    answer(spent, alice, QUESTION, sink_for)
+    assert len(fake_openai.requests) == 3
+    assert Thread.objects.get(pk=spent.pk).title == CUT
+    assert UsageRecord.objects.filter(thread_id=spent.pk).count() == 1
+
+
 @pytest.mark.parametrize(("raw", "title"), [
     ('"Context managers"', "Context managers"),
     ("Title: Python generators.\nSecond line", "Python generators"),

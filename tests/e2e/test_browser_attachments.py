@@ -2,7 +2,8 @@
 an image pasted and a text file picked with the paperclip upload with a progress bar while the
 page stays usable, an SVG dropped on the composer is refused with its reason, the model
 request carries the image and the file (the real ``openai`` SDK against the fake upstream),
-and the question shows the thumbnails again after a reload. One platform for the module."""
+and the question shows the thumbnails again after a reload; on the landing page (no chat yet)
+files are held and uploaded right after the send creates the chat. One platform for the module."""
 
 from __future__ import annotations
 
@@ -114,6 +115,73 @@ def test_attach_an_image_and_a_file_send_and_see_them_after_a_reload(browser, at
         assert question.locator(".msg-file.document a").get_attribute("download") == "notes.txt"
         s.no_horizontal_overflow()
         s.shot("attach-after-reload")
+        assert not s.errors, s.errors
+    finally:
+        s.context.close()
+
+
+@pytest.mark.parametrize("width", [1280, 390], ids=["desktop", "phone"])
+def test_attach_on_the_landing_page_and_send(browser, attach_platform, upstream, width):
+    """On the landing page (no chat yet) files are held in the composer and uploaded right after
+    the send creates the chat: a refused file (an SVG) leaves no chat behind and gives the text
+    and the other files back with the reason; sent again, the model request carries the image
+    and the text file."""
+    png = make_image("PNG", (96, 64), color=(30, 160, 60))
+    reset(upstream, text_chunks("A green rectangle, and your notes say 09:40."))
+    asked = len(upstream.requests)
+    s = Session(browser, attach_platform, width)
+    page = s.page
+    try:
+        before = {t["id"] for t in s.api("GET", "/api/v1/threads/").json()["results"]}
+        with page.expect_file_chooser() as chooser:
+            page.click("#attach")
+        chooser.value.set_files([{"name": "notes.txt", "mimeType": "text/plain", "buffer": NOTES}])
+        page.evaluate(
+            """(b64) => { const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+                 const dt = new DataTransfer(); dt.items.add(new File([bytes], 'green.png', {type: 'image/png'}));
+                 document.getElementById('input').dispatchEvent(
+                   new ClipboardEvent('paste', {clipboardData: dt, bubbles: true, cancelable: true})); }""",
+            base64.b64encode(png).decode())
+        svg = page.evaluate_handle(
+            "() => { const dt = new DataTransfer();"
+            " dt.items.add(new File(['<svg xmlns=\"http://www.w3.org/2000/svg\"/>'], 'logo.svg',"
+            " {type: 'image/svg+xml'})); return dt; }")
+        page.dispatch_event("#landing", "dragover", {"dataTransfer": svg})
+        page.dispatch_event("#landing", "drop", {"dataTransfer": svg})
+        held = page.locator(".attachment-chip.held")
+        assert held.count() == 3 and set(held.locator(".chip-status").all_inner_texts()) == {"ready to send"}
+        page.wait_for_function("() => { const i = document.querySelector('.attachment-chip.held img.chip-thumb');"
+                               " return i && i.complete && i.naturalWidth > 0; }")  # a local preview
+        page.fill("#input", "What is in these?")
+        s.no_horizontal_overflow()
+        s.shot("landing-attach")
+        # The SVG is refused once the chat exists: the chat goes again, nothing else is lost.
+        page.press("#input", "Enter")
+        failed = page.locator(".attachment-chip.failed")
+        failed.wait_for(timeout=RUN_MS)
+        page.wait_for_function("() => !document.getElementById('input').readOnly")  # the send is over
+        assert "SVG images can carry scripts" in page.locator("#composer-counter").inner_text()
+        page.wait_for_function("() => document.querySelectorAll('.attachment-chip.held').length === 2")
+        assert page.input_value("#input") == "What is in these?" and re.search(r"/chat/$", page.url)
+        assert {t["id"] for t in s.api("GET", "/api/v1/threads/").json()["results"]} == before
+        assert len(upstream.requests) == asked
+        s.shot("landing-attach-refused")
+        failed.locator(".chip-remove").click()
+        page.click("#send")
+        page.wait_for_url(re.compile(r"/chat/[0-9a-f-]{36}/$"), timeout=RUN_MS)
+        page.locator("article.msg.assistant .body").filter(has_text="your notes say 09:40").wait_for(timeout=RUN_MS)
+        user_turn = upstream.requests[asked]["messages"][-1]
+        text, image = user_turn["content"]
+        assert "<<<file notes.txt\nStandup moved to 09:40.\nBring the PERIWINKLE badge." in text["text"]
+        assert text["text"].endswith("What is in these?")
+        assert image == {"type": "image_url",
+                         "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()}}
+        question = page.locator("article.msg.user").last
+        question.locator("img.file-thumb").wait_for()
+        assert question.locator(".msg-file.document .file-name").inner_text() == "notes.txt"
+        assert len({t["id"] for t in s.api("GET", "/api/v1/threads/").json()["results"]} - before) == 1
+        s.no_horizontal_overflow()
+        s.shot("landing-attach-sent")
         assert not s.errors, s.errors
     finally:
         s.context.close()

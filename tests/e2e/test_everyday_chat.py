@@ -4,7 +4,9 @@ OpenAI upstream (``tests/fakes/openai_server.py``, reached through the real ``op
 
 The landing page is a composer that starts the chat on the default model; the header is one
 row (two at 390 px, ≤ 96 px) with one model picker and a ⚙ menu; the model titles a chat after
-its first answer (the tab title follows); a 24,000-character CJK message arrives whole. Screenshots go to ``tests/e2e/artifacts/everyday-*``.
+its first answer (the tab title follows); a 24,000-character CJK message arrives whole; an
+approval card names a knowledge item by its title and says the arguments and the rule once; a
+send refused by a spent budget says so once. Screenshots go to ``tests/e2e/artifacts/everyday-*``.
 """
 
 from __future__ import annotations
@@ -455,3 +457,113 @@ def test_the_budget_banner_is_one_line_in_the_servers_formats(tab_for, fake, ban
     assert banner.inner_text() == text
     t.no_horizontal_overflow()
     t.shot("budget-banner")
+
+
+# --- 9: the approval card names items by title and says each thing once ---------------------------
+RULE = "Write: needs 1 approval from alice or a workspace admin"
+
+
+def test_the_approval_card_names_the_item_and_says_each_thing_once(tab_for, fake, width):
+    """The card names the knowledge item by its title, not its id, and says the arguments and
+    the rule once each in the whole turn (tool row, card, status line) — live, after a reload,
+    and once decided."""
+    from tests.fakes.openai_server import tool_call_chunks
+    from tests.policy.tooltest import call
+
+    t = tab_for()
+    page = t.page
+    title = f"Deploy checklist {width}"
+    item = t.api("POST", "/api/v1/knowledge/items/", {"workspace": "demo", "title": title, "content": "Step one.",
+                                                      "type": "howto"}).json()
+    reset(fake, tool_call_chunks([call("c1", "update_knowledge_item", {"item_id": item["id"], "tags": ["ops"]})]),
+          text_chunks("Tagged it."))
+    thread = t.api("POST", "/api/v1/threads/", {"workspace": "demo", "title": "Approval card"}).json()
+    page.goto(f"/chat/{thread['id']}/")
+    page.wait_for_selector("#conn.ok", state="attached")
+    page.fill("#input", "Tag the deploy checklist with ops")
+    page.click("#send")
+    card = page.locator(".card.approval")
+    turn = page.locator("article.msg.assistant").last
+    args = f"item='{title}', tags=[\"ops\"]"
+    for moment in ("live", "reloaded"):
+        card.locator("button.approve").wait_for(timeout=RUN_MS)
+        text = turn.inner_text()
+        assert item["id"] not in text, (moment, text)
+        assert card.locator(".approval-args").inner_text() == args, moment
+        assert text.count(args) == 1, (moment, text)
+        assert text.count(RULE) == 1, (moment, text)
+        assert text.count("waiting for approval") == 1, (moment, text)  # the row's status; the card says why
+        t.no_horizontal_overflow()
+        t.shot(f"approval-card-{moment}")
+        page.reload()
+        page.wait_for_selector("#conn.ok", state="attached")
+        turn = page.locator("article.msg.assistant").last
+    card.locator("button.approve").click()
+    page.locator("article.msg.assistant .body", has_text="Tagged it.").wait_for(timeout=RUN_MS)
+    t.wait_answered()
+    text = turn.inner_text()
+    assert text.count(args) == 1 and RULE not in text and item["id"] not in text, text
+    assert card.locator(".approval-note").inner_text() == "Approved by alice"
+    t.shot("approval-card-decided")
+    assert not t.errors, t.errors
+
+
+# --- 10: a send refused by a spent budget says so once -----------------------------------------------
+@pytest.fixture(scope="module")
+def spent_budget(platform):
+    """bob's own monthly token budget, used up (a usage record over its hard limit); made once
+    for both widths, removed at the end."""
+    platform.manage("shell", "-c", (
+        "from decimal import Decimal\n"
+        "from django.contrib.auth import get_user_model\n"
+        "from django.utils import timezone\n"
+        "from chat.models import Workspace\n"
+        "from usage.models import Budget, UsageRecord\n"
+        "bob = get_user_model().objects.get(username='bob')\n"
+        "Budget.objects.get_or_create(name='e2e-spent', defaults=dict(user=bob, metric='tokens', period='month',"
+        " hard_limit=Decimal('100')))\n"
+        "UsageRecord.objects.create(user=bob, workspace=Workspace.objects.get(slug='demo'), provider='openai',"
+        " model='fake-model', input_tokens=150, output_tokens=0, created_at=timezone.now())\n"))
+    yield
+    platform.manage("shell", "-c", "from usage.models import Budget\nBudget.objects.filter(name='e2e-spent').delete()\n")
+
+
+def test_a_send_refused_by_a_spent_budget_says_so_once(tab_for, fake, spent_budget, width):
+    """A send refused because the budget is spent says so once — in the budget banner, in the
+    refusal's words, on a chat; in the composer's note on the landing page (no banner there) —
+    never also on the connection label or in a second note; the text stays, nothing is asked."""
+    reset(fake)
+    asked = len(fake.requests)
+    t = tab_for("bob")
+    page = t.page
+    refusal = re.compile(r"The budget is used up: 150 of 100 tokens per month \(UTC\)\. It resets at "
+                         r"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC\.")
+    # The landing page: the one message is the composer's note; no empty chat is left.
+    page.fill("#input", "First question")
+    page.press("#input", "Enter")
+    note = page.locator("#composer-counter")
+    note.wait_for()
+    assert refusal.fullmatch(note.inner_text()), note.inner_text()
+    assert page.locator("body").inner_text().count("used up") == 1
+    assert page.input_value("#input") == "First question" and re.search(r"/chat/$", page.url)
+    t.no_horizontal_overflow()
+    t.shot("budget-refused-landing")
+    assert [x for x in t.api("GET", "/api/v1/threads/").json()["results"] if x["title"] == "First question"] == []
+    # A chat: the banner says it (it said "used up" on load already), in the refusal's words.
+    thread = t.api("POST", "/api/v1/threads/", {"workspace": "demo", "title": "Spent"}).json()
+    page.goto(f"/chat/{thread['id']}/")
+    page.wait_for_selector("#conn.ok", state="attached")
+    banner = page.locator("#budget-banner")
+    banner.wait_for()
+    page.fill("#input", "One more question")
+    page.click("#send")
+    page.wait_for_function("() => document.getElementById('budget-banner').textContent.startsWith('The budget')")
+    assert refusal.fullmatch(banner.inner_text()), banner.inner_text()
+    assert page.locator("body").inner_text().count("used up") == 1, page.locator("body").inner_text()
+    assert page.locator("#conn").inner_text() == "connected"
+    assert note.is_hidden()
+    assert page.input_value("#input") == "One more question" and page.locator("#send").is_enabled()
+    assert page.locator("article.msg.user").count() == 0 and len(fake.requests) == asked
+    t.no_horizontal_overflow()
+    t.shot("budget-refused")
+    assert not t.errors, t.errors

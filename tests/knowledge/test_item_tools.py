@@ -113,3 +113,37 @@ def test_delete_is_dangerous_with_a_server_countdown(policies, users, workspaces
     assert client.post(url, {"decision": "approve"}, format="json").status_code == 200
     sink.until_terminal(created.run.pk)
     assert not KnowledgeItem.objects.filter(pk=note.pk).exists()
+
+
+def test_cards_name_the_item_by_title_but_never_a_private_one(policies, users, workspaces, openai_provider, fake_openai, sink_for, note, api_for):
+    """The approval card, its tool row and the inbox name an item by its title (issue 54), with
+    the requester's access — and only a title everyone who may see the call may see: a private
+    item (its thread is open to workspace admins, the inbox to approvers) keeps its id."""
+    from agents.services import run_create
+
+    secret = knowledge_item_create(workspace=workspaces["demo"], owner=users["alice"], title="Alice's salary notes",
+                                   content="x", is_private=True)
+    shown = {}
+    for item in (note, secret):
+        thread = make_thread(users["alice"], workspaces["demo"], openai_provider)
+        fake_openai.script(tool_call_chunks([("c1", "update_knowledge_item",
+                                              json.dumps({"item_id": str(item.pk), "tags": ["x"]}))]),
+                           text_chunks("Left as it is."))
+        sink = sink_for(thread.pk)
+        created = run_create(thread=thread, user=users["alice"], content="retag it")
+        events = sink.until_parked(created.run.pk)
+        started = next(e for e in events if e["type"] == "tool.started")
+        request = events[-1]
+        inbox = api_for(users["admin"]).get("/api/v1/tool-calls/?status=awaiting_approval").json()["results"]
+        row = next(r for r in inbox if r["id"] == request["tool_call_id"])
+        messages = api_for(users["alice"]).get(f"/api/v1/threads/{thread.pk}/messages/").json()
+        call = next(c for m in messages for c in m.get("tool_calls") or [])
+        shown[item.title] = {started["arguments_summary"], request["arguments_summary"], row["arguments_summary"],
+                             call["arguments_summary"], json.dumps(row["arguments_shown"])}
+        assert row["arguments"] == {"item_id": str(item.pk), "tags": ["x"]}  # the machine's view keeps the id
+        api_for(users["alice"]).post(f"/api/v1/tool-calls/{request['tool_call_id']}/decision/", {"decision": "deny"},
+                                     format="json")
+        sink.until_terminal(created.run.pk)
+    assert shown["VPN setup"] == {"item='VPN setup', tags=[\"x\"]", '{"item": "VPN setup", "tags": ["x"]}'}
+    assert shown["Alice's salary notes"] == {f"item_id='{secret.pk}', tags=[\"x\"]",
+                                             f'{{"item_id": "{secret.pk}", "tags": ["x"]}}'}

@@ -395,6 +395,8 @@ def test_a_production_dangerous_call_needs_two_admins(rules, box, users, admin2,
     progress = sink.until_any(run.pk, timeout=10)
     assert progress["type"] == "approval.progress"
     assert (progress["approvals_so_far"], progress["approvals_needed"], progress["approved_by"]) == (1, 2, ["admin"])
+    # The rule sentence stays the rule: the count is said once, from approvals_so_far (issue 54).
+    assert progress["waiting_text"] == request["waiting_text"]
     assert box.calls == [] and Run.objects.get(pk=run.pk).status == "awaiting_approval"
 
     assert api_for(admin2).post(url, {"decision": "approve"}, format="json").status_code == 200

@@ -82,7 +82,13 @@ function start(box) {
 
   box.addEventListener("chat:event", (e) => {
     const ev = e.detail;
-    if (ev.type === "budget.warning") {
+    if (ev.type === "error" && ev.code === "budget_exceeded" && banner) {
+      // A send refused by a spent budget: the banner says the refusal's words, the one place
+      // it is said (chat/app/handlers.js leaves the composer's note and the label alone).
+      banner.textContent = ev.message;
+      banner.className = "budget-banner exceeded";
+      banner.hidden = false;
+    } else if (ev.type === "budget.warning") {
       const reached = ev.hard_limit !== null && parseFloat(ev.spent) >= parseFloat(ev.hard_limit);
       show({...ev, state: reached ? "exceeded" : "warning"});
     } else if (ev.type === "run.completed" || ev.type === "run.failed" || ev.type === "run.cancelled") {

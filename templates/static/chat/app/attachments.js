@@ -3,6 +3,12 @@
 // the page stays usable; the send names the uploaded ones (message.send "attachments"). A file
 // the server refuses shows the server's reason in its chip and in the composer's note; nothing
 // of it is kept. Chips of a sent message leave the composer (the message shows its files).
+//
+// On the landing page there is no chat yet (uploads need one), so files are *held*: chosen,
+// checked for size and number here, shown as chips (an image with a local preview), and
+// uploaded by uploadTo(threadId) right after the send has created the chat, before the
+// message is sent with their ids (landing.js). A refused upload gives every file back to the
+// composer, held again, with the server's reason on the refused one's chip: nothing is lost.
 import { csrf, urlFor } from "./api.js";
 import { el, button } from "./dom.js";
 
@@ -42,16 +48,20 @@ export function attachmentList(files) {
 export class Attachments {
   // form: the composer <form> (data-url-attachments, data-url-attachment, data-url-attachment-keep,
   // data-attach-max-bytes, data-attach-max-files, data-can-keep); say(message): the composer's note.
+  // Without data-url-attachments (the landing page: data-url-attachments-template, "ID" for
+  // the chat) files are held until uploadTo().
   constructor({form, chips, picker, pickButton, input, dropTargets, say, onChange}) {
     const d = form.dataset;
     Object.assign(this, {form, chips, say, onChange: onChange || (() => {})});
-    this.urls = {upload: d.urlAttachments, one: d.urlAttachment, keep: d.urlAttachmentKeep};
+    this.urls = {upload: d.urlAttachments, one: d.urlAttachment, keep: d.urlAttachmentKeep,
+                 template: d.urlAttachmentsTemplate};
+    this.holding = !d.urlAttachments;
     this.maxBytes = Number(d.attachMaxBytes);
     this.maxFiles = Number(d.attachMaxFiles);
     this.canKeep = d.canKeep === "1";
-    this.items = [];      // {file, chip, xhr, data (the server's attachment), error}
+    this.items = [];      // {file, chip, xhr, data (the server's attachment), error, held}
     this.sent = [];       // the attachments of the last send, for drawing the question at once
-    this.restore();
+    if (!this.holding) this.restore();
     pickButton.addEventListener("click", () => picker.click());
     picker.addEventListener("change", () => { this.add(picker.files); picker.value = ""; });
     input.addEventListener("paste", (e) => {
@@ -96,7 +106,9 @@ export class Attachments {
 
   ids() { return this.items.filter((i) => i.data).map((i) => i.data.id); }
   count() { return this.items.filter((i) => !i.error).length; }
-  uploading() { return this.items.some((i) => !i.data && !i.error); }
+  // Files that will go with the send: uploaded, or held for uploadTo().
+  sendable() { return this.items.filter((i) => !i.error && (i.data || i.held)).length; }
+  uploading() { return this.items.some((i) => !i.data && !i.error && !i.held); }
 
   add(fileList) {
     const skipped = [];
@@ -109,6 +121,8 @@ export class Attachments {
       this.changed();
       if (file.size > this.maxBytes) {
         this.fail(item, `${file.name}: larger than the ${fileSize(this.maxBytes)} limit (${fileSize(file.size)}).`);
+      } else if (this.holding) {
+        this.hold(item);
       } else {
         this.upload(item);
       }
@@ -132,7 +146,71 @@ export class Attachments {
     return chip;
   }
 
-  upload(item) {
+  // A file kept here until the chat exists (the landing page): a chip that says it goes with
+  // the message, an image previewed from the file itself.
+  hold(item) {
+    item.held = true;
+    item.data = null;
+    item.error = "";
+    const chip = item.chip;
+    chip.className = "attachment-chip held";
+    const bar = chip.querySelector(".chip-progress");
+    if (bar) bar.remove();
+    const status = chip.querySelector(".chip-status");
+    status.textContent = "ready to send";
+    status.removeAttribute("role");
+    if (item.file.type && item.file.type.startsWith("image/") && item.file.type !== "image/svg+xml"
+        && !chip.querySelector(".chip-thumb")) {
+      const img = el("img", "chip-thumb");
+      img.alt = "";
+      chip.prepend(img);
+      preview(item.file).then((url) => { if (url) img.src = url; else img.remove(); });
+    }
+    this.changed();
+  }
+
+  // Upload the held files to the chat ``threadId`` just created (one request per file, with
+  // progress, in order). Resolves with their ids; rejects with the first refusal (an Error
+  // with the server's message and code), every file held again for another try.
+  async uploadTo(threadId) {
+    this.urls.upload = urlFor(this.urls.template, threadId);
+    const held = this.items.filter((i) => i.held && !i.error);
+    const ids = [];
+    for (const item of held) {
+      item.held = false;
+      const chip = item.chip;
+      chip.className = "attachment-chip uploading";
+      const bar = el("progress", "chip-progress");
+      bar.max = 100;
+      bar.value = 0;
+      bar.setAttribute("aria-label", `Uploading ${item.file.name}`);
+      chip.insertBefore(bar, chip.querySelector(".chip-status"));
+      chip.querySelector(".chip-status").textContent = "uploading…";
+      this.changed();
+      const data = await new Promise((resolve) => {
+        this.upload(item, resolve);
+      });
+      if (!data) {
+        const refused = new Error(item.error);
+        refused.code = "attachment_refused";
+        for (const other of held) {
+          if (other !== item) this.hold(other);
+        }
+        throw refused;
+      }
+      ids.push(data.id);
+    }
+    return ids;
+  }
+
+  // The send failed after the files were uploaded to the chat it made (now deleted again):
+  // they are held again for the next try.
+  holdAgain() {
+    if (!this.holding) return;
+    for (const item of this.items) if (item.data) this.hold(item);
+  }
+
+  upload(item, settled = () => {}) {
     const body = new FormData();
     body.append("file", item.file, item.file.name);
     const xhr = new XMLHttpRequest();
@@ -151,11 +229,17 @@ export class Attachments {
     xhr.addEventListener("load", () => {
       item.xhr = null;
       const data = xhr.response;
-      if (xhr.status === 201 && data && data.id) { this.done(item, data); return; }
+      if (xhr.status === 201 && data && data.id) { this.done(item, data); settled(data); return; }
       const message = (data && data.error && data.error.message) || `${item.file.name}: upload failed (HTTP ${xhr.status}).`;
       this.fail(item, message);
+      settled(null);
     });
-    xhr.addEventListener("error", () => { item.xhr = null; this.fail(item, `${item.file.name}: the server cannot be reached.`); });
+    xhr.addEventListener("error", () => {
+      item.xhr = null;
+      this.fail(item, `${item.file.name}: the server cannot be reached.`);
+      settled(null);
+    });
+    xhr.addEventListener("abort", () => settled(null));
     xhr.send(body);
   }
 
@@ -167,13 +251,13 @@ export class Attachments {
     chip.dataset.attachmentId = data.id;
     chip.querySelector(".chip-progress").remove();
     chip.querySelector(".chip-status").textContent = data.kind === "image" ? `${data.width}×${data.height}` : "ready";
-    if (data.thumbnail_url) {
+    if (data.thumbnail_url && !chip.querySelector(".chip-thumb")) {
       const img = el("img", "chip-thumb");
       img.src = data.thumbnail_url;
       img.alt = "";
       chip.prepend(img);
     }
-    if (data.kind === "document" && this.canKeep) {
+    if (data.kind === "document" && this.canKeep && !this.holding) {
       const keep = button("Keep in knowledge", "link chip-keep", () => this.keep(item, keep),
                           `Also add ${data.filename} to the workspace's knowledge base`);
       chip.insertBefore(keep, chip.querySelector(".chip-remove"));
@@ -210,7 +294,7 @@ export class Attachments {
 
   remove(item) {
     if (item.xhr) item.xhr.abort();
-    if (item.data) {
+    if (item.data && !this.holding) {
       fetch(urlFor(this.urls.one, item.data.id), {method: "DELETE", credentials: "same-origin",
                                                   headers: {"X-CSRFToken": csrf()}}).catch(() => {});
     }
@@ -231,6 +315,23 @@ export class Attachments {
   changed() {
     this.chips.hidden = this.items.length === 0;
     this.onChange();
+  }
+}
+
+// A small preview of a held image, drawn here (a data: URL: the page's CSP allows no blob:
+// images); null when the browser cannot decode it (the server will say why at the send).
+async function preview(file) {
+  try {
+    const bitmap = await createImageBitmap(file);
+    const scale = 64 / Math.max(bitmap.width, bitmap.height, 1);
+    const canvas = document.createElement("canvas");
+    canvas.width = Math.max(1, Math.round(bitmap.width * Math.min(scale, 1)));
+    canvas.height = Math.max(1, Math.round(bitmap.height * Math.min(scale, 1)));
+    canvas.getContext("2d").drawImage(bitmap, 0, 0, canvas.width, canvas.height);
+    bitmap.close();
+    return canvas.toDataURL("image/png");
+  } catch (e) {
+    return null;
   }
 }
 

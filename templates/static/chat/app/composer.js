@@ -54,7 +54,7 @@ export class Composer {
     if ((!text.trim() && !(files && files.count())) || this.running || this.pending !== null) return;
     if (this.update().over) { this.input.focus(); return; }
     if (files && files.uploading()) { this.say("Wait until the files have uploaded, then send.", "uploading"); return; }
-    if (files && files.count() !== files.ids().length) {
+    if (files && files.count() !== files.sendable()) {
       this.say("Remove the files that could not be attached (×), then send.", "attach_failed");
       return;
     }
@@ -80,13 +80,14 @@ export class Composer {
   }
 
   // The server refused the send: the text stays, editable, with the reason (``kind``: the
-  // error's code, for clearNote).
+  // error's code, for clearNote; no ``message``: the page says why elsewhere, e.g. the budget
+  // banner). The note is said after update(), which would otherwise hide it at once.
   rejected(message, kind = "") {
     if (this.pending === null) return;
     this.pending = null;
     this.input.readOnly = false;
-    this.say(message, kind);
     this.update();
+    if (message) this.say(message, kind);
     this.input.focus();
   }
 

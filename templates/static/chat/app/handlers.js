@@ -114,7 +114,7 @@ function baseHandlers(app) {
       }
       turn.querySelector(".body").classList.remove("streaming");  // waiting for a person, not writing
       const meta = turn.querySelector(".meta");
-      meta.textContent = ev.waiting_text ? "waiting — " + ev.waiting_text : "waiting for your approval";
+      meta.textContent = "";  // the card says what it waits for, once
       meta.className = "meta awaiting";
       if (ev.env_context === "prod") app.showProd();
       app.busy(false, {canStop: true});  // a new message may be sent instead of deciding
@@ -165,14 +165,17 @@ function baseHandlers(app) {
 
     "error"(ev) {
       if (ev.code === "events_missing") { app.missed(ev); return; }
-      app.showConn(ev.message, "bad");
+      // A refused send says why once: beside the text it keeps (the composer's note) — or, for a
+      // spent budget, in the budget banner, which takes the refusal's words (usage/thread_usage.js).
       if (ev.tool_call_id) {  // a refused decision: let the person try again
+        app.showConn(ev.message, "bad");
         const card = box.querySelector('.card.approval[data-id="' + CSS.escape(ev.tool_call_id) + '"]');
         if (card) card.querySelectorAll("button").forEach((b) => { b.disabled = false; });
-      } else {
-        app.composerRejected(ev);
+      } else if (!app.composerRejected(ev.code === "budget_exceeded" ? {...ev, message: ""} : ev)) {
+        app.showConn(ev.message, "bad");  // not the reply to a send of this page
       }
-      // The label goes back by itself once the service answers again (live-run.js).
+      // "service unavailable" on the label (the refusal's words in its title) goes back by
+      // itself once the service answers again (live-run.js).
       if (ev.code === "service_unavailable") app.unavailable(ev.message);
     },
   };

@@ -4,9 +4,12 @@
 // the prompt tier, environment and workspace of the ⚙ menu:
 //   POST /api/v1/threads/ {workspace, provider, model, prompt_tier, grounded, include_private_in_ai}
 //   PATCH /api/v1/threads/{id}/ {ui_context: {envId}}   (only when an environment is chosen)
-//   POST /api/v1/threads/{id}/runs/ {content, grounded, include_private}
-// A refused send deletes the empty chat again and leaves the text in the box with the reason.
+//   POST /api/v1/threads/{id}/attachments/ (each file attached here, held until now: attachments.js)
+//   POST /api/v1/threads/{id}/runs/ {content, attachments, grounded, include_private}
+// A refused send (or a refused file) deletes the empty chat again and leaves the text and the
+// files in the composer with the reason.
 import { api, urlFor } from "./api.js";
+import { Attachments } from "./attachments.js";
 import { Composer } from "./composer.js";
 
 const landing = document.getElementById("landing");
@@ -21,6 +24,17 @@ function start(landing) {
   const grounded = document.getElementById("send-grounded");
   const priv = document.getElementById("send-private");
   let composer = null;
+  const form = document.getElementById("composer");
+  const attachments = document.getElementById("attach") ? new Attachments({
+    form,
+    chips: document.getElementById("attachment-chips"),
+    picker: document.getElementById("attach-input"),
+    pickButton: document.getElementById("attach"),
+    input: document.getElementById("input"),
+    dropTargets: [form, landing],
+    say: (message) => composer && composer.say(message, "attachment"),
+    onChange: () => composer && composer.update(),
+  }) : null;
 
   async function create(text) {
     const body = {
@@ -35,10 +49,12 @@ function start(landing) {
       if (envSel && envSel.value) {
         await api("PATCH", urlFor(d.urlThread, thread.id), {ui_context: {envId: envSel.value}});
       }
-      await api("POST", urlFor(d.urlRuns, thread.id), {content: text, grounded: grounded.checked,
+      const files = attachments && attachments.count() ? await attachments.uploadTo(thread.id) : [];
+      await api("POST", urlFor(d.urlRuns, thread.id), {content: text, attachments: files, grounded: grounded.checked,
                                                        include_private: priv.checked});
     } catch (e) {
-      if (thread) api("DELETE", urlFor(d.urlThread, thread.id)).catch(() => {});
+      if (thread) await api("DELETE", urlFor(d.urlThread, thread.id)).catch(() => {});  // its uploads go with it
+      if (attachments) attachments.holdAgain();
       composer.rejected(e.message, e.code || "");
       return;
     }
@@ -47,7 +63,7 @@ function start(landing) {
   }
 
   composer = new Composer({
-    form: document.getElementById("composer"),
+    form,
     input: document.getElementById("input"),
     sendBtn: document.getElementById("send"),
     stopBtn: document.getElementById("stop"),
@@ -55,6 +71,7 @@ function start(landing) {
     limits: {maxChars: Number(d.maxChars), maxBytes: Number(d.maxFrameBytes)},
     send: (text) => { create(text); return true; },
     stop: () => {},
+    attachments,
   });
 
   if (wsSel && picker) {

@@ -332,7 +332,12 @@ export function createLiveRun({stream, view, composer = null, api, urlFor, urls,
     begin, dispatch, connection, sending, tick, stop,
     startLive, liveReady, endLive, queued, missed, busy, unavailable,
     composerSent() { if (composer) composer.accepted(); },
-    composerRejected(ev) { if (composer) composer.rejected(ev.message, ev.code); },
+    // Whether a send of this page was waiting for it (the refusal is then the composer's).
+    composerRejected(ev) {
+      if (!composer || composer.pending === null) return false;
+      composer.rejected(ev.message, ev.code);
+      return true;
+    },
     stickToBottom() { page.stickToBottom(); },
   };
 }

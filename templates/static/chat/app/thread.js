@@ -100,7 +100,7 @@ export class ThreadView {
     if (waiting) {
       const last = this.box.querySelector("article.msg.assistant:last-of-type .meta");
       if (last) {
-        last.textContent = waiting === true ? "waiting for approval" : "waiting — " + waiting;
+        last.textContent = "";  // its approval card says what it waits for, once
         last.className = "meta awaiting";
       }
     }

@@ -84,12 +84,13 @@ function progressText(a) {
 // After one approval of two: the card says who approved, and the first approver's buttons go.
 export function progressCard(card, ev) {
   const line = card.querySelector(".approval-progress");
+  const mine = (ev.approved_by || []).includes(ME());
+  // Who approved and how many are needed: said once, on the progress line (the rule line
+  // stays the rule; the note says what is left for this person).
   if (line) line.textContent = progressText(ev);
-  const rule = card.querySelector(".approval-rule");
-  if (rule && ev.waiting_text) rule.textContent = ev.waiting_text;
-  if ((ev.approved_by || []).includes(ME())) {
+  if (mine) {
     card.querySelectorAll(".approval-actions button").forEach((b) => b.remove());
-    card.querySelector(".approval-note").textContent = "You approved; it needs one more approver.";
+    card.querySelector(".approval-note").textContent = "It needs one more approver.";
   }
 }
 
@@ -97,8 +98,12 @@ export function progressCard(card, ev) {
 // It says in plain words why the call waits; a person who may not decide sees who can
 // instead of buttons.
 export function approvalCard(a, onDecide) {
+  // Each thing once: the arguments (named by the server: a knowledge item by its title) are
+  // on the card while it waits (its tool row above hides them), on the row once decided (the
+  // decided card hides them); the rule is its own line only (not in the turn's status line).
   const card = el("div", "card approval " + (a.risk_level || ""));
   card.dataset.id = a.tool_call_id;
+  card.dataset.tool = a.tool || "";
   const head = el("div", "approval-head");
   head.appendChild(el("strong", "", onDecide && !mayDecide(a) ? a.tool + " waits for approval" : "Approve " + a.tool + "?"));
   head.appendChild(el("span", "badge tone", riskTone(a.risk_level, a.env_context)));
@@ -124,7 +129,7 @@ export function approvalCard(a, onDecide) {
   if (onDecide && !mayDecide(a)) {
     const names = (a.approver_names || []).filter((n) => n !== ME());
     const approvedByMe = (a.approved_by || []).includes(ME());
-    card.appendChild(el("div", "approval-who", approvedByMe ? "You approved; it needs one more approver." :
+    card.appendChild(el("div", "approval-who", approvedByMe ? "It needs one more approver." :
       "You cannot approve this call yourself. " + (names.length ? "Who can: " + names.join(", ") + "." :
         "Nobody can approve it right now (" + (a.approvers || "no approver") + "); ask a workspace admin.")));
   } else if (onDecide) {
@@ -165,6 +170,9 @@ export function approvalCard(a, onDecide) {
 export function resolveCard(card, decision, by) {
   card.dataset.state = decision;
   card.classList.add("resolved");
+  const head = card.querySelector(".approval-head strong");
+  if (head && card.dataset.tool) head.textContent = card.dataset.tool;  // no longer a question
+  card.querySelectorAll(".approval-progress, .approval-rule, .approval-why").forEach((n) => n.remove());
   card.querySelectorAll("button").forEach((b) => b.remove());
   card.querySelectorAll(".approval-who, .approval-expiry").forEach((n) => n.remove());
   card.querySelector(".approval-note").textContent = (DECISION_TEXT[decision] || decision) + (by ? " by " + by : "");

@@ -48,14 +48,13 @@ function card(item) {
   field(dl, "Requested by", a.requester || "");
   field(dl, "Environment", item.env_context || "none");
   field(dl, "Risk", item.risk + (item.risk_level ? " (" + item.risk_level + ")" : ""));
-  field(dl, "Rule", a.rule || "");
   field(dl, "Approvals", (a.approvals_so_far || 0) + " of " + (a.approvals_needed || 1) +
         (a.approved_by && a.approved_by.length ? " — approved by " + a.approved_by.join(", ") : ""));
   const left = field(dl, "Time left", timeLeft(a.expires_at), "inbox-left");
   left.dataset.expiresAt = a.expires_at || "";
   c.appendChild(dl);
   const args = el("pre", "approval-args inbox-args");
-  args.textContent = JSON.stringify(item.arguments || {}, null, 2);
+  args.textContent = JSON.stringify(item.arguments_shown || item.arguments || {}, null, 2);  // items by title
   c.appendChild(args);
   const actions = el("div", "approval-actions");
   const approve = el("button", "approve", "Approve");
