@@ -4,8 +4,8 @@ A request becomes a platform run of the caller, with the platform's governance i
 
 * ``model`` names a provider the caller may use: ``"<provider>/<model>"``, ``"<provider>"``
   (its default model), a model name listed by exactly one enabled provider, or
-  ``"default"`` (``COMPAT_API_DEFAULT_MODEL``, else the first enabled provider that is set up
-  and that the caller may use).
+  ``"default"`` (``COMPAT_API_DEFAULT_MODEL``, else the caller's default model as in the chat
+  UI: :func:`_default_model`).
 * The thread: ``X-Thread-Id`` header, ``metadata.thread_id``, or ``user`` holding a thread
   id → that thread (yours, writable; else 404). Otherwise the thread an earlier answer left
   whose conversation is exactly the request's messages up to the last assistant message
