@@ -18,6 +18,20 @@ from .base import ChatMessage, ChatRequest, Finish, StreamedToolCall, StreamEven
 LABEL = "*Offline assistant (rule-based, no LLM)*"
 REMEMBER_RE = re.compile(r"^\s*remember\s*:\s*(?P<body>.+)$", re.IGNORECASE | re.DOTALL)
 QUOTE_CHARS = 700
+# A document attached to the user's message, as the prompt builder writes it before the
+# question (``agents.loop.prompt.document_block``): a header sentence, then the text between
+# markers. This adapter knows no app, so it reads the markers, not the builder.
+ATTACHED_FILE_RE = re.compile(
+    r"The user attached the file [^\n]*\n<<<file (?P<name>[^\n]*)\n(?P<text>.*?)\n>>>end of file (?P=name)(?:\n\n)?",
+    re.DOTALL)
+FILE_QUOTE_CHARS = 300
+
+
+def split_attached_files(content: str) -> tuple[str, list[tuple[str, str]]]:
+    """``(question, [(file name, text), …])``: the user's own words apart from the documents
+    attached to them."""
+    files = [(m.group("name"), m.group("text")) for m in ATTACHED_FILE_RE.finditer(content)]
+    return ATTACHED_FILE_RE.sub("", content).strip(), files
 
 
 def split_deltas(text: str) -> list[str]:
@@ -61,6 +75,10 @@ class OfflineAdapter:
             yield from self._say(self._answer_from_tool_results(request.messages))
             return
         question = last.content.strip() if last is not None and last.role == "user" else ""
+        question, files = split_attached_files(question)
+        if files:  # the files are what the question is about: no search in the knowledge base
+            yield from self._say(self._answer_about_files(files))
+            return
         call_no = sum(1 for m in request.messages if m.role == "assistant" and m.tool_calls) + 1
         remember = REMEMBER_RE.match(question)
         if remember and "save_to_knowledge" in tool_names:
@@ -91,6 +109,15 @@ class OfflineAdapter:
             "available to you here. Ask an admin to enable the *search_knowledge* tool, or "
             "pick a provider backed by a language model."
         )
+
+    @staticmethod
+    def _answer_about_files(files: list[tuple[str, str]]) -> str:
+        lines = [LABEL, "I can't summarise, but here is how your attached "
+                 + ("file begins:" if len(files) == 1 else f"{len(files)} files begin:")]
+        for name, text in files:
+            lines.append(f"**{md_escape(name)}** ({len(text):,} characters):")
+            lines.append(quote(text, FILE_QUOTE_CHARS) if text.strip() else "> (no text)")
+        return "\n\n".join(lines)
 
     def _say(self, text: str) -> Iterator[StreamEvent]:
         pieces = split_deltas(text)
