@@ -480,7 +480,8 @@ def test_the_approval_card_names_the_item_and_says_each_thing_once(tab_for, fake
     thread = t.api("POST", "/api/v1/threads/", {"workspace": "demo", "title": "Approval card"}).json()
     page.goto(f"/chat/{thread['id']}/")
     page.wait_for_selector("#conn.ok", state="attached")
-    page.fill("#input", "Tag the deploy checklist with ops")
+    # A question long enough to fill a phone's screen: the card arrives below the fold.
+    page.fill("#input", "Tag the deploy checklist with ops\n\n" + "\n".join(f"Context line {n}." for n in range(30)))
     page.click("#send")
     card = page.locator(".card.approval")
     turn = page.locator("article.msg.assistant").last
@@ -493,6 +494,10 @@ def test_the_approval_card_names_the_item_and_says_each_thing_once(tab_for, fake
         assert text.count(args) == 1, (moment, text)
         assert text.count(RULE) == 1, (moment, text)
         assert text.count("waiting for approval") == 1, (moment, text)  # the row's status; the card says why
+        assert page.evaluate("""() => {  // its buttons in view, not under the composer
+          const b = document.querySelector('.card.approval button.approve').getBoundingClientRect();
+          const box = document.getElementById('messages').getBoundingClientRect();
+          return b.top >= box.top && b.bottom <= box.bottom; }"""), moment
         t.no_horizontal_overflow()
         t.shot(f"approval-card-{moment}")
         page.reload()

@@ -110,7 +110,9 @@ function baseHandlers(app) {
       const row = rowOf(live, ev.tool_call_id);
       if (row) setToolStatus(row, "awaiting_approval");
       if (!turn.querySelector('.card.approval[data-id="' + CSS.escape(ev.tool_call_id) + '"]')) {
-        turn.querySelector(".tools").appendChild(approvalCard(ev, (d) => app.decide(ev.tool_call_id, d)));
+        const card = approvalCard(ev, (d) => app.decide(ev.tool_call_id, d));
+        turn.querySelector(".tools").appendChild(card);
+        card.scrollIntoView({block: "nearest"});  // it waits for someone: its buttons in view, not under the composer
       }
       turn.querySelector(".body").classList.remove("streaming");  // waiting for a person, not writing
       const meta = turn.querySelector(".meta");
