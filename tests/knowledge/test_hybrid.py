@@ -249,3 +249,52 @@ def test_a_second_job_for_the_same_model_leaves_it_to_the_running_one(corpus, wo
         # A job that stopped reporting (its worker died) is taken over.
         WorkspaceEmbedding.objects.filter(workspace=demo).update(updated_at=timezone.now() - timedelta(minutes=5))
         assert workspace_embed(workspace_id=demo.pk) == "done"
+
+
+def test_the_local_model_computes_in_a_child_process(local, corpus, workspaces, users, monkeypatch):
+    """KNOWLEDGE_EMBEDDING_PROCESS=child (the default): the vectors are the in-process model's,
+    but they are computed by a child process; a child that dies is replaced at the next text,
+    and a search meanwhile never fails."""
+    import os
+    import signal
+
+    import numpy as np
+
+    from knowledge import embeddings
+
+    texts = ["How can I exit a loop early?", "The with statement wraps a block."]
+    with override_settings(KNOWLEDGE_EMBEDDING_PROCESS="inline"):
+        inline = np.array(embed_texts(local, texts))
+    monkeypatch.setattr(embeddings, "_local_model", lambda name: pytest.fail("the model was loaded in-process"))
+    with override_settings(KNOWLEDGE_EMBEDDING_PROCESS="child"):
+        child_vectors = np.array(embed_texts(local, texts))
+        assert np.allclose(inline, child_vectors, atol=1e-5)
+        child = embeddings._local_process(local.model)
+        assert child.pid and child.pid != os.getpid()
+        os.kill(child.pid, signal.SIGKILL)
+        for _ in range(100):  # the reader notices the exit
+            if child.pid is None:
+                break
+            import time
+
+            time.sleep(0.05)
+        assert np.allclose(inline[:1], np.array(embed_texts(local, texts[:1], kind="query")), atol=1e-5)
+        assert child.pid and child.pid != os.getpid()
+        assert workspace_embed(workspace_id=workspaces["demo"].pk) == "done"
+        hits = knowledge_search(workspace=workspaces["demo"], user=users["alice"], query=NATURAL, top_k=2,
+                                mode="question")
+        assert str(corpus["break"].pk) in [h.item_id for h in hits]
+
+
+def test_a_question_is_not_queued_behind_a_background_batch(local):
+    """The child serves a search's question on a thread of its own: submitted after a large
+    batch of chunks, it is answered before the batch is."""
+    from knowledge import embeddings
+
+    child = embeddings._local_process(local.model)
+    batch = child.submit([f"Paragraph {i} about loops, context managers and generators. " * 20 for i in range(128)],
+                         kind="batch")
+    query = child.submit(["How can I exit a loop early?"], kind="query")
+    assert query.result(timeout=60).shape == (1, 384)
+    assert not batch.done()
+    assert batch.result(timeout=300).shape == (128, 384)
