@@ -251,6 +251,36 @@ def test_a_second_job_for_the_same_model_leaves_it_to_the_running_one(corpus, wo
         assert workspace_embed(workspace_id=demo.pk) == "done"
 
 
+def test_the_query_is_embedded_while_the_keyword_query_runs(corpus, workspaces, users, monkeypatch):
+    """A search costs the longer of its keyword query and its query embedding, not their sum:
+    the endpoint holds the question's embedding until the keyword query has run (or 5 s)."""
+    import threading
+
+    from knowledge import selectors
+
+    demo = workspaces["demo"]
+    keyword_ran = threading.Event()
+    seen: list[bool] = []
+
+    def hold_the_question(body):
+        if isinstance(body["input"], list) and len(body["input"]) == 1 and body["input"][0] == NATURAL:
+            seen.append(keyword_ran.wait(5.0))
+
+    real_keyword_rows = selectors.keyword_rows
+
+    def keyword_rows(**kwargs):
+        rows = real_keyword_rows(**kwargs)
+        keyword_ran.set()
+        return rows
+
+    monkeypatch.setattr(selectors, "keyword_rows", keyword_rows)
+    with FakeEmbeddings(dimensions=16, on_request=hold_the_question) as fake, _endpoint(fake.base_url):
+        assert workspace_embed(workspace_id=demo.pk) == "done"
+        hits = knowledge_search(workspace=demo, user=users["alice"], query=NATURAL, top_k=5, mode="question")
+    assert seen == [True]  # the keyword query ran while the question's vector was being made
+    assert hits and str(corpus["break"].pk) in [h.item_id for h in hits]
+
+
 def test_the_local_model_computes_in_a_child_process(local, corpus, workspaces, users, monkeypatch):
     """KNOWLEDGE_EMBEDDING_PROCESS=child (the default): the vectors are the in-process model's,
     but they are computed by a child process; a child that dies is replaced at the next text,
