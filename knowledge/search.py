@@ -29,7 +29,8 @@ Scale: candidates come from two capped tiers (``TITLE_CANDIDATES`` title matches
 ``CONTENT_CANDIDATES`` title-or-content matches) and only they are scored, which keeps a
 search's time flat as the corpus grows (bench/retrieval.py). Below the caps the ranking is
 exact; above them every item titled by the query stays in the running and the rest is a
-sample that keeps almost all of the exhaustive top results' score (bench/retrieval.py).
+sample that keeps almost all of the exhaustive top results' score (bench/retrieval.py). On
+PostgreSQL a question's content tier asks only for its rarest words (``_PG_RARE_LEXEMES``).
 
 Workspace and visibility filters are part of the same SQL statement, never applied to the
 results afterwards.
