@@ -328,3 +328,41 @@ def test_a_question_is_not_queued_behind_a_background_batch(local):
     assert query.result(timeout=60).shape == (1, 384)
     assert not batch.done()
     assert batch.result(timeout=300).shape == (128, 384)
+
+
+def test_sqlite_neighbours_come_from_vec0_in_step_with_the_vectors(local, corpus, workspaces, users, monkeypatch):
+    """SQLite: the vec0 table mirrors the stored vectors through inserts and deletes, and its
+    nearest neighbours, filtered by the caller's visibility, are the exact scan's."""
+    from django.db import connection
+
+    from knowledge import vectors
+
+    if connection.vendor != "sqlite":
+        pytest.skip("vec0 is sqlite-vec's; PostgreSQL walks its HNSW index")
+    demo = workspaces["demo"]
+    assert workspace_embed(workspace_id=demo.pk) == "done"
+    assert workspace_embed(workspace_id=workspaces["other"].pk) == "done"
+    model_id = query_model_for(demo.pk).model_id
+
+    def mirrored():
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT rowid FROM {vectors.vec0_table(model_id)}")
+            return {r[0] for r in cur.fetchall()}
+
+    assert mirrored() == set(ChunkVector.objects.filter(model_id=model_id).values_list("chunk_id", flat=True))
+    vector = embed_texts(local, [NATURAL], kind="query")[0]
+    for user, private in ((users["alice"], False), (users["bob"], True)):
+        filters = Filters(workspace_id=demo.pk, user_id=user.pk, include_private=private, include_hidden=False)
+        fast = vectors.vector_candidates(model_id=model_id, dimensions=384, vector=vector, filters=filters, limit=3)
+        with monkeypatch.context() as m:
+            m.setattr(vectors, "_has_vec0", lambda model_id: False)
+            exact = vectors.vector_candidates(model_id=model_id, dimensions=384, vector=vector, filters=filters,
+                                              limit=3)
+        assert fast == exact and len(fast) == 3
+        chunks = set(KnowledgeChunk.objects.filter(pk__in=fast).values_list("item_id", flat=True))
+        assert (corpus["bob_private"].pk in chunks) == private  # only Bob's own private item, for Bob
+        assert corpus["hidden"].pk not in chunks and corpus["other_ws"].pk not in chunks
+    knowledge_item_delete_for_user(user=users["admin"], item=corpus["break"])
+    knowledge_item_update(item=corpus["lambda"], content="Anonymous functions, written inline.")
+    assert workspace_embed(workspace_id=demo.pk) == "done"
+    assert mirrored() == set(ChunkVector.objects.filter(model_id=model_id).values_list("chunk_id", flat=True))
