@@ -366,3 +366,12 @@ def test_sqlite_neighbours_come_from_vec0_in_step_with_the_vectors(local, corpus
     knowledge_item_update(item=corpus["lambda"], content="Anonymous functions, written inline.")
     assert workspace_embed(workspace_id=demo.pk) == "done"
     assert mirrored() == set(ChunkVector.objects.filter(model_id=model_id).values_list("chunk_id", flat=True))
+
+
+def test_a_bad_embedding_process_setting_fails_the_system_checks():
+    from knowledge.apps import check_embedding_settings
+
+    with override_settings(KNOWLEDGE_EMBEDDING_PROCESS="thread"):
+        assert [e.id for e in check_embedding_settings()] == ["knowledge.E002"]
+    with override_settings(KNOWLEDGE_EMBEDDING_PROCESS="inline"):
+        assert check_embedding_settings() == []
