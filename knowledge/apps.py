@@ -32,8 +32,9 @@ class KnowledgeConfig(AppConfig):
 
 
 def check_embedding_settings(app_configs=None, **kwargs):
-    """``manage.py check`` (and every command's start): a bad ``KNOWLEDGE_EMBEDDINGS`` is an
-    error at start-up, not at the first saved item."""
+    """``manage.py check`` (and every command's start): a bad ``KNOWLEDGE_EMBEDDINGS`` or
+    ``KNOWLEDGE_EMBEDDING_PROCESS`` is an error at start-up, not at the first saved item."""
+    from django.conf import settings
     from django.core import checks
 
     from .embeddings import current_spec
@@ -42,4 +43,8 @@ def check_embedding_settings(app_configs=None, **kwargs):
         current_spec()
     except ValueError as exc:
         return [checks.Error(str(exc), id="knowledge.E001")]
+    process = (settings.KNOWLEDGE_EMBEDDING_PROCESS or "child").strip().lower()
+    if process not in ("child", "inline"):
+        return [checks.Error(f"KNOWLEDGE_EMBEDDING_PROCESS must be child or inline, not {process!r}",
+                             id="knowledge.E002")]
     return []

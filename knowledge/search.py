@@ -29,7 +29,8 @@ Scale: candidates come from two capped tiers (``TITLE_CANDIDATES`` title matches
 ``CONTENT_CANDIDATES`` title-or-content matches) and only they are scored, which keeps a
 search's time flat as the corpus grows (bench/retrieval.py). Below the caps the ranking is
 exact; above them every item titled by the query stays in the running and the rest is a
-sample that keeps almost all of the exhaustive top results' score (bench/retrieval.py).
+sample that keeps almost all of the exhaustive top results' score (bench/retrieval.py). On
+PostgreSQL a question's content tier asks only for its rarest words (``_PG_RARE_LEXEMES``).
 
 Workspace and visibility filters are part of the same SQL statement, never applied to the
 results afterwards.
@@ -287,9 +288,9 @@ _PG_WEIGHTS = "'{0.01, 0.02, 0.1, 1.0}'::float4[]"
 
 @dataclass(frozen=True)
 class PgQuery:
-    """The ``q`` row of a PostgreSQL search: ``select`` defines ``query`` (content tier and
-    ranking), ``title_query`` (title tier) and optionally ``bonus`` (a tsquery whose match
-    on the title adds 1.0 to the score), with its parameters."""
+    """The ``q`` row of a PostgreSQL search: ``select`` defines ``query`` (ranking),
+    ``candidates`` (content tier), ``title_query`` (title tier) and optionally ``bonus`` (a
+    tsquery whose match on the title adds 1.0 to the score), with its parameters."""
 
     select: str
     params: list
@@ -298,24 +299,69 @@ class PgQuery:
 
 def _pg_websearch_query(text: str) -> PgQuery:
     both = f"websearch_to_tsquery({_PG_LANGUAGE}, %s) || websearch_to_tsquery('simple', %s)"
-    return PgQuery(select=f"SELECT {both} AS query, {both} AS title_query", params=[None, text, text] * 2)
+    return PgQuery(select=f"SELECT {both} AS query, {both} AS candidates, {both} AS title_query",
+                   params=[None, text, text] * 3)
+
+
+# Question mode, content tier: the question's lexemes rarest first, as many as the column's
+# statistics (ANALYZE's most common lexemes and their frequencies, ``pg_stats``) expect to
+# match at most CONTENT_CANDIDATES chunks of the workspace together — at least the rarest
+# one. A 12-word question OR-ed matches a third of a large knowledge base; without this the
+# capped tier was a storage-order sample of that third (the chunks holding a rare word of the
+# question could be left out for ones sharing only "function" or "value" with it), and most
+# of a search's time went to reading and ranking it. The title tier and the vector ranking
+# still look at every chunk. Lexemes missing from the
+# statistics count as rare. The workspace's chunks are estimated from the statistics too (its
+# share of the table's rows, ``workspace_id``'s most common values): a workspace too small to
+# be among them, or no statistics at all (never analysed), takes every lexeme — the whole
+# question, exactly ranked below the caps as before. The ranking still scores each candidate against every word.
+_PG_RARE_LEXEMES = f"""(
+    SELECT to_tsquery('simple', string_agg(r.lexeme, ' | '))
+    FROM (
+        SELECT e.lexeme, row_number() OVER w AS n, sum(e.expected) OVER w AS running
+        FROM (
+            SELECT l.lexeme, coalesce(st.freqs[array_position(st.elems, l.lexeme)] * ws.rows, 0) AS expected
+            FROM unnest(tsvector_to_array(to_tsvector({_PG_LANGUAGE}, %s))) AS l(lexeme)
+            LEFT JOIN (
+                SELECT s.most_common_elems::text::text[] AS elems, s.most_common_elem_freqs AS freqs
+                FROM pg_stats s
+                WHERE s.schemaname = current_schema() AND s.tablename = 'knowledge_knowledgechunk'
+                  AND s.attname = 'search_vector'
+            ) st ON TRUE
+            LEFT JOIN (
+                SELECT s.most_common_freqs[array_position(s.most_common_vals::text::bigint[], %s::bigint)]
+                       * (SELECT greatest(reltuples, 0) FROM pg_class
+                          WHERE oid = 'knowledge_knowledgechunk'::regclass) AS rows
+                FROM pg_stats s
+                WHERE s.schemaname = current_schema() AND s.tablename = 'knowledge_knowledgechunk'
+                  AND s.attname = 'workspace_id'
+            ) ws ON TRUE
+        ) e
+        WINDOW w AS (ORDER BY e.expected, e.lexeme)
+    ) r
+    WHERE r.n = 1 OR r.running <= %s
+)"""
 
 
 def _pg_question_query(q: Question) -> PgQuery:
     """Words OR-ed in the workspace's language (``simple`` when they are all stop words)
     rank with ``ts_rank_cd``; adjacent pairs are matched verbatim against the title for a
     bonus instead of inside the rank — phrase operators make ``ts_rank_cd`` ~4× slower.
-    Title tier: titles holding an adjacent pair (in the language: a stop word between is
-    skipped, so "a coroutine" finds the title "Coroutines"), or the word for one word."""
+    Content tier: the rarest of the words (``_PG_RARE_LEXEMES``). Title tier: titles holding
+    an adjacent pair (in the language: a stop word between is skipped, so "a coroutine"
+    finds the title "Coroutines"), or the word for one word."""
     words = " | ".join(q.words)
     pairs = " | ".join(f"({a} <-> {b})" for a, b in q.pairs) or " | ".join(q.keywords)
     select = f"""
         SELECT CASE WHEN numnode(w.lang) > 0 THEN w.lang ELSE to_tsquery('simple', %s) END AS query,
+               CASE WHEN numnode(w.lang) > 0 AND numnode(coalesce(w.rare, ''::tsquery)) > 0 THEN w.rare
+                    WHEN numnode(w.lang) > 0 THEN w.lang ELSE to_tsquery('simple', %s) END AS candidates,
                to_tsquery({_PG_LANGUAGE}, %s) || to_tsquery('simple', %s) AS title_query,
                to_tsquery('simple', %s) AS bonus
-        FROM (SELECT to_tsquery({_PG_LANGUAGE}, %s) AS lang) w
+        FROM (SELECT to_tsquery({_PG_LANGUAGE}, %s) AS lang, {_PG_RARE_LEXEMES} AS rare) w
     """
-    return PgQuery(select=select, params=[words, None, pairs, pairs, pairs, None, words], has_bonus=True)
+    return PgQuery(select=select, params=[words, words, None, pairs, pairs, pairs, None, words,
+                                          None, " ".join(q.words), None, CONTENT_CANDIDATES], has_bonus=True)
 
 
 def _postgres(pq: PgQuery, f: Filters, limit: int) -> list[Row]:
@@ -336,7 +382,7 @@ def _postgres(pq: PgQuery, f: Filters, limit: int) -> list[Row]:
              LIMIT {TITLE_CANDIDATES})
             UNION ALL
             (SELECT c.id, {score} AS score FROM knowledge_knowledgechunk c, q
-             WHERE c.search_vector @@ q.query AND {where} LIMIT {CONTENT_CANDIDATES})
+             WHERE c.search_vector @@ q.candidates AND {where} LIMIT {CONTENT_CANDIDATES})
         ),
         top AS (SELECT DISTINCT id, score FROM hits ORDER BY score DESC, id LIMIT %s)
         SELECT c.id, c.item_id, c.title, c.content, top.score, i.type

@@ -143,24 +143,47 @@ def keyword_rows(*, query: str, filters: Filters, mode: str, fetch: int) -> list
 def vector_rows(*, query: str, filters: Filters, fetch: int) -> list:
     """Vector candidates, nearest first, as result rows; ``[]`` when embeddings are off, the
     workspace has no vectors yet or the model cannot answer (logged)."""
-    from .embedding_jobs import embed_query, query_model_for
-    from .vectors import vector_candidates
+    return vector_search_start(query=query, filters=filters).rows(fetch=fetch)
+
+
+class PendingVectorSearch:
+    """A vector search whose query embedding runs in the background while the caller's
+    thread does other work (the keyword query); ``rows()`` finishes it in the caller's
+    thread (the database is only used there)."""
+
+    def __init__(self, filters: Filters, query_model=None, pending=None):
+        self.filters = filters
+        self.query_model = query_model
+        self.pending = pending
+
+    def rows(self, *, fetch: int) -> list:
+        from .vectors import vector_candidates
+
+        if self.pending is None:
+            return []
+        vector = self.pending.result()
+        if vector is None:
+            return []
+        ids = vector_candidates(model_id=self.query_model.model_id, dimensions=self.query_model.dimensions,
+                                vector=vector, filters=self.filters, limit=fetch)
+        if not ids:
+            return []
+        by_id = {row[0]: row for row in KnowledgeChunk.objects.filter(pk__in=ids).values_list(
+            "pk", "item_id", "title", "content", "item__type")}
+        return [(*by_id[i][:4], 0.0, by_id[i][4]) for i in ids if i in by_id]
+
+
+def vector_search_start(*, query: str, filters: Filters) -> PendingVectorSearch:
+    """Start a vector search: the workspace's model is looked up here and the query's
+    embedding starts in a pool thread (``embedding_jobs.embed_query_start``)."""
+    from .embedding_jobs import embed_query_start, query_model_for
 
     if not query.strip():
-        return []
+        return PendingVectorSearch(filters)
     query_model = query_model_for(filters.workspace_id)
     if query_model is None:
-        return []
-    vector = embed_query(query_model, query)
-    if vector is None:
-        return []
-    ids = vector_candidates(model_id=query_model.model_id, dimensions=query_model.dimensions, vector=vector,
-                            filters=filters, limit=fetch)
-    if not ids:
-        return []
-    by_id = {row[0]: row for row in KnowledgeChunk.objects.filter(pk__in=ids).values_list(
-        "pk", "item_id", "title", "content", "item__type")}
-    return [(*by_id[i][:4], 0.0, by_id[i][4]) for i in ids if i in by_id]
+        return PendingVectorSearch(filters)
+    return PendingVectorSearch(filters, query_model, embed_query_start(query_model, query))
 
 
 def fuse(rankings: list[tuple[float, list]]) -> list:
@@ -193,18 +216,21 @@ def hybrid_rows(*, query: str, filters: Filters, mode: str, fetch: int) -> list:
     if mode == "websearch":
         if not parse_websearch(query):
             return []
+        pending = vector_search_start(query=query, filters=filters)  # embeds while the keywords run
         strict = keyword_rows(query=query, filters=filters, mode="websearch", fetch=fetch)
-        vector = vector_rows(query=query, filters=filters, fetch=max(fetch, HYBRID_POOL))
         if uses_websearch_syntax(query):
+            vector = pending.rows(fetch=max(fetch, HYBRID_POOL))
             allowed = {row[0] for row in strict}
             vector = [row for row in vector if row[0] in allowed]
             return fuse([(KEYWORD_WEIGHT, strict), (VECTOR_WEIGHT, vector)]) if vector else strict
         keyword = keyword_rows(query=query, filters=filters, mode="question", fetch=fetch)
+        vector = pending.rows(fetch=max(fetch, HYBRID_POOL))
         return fuse([(KEYWORD_WEIGHT, strict), (KEYWORD_WEIGHT, keyword), (VECTOR_WEIGHT, vector)])
     if mode != "question":
         raise ValueError(f"unknown search mode {mode!r}")
+    pending = vector_search_start(query=query, filters=filters)  # embeds while the keywords run
     keyword = keyword_rows(query=query, filters=filters, mode=mode, fetch=fetch)
-    vector = vector_rows(query=query, filters=filters, fetch=max(fetch, HYBRID_POOL))
+    vector = pending.rows(fetch=max(fetch, HYBRID_POOL))
     if not vector:
         return keyword
     return fuse([(KEYWORD_WEIGHT, keyword), (VECTOR_WEIGHT, vector)])

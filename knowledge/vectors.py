@@ -10,10 +10,15 @@ cosine distance ranks them.
   expression and predicate, so the planner walks that model's graph; pgvector's iterative
   index scan (0.8+) keeps walking while the caller's visibility filters reject rows, so a
   filtered search still returns its ``limit`` rows.
-* SQLite: float32 bytes, compared with sqlite-vec's ``vec_distance_cosine`` over the
-  workspace's rows (an exact scan: 20 k chunks stay well inside the latency budget,
-  bench/retrieval_eval.py). The extension is loaded into every new connection
-  (``load_sqlite_vec``, connected in ``KnowledgeConfig.ready``).
+* SQLite: float32 bytes in ``knowledge_chunkvector`` (the record), mirrored per model into a
+  sqlite-vec ``vec0`` table ``knowledge_vec0_<model id>`` partitioned by workspace
+  (``ensure_index``; triggers on ``knowledge_chunkvector`` keep it in step on every insert and
+  delete). A search asks ``vec0`` for the workspace's nearest vectors (an exact scan in C,
+  about half the time of ``vec_distance_cosine`` row by row in SQL), over-fetching
+  ``SQLITE_KNN_OVERFETCH``× so the visibility filters, applied in the same statement, still
+  leave ``limit`` rows; when they do not, or the model has no ``vec0`` table, the exact scan
+  of ``knowledge_chunkvector`` with the filters answers. The extension is loaded into every
+  new connection (``load_sqlite_vec``, connected in ``KnowledgeConfig.ready``).
 
 The visibility and narrowing filters (``knowledge.search._filter_sql``) are in the same
 statement: a vector the caller may not see is never a candidate.
@@ -57,9 +62,22 @@ def index_name(model_id: int) -> str:
     return f"knowledge_chunkvector_hnsw_{int(model_id)}"
 
 
+def vec0_table(model_id: int) -> str:
+    return f"knowledge_vec0_{int(model_id)}"
+
+
+SQLITE_KNN_OVERFETCH = 4  # vec0 neighbours fetched per row wanted, before the visibility filters
+SQLITE_KNN_MAX = 4096  # sqlite-vec's largest k
+
+
 def ensure_index(*, model_id: int, dimensions: int) -> None:
-    """PostgreSQL: the model's HNSW index (idempotent; built as vectors arrive, so it costs
-    each insert a graph update rather than one long build). Nothing to do on SQLite."""
+    """The model's nearest-neighbour structure (idempotent). PostgreSQL: its HNSW index
+    (built as vectors arrive, so it costs each insert a graph update rather than one long
+    build). SQLite: its ``vec0`` table, filled from the vectors already stored, and the
+    triggers that keep it in step."""
+    if connection.vendor == "sqlite":
+        _ensure_vec0(model_id=model_id, dimensions=dimensions)
+        return
     if connection.vendor != "postgresql":
         return
     with connection.cursor() as cur:
@@ -77,6 +95,31 @@ def ensure_index(*, model_id: int, dimensions: int) -> None:
         )
         if connection.in_atomic_block:
             cur.execute("SET CONSTRAINTS ALL DEFERRED")
+
+
+def _has_vec0(model_id: int) -> bool:
+    with connection.cursor() as cur:  # a lookup in the schema (never cached: a rollback drops the table)
+        cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = %s", [vec0_table(model_id)])
+        return cur.fetchone() is not None
+
+
+def _ensure_vec0(*, model_id: int, dimensions: int) -> None:
+    if _has_vec0(model_id):
+        return
+    table, model_id = vec0_table(model_id), int(model_id)
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING vec0("
+                    f"workspace_id integer partition key, embedding float[{int(dimensions)}] distance_metric=cosine)")
+        cur.execute(f"INSERT INTO {table}(rowid, workspace_id, embedding) "
+                    f"SELECT v.chunk_id, c.workspace_id, v.embedding FROM knowledge_chunkvector v "
+                    f"JOIN knowledge_knowledgechunk c ON c.id = v.chunk_id "
+                    f"WHERE v.model_id = {model_id} AND v.chunk_id NOT IN (SELECT rowid FROM {table})")
+        cur.execute(f"CREATE TRIGGER IF NOT EXISTS {table}_insert AFTER INSERT ON knowledge_chunkvector "
+                    f"WHEN new.model_id = {model_id} BEGIN "
+                    f"INSERT INTO {table}(rowid, workspace_id, embedding) SELECT new.chunk_id, c.workspace_id, "
+                    f"new.embedding FROM knowledge_knowledgechunk c WHERE c.id = new.chunk_id; END")
+        cur.execute(f"CREATE TRIGGER IF NOT EXISTS {table}_delete AFTER DELETE ON knowledge_chunkvector "
+                    f"WHEN old.model_id = {model_id} BEGIN DELETE FROM {table} WHERE rowid = old.chunk_id; END")
 
 
 def vectors_store(*, model_id: int, rows: list[tuple[int, list[float]]]) -> int:
@@ -135,6 +178,26 @@ def vector_candidates(*, model_id: int, dimensions: int, vector: list[float], fi
             cur.execute("SET LOCAL hnsw.iterative_scan = strict_order")
             cur.execute(sql, [*params, _pg_literal(vector), limit])
             return [r[0] for r in cur.fetchall()]
+    if _has_vec0(model_id):
+        k = min(SQLITE_KNN_MAX, max(limit * SQLITE_KNN_OVERFETCH, 100))
+        sql = f"""
+            WITH knn AS MATERIALIZED (
+                SELECT rowid AS chunk_id, distance FROM {vec0_table(model_id)}
+                WHERE embedding MATCH %s AND k = {k} AND workspace_id = %s
+            )
+            SELECT knn.chunk_id FROM knn
+            JOIN knowledge_knowledgechunk c ON c.id = knn.chunk_id
+            WHERE {where}
+            ORDER BY knn.distance, knn.chunk_id
+            LIMIT %s
+        """
+        with connection.cursor() as cur:
+            cur.execute(sql, [_sqlite_blob(vector), filters.workspace_id, *params, limit])
+            ids = [r[0] for r in cur.fetchall()]
+        if len(ids) >= limit:
+            return ids
+        # Fewer than asked: the workspace is that small, or the filters rejected most of the
+        # neighbours; the exact scan below settles it.
     sql = f"""
         SELECT v.chunk_id FROM knowledge_chunkvector v
         JOIN knowledge_knowledgechunk c ON c.id = v.chunk_id

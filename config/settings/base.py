@@ -603,6 +603,12 @@ KNOWLEDGE_EMBEDDING_MAX_CHARS = env.int("KNOWLEDGE_EMBEDDING_MAX_CHARS", default
 # CPU threads the local model uses in a process (1: a background embedding job leaves the
 # other core to streaming chats).
 KNOWLEDGE_EMBEDDING_THREADS = env.int("KNOWLEDGE_EMBEDDING_THREADS", default=1)
+# Where the local model computes: "child" (a child process per web process / worker, started at
+# the first text to embed; the model's memory and CPU stay out of the process serving chats) or
+# "inline" (in the process itself). KNOWLEDGE_EMBEDDING_NICE: how much the child's background-
+# job thread lowers its CPU priority (a search's question is computed at normal priority).
+KNOWLEDGE_EMBEDDING_PROCESS = env("KNOWLEDGE_EMBEDDING_PROCESS", default="child")
+KNOWLEDGE_EMBEDDING_NICE = env.int("KNOWLEDGE_EMBEDDING_NICE", default=10)
 # A remote endpoint that fails is not asked again for a query's vector for this long (searches
 # answer from keywords alone meanwhile); a failed background job is retried after it too.
 KNOWLEDGE_EMBEDDING_RETRY_S = env.float("KNOWLEDGE_EMBEDDING_RETRY_S", default=60.0)

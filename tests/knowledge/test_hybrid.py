@@ -249,3 +249,129 @@ def test_a_second_job_for_the_same_model_leaves_it_to_the_running_one(corpus, wo
         # A job that stopped reporting (its worker died) is taken over.
         WorkspaceEmbedding.objects.filter(workspace=demo).update(updated_at=timezone.now() - timedelta(minutes=5))
         assert workspace_embed(workspace_id=demo.pk) == "done"
+
+
+def test_the_query_is_embedded_while_the_keyword_query_runs(corpus, workspaces, users, monkeypatch):
+    """A search costs the longer of its keyword query and its query embedding, not their sum:
+    the endpoint holds the question's embedding until the keyword query has run (or 5 s)."""
+    import threading
+
+    from knowledge import selectors
+
+    demo = workspaces["demo"]
+    keyword_ran = threading.Event()
+    seen: list[bool] = []
+
+    def hold_the_question(body):
+        if isinstance(body["input"], list) and len(body["input"]) == 1 and body["input"][0] == NATURAL:
+            seen.append(keyword_ran.wait(5.0))
+
+    real_keyword_rows = selectors.keyword_rows
+
+    def keyword_rows(**kwargs):
+        rows = real_keyword_rows(**kwargs)
+        keyword_ran.set()
+        return rows
+
+    monkeypatch.setattr(selectors, "keyword_rows", keyword_rows)
+    with FakeEmbeddings(dimensions=16, on_request=hold_the_question) as fake, _endpoint(fake.base_url):
+        assert workspace_embed(workspace_id=demo.pk) == "done"
+        hits = knowledge_search(workspace=demo, user=users["alice"], query=NATURAL, top_k=5, mode="question")
+    assert seen == [True]  # the keyword query ran while the question's vector was being made
+    assert hits and str(corpus["break"].pk) in [h.item_id for h in hits]
+
+
+def test_the_local_model_computes_in_a_child_process(local, corpus, workspaces, users, monkeypatch):
+    """KNOWLEDGE_EMBEDDING_PROCESS=child (the default): the vectors are the in-process model's,
+    but they are computed by a child process; a child that dies is replaced at the next text,
+    and a search meanwhile never fails."""
+    import os
+    import signal
+
+    import numpy as np
+
+    from knowledge import embeddings
+
+    texts = ["How can I exit a loop early?", "The with statement wraps a block."]
+    with override_settings(KNOWLEDGE_EMBEDDING_PROCESS="inline"):
+        inline = np.array(embed_texts(local, texts))
+    monkeypatch.setattr(embeddings, "_local_model", lambda name: pytest.fail("the model was loaded in-process"))
+    with override_settings(KNOWLEDGE_EMBEDDING_PROCESS="child"):
+        child_vectors = np.array(embed_texts(local, texts))
+        assert np.allclose(inline, child_vectors, atol=1e-5)
+        child = embeddings._local_process(local.model)
+        assert child.pid and child.pid != os.getpid()
+        os.kill(child.pid, signal.SIGKILL)
+        for _ in range(100):  # the reader notices the exit
+            if child.pid is None:
+                break
+            import time
+
+            time.sleep(0.05)
+        assert np.allclose(inline[:1], np.array(embed_texts(local, texts[:1], kind="query")), atol=1e-5)
+        assert child.pid and child.pid != os.getpid()
+        assert workspace_embed(workspace_id=workspaces["demo"].pk) == "done"
+        hits = knowledge_search(workspace=workspaces["demo"], user=users["alice"], query=NATURAL, top_k=2,
+                                mode="question")
+        assert str(corpus["break"].pk) in [h.item_id for h in hits]
+
+
+def test_a_question_is_not_queued_behind_a_background_batch(local):
+    """The child serves a search's question on a thread of its own: submitted after a large
+    batch of chunks, it is answered before the batch is."""
+    from knowledge import embeddings
+
+    child = embeddings._local_process(local.model)
+    batch = child.submit([f"Paragraph {i} about loops, context managers and generators. " * 20 for i in range(128)],
+                         kind="batch")
+    query = child.submit(["How can I exit a loop early?"], kind="query")
+    assert query.result(timeout=60).shape == (1, 384)
+    assert not batch.done()
+    assert batch.result(timeout=300).shape == (128, 384)
+
+
+def test_sqlite_neighbours_come_from_vec0_in_step_with_the_vectors(local, corpus, workspaces, users, monkeypatch):
+    """SQLite: the vec0 table mirrors the stored vectors through inserts and deletes, and its
+    nearest neighbours, filtered by the caller's visibility, are the exact scan's."""
+    from django.db import connection
+
+    from knowledge import vectors
+
+    if connection.vendor != "sqlite":
+        pytest.skip("vec0 is sqlite-vec's; PostgreSQL walks its HNSW index")
+    demo = workspaces["demo"]
+    assert workspace_embed(workspace_id=demo.pk) == "done"
+    assert workspace_embed(workspace_id=workspaces["other"].pk) == "done"
+    model_id = query_model_for(demo.pk).model_id
+
+    def mirrored():
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT rowid FROM {vectors.vec0_table(model_id)}")
+            return {r[0] for r in cur.fetchall()}
+
+    assert mirrored() == set(ChunkVector.objects.filter(model_id=model_id).values_list("chunk_id", flat=True))
+    vector = embed_texts(local, [NATURAL], kind="query")[0]
+    for user, private in ((users["alice"], False), (users["bob"], True)):
+        filters = Filters(workspace_id=demo.pk, user_id=user.pk, include_private=private, include_hidden=False)
+        fast = vectors.vector_candidates(model_id=model_id, dimensions=384, vector=vector, filters=filters, limit=3)
+        with monkeypatch.context() as m:
+            m.setattr(vectors, "_has_vec0", lambda model_id: False)
+            exact = vectors.vector_candidates(model_id=model_id, dimensions=384, vector=vector, filters=filters,
+                                              limit=3)
+        assert fast == exact and len(fast) == 3
+        chunks = set(KnowledgeChunk.objects.filter(pk__in=fast).values_list("item_id", flat=True))
+        assert (corpus["bob_private"].pk in chunks) == private  # only Bob's own private item, for Bob
+        assert corpus["hidden"].pk not in chunks and corpus["other_ws"].pk not in chunks
+    knowledge_item_delete_for_user(user=users["admin"], item=corpus["break"])
+    knowledge_item_update(item=corpus["lambda"], content="Anonymous functions, written inline.")
+    assert workspace_embed(workspace_id=demo.pk) == "done"
+    assert mirrored() == set(ChunkVector.objects.filter(model_id=model_id).values_list("chunk_id", flat=True))
+
+
+def test_a_bad_embedding_process_setting_fails_the_system_checks():
+    from knowledge.apps import check_embedding_settings
+
+    with override_settings(KNOWLEDGE_EMBEDDING_PROCESS="thread"):
+        assert [e.id for e in check_embedding_settings()] == ["knowledge.E002"]
+    with override_settings(KNOWLEDGE_EMBEDDING_PROCESS="inline"):
+        assert check_embedding_settings() == []

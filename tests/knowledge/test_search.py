@@ -227,3 +227,22 @@ def test_sqlite_runs_each_full_text_match_once_not_once_per_chunk(corpus, worksp
     # FTS5's plan string: ":=" is a lookup by rowid (the MATCH evaluated per outer chunk row).
     assert not [step for step in full_text if ":=" in step], plan
     assert not [step for step in plan if step.startswith("SEARCH c USING INDEX")], plan
+
+
+def test_postgresql_question_candidates_start_from_the_rarest_words(workspaces, users, monkeypatch):
+    """Past the caps, the content tier is the chunks holding the question's rarest words (by
+    the column's statistics), not a storage-order sample of every chunk holding any word."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the statistics are PostgreSQL's (pg_stats); SQLite ranks with bm25 over FTS5")
+    monkeypatch.setattr(search_module, "TITLE_CANDIDATES", 3)
+    monkeypatch.setattr(search_module, "CONTENT_CANDIDATES", 3)
+    demo = workspaces["demo"]
+    for n in range(30):
+        knowledge_item_create(workspace=demo, owner=users["alice"], title=f"Note {n}",
+                              content="The value of the function is returned to the caller.")
+    target = knowledge_item_create(workspace=demo, owner=users["alice"], title="Misc",
+                                   content="A zeugma joins two clauses with one verb; its value is rhetorical.")
+    question = "Which function value is a zeugma?"
+    with connection.cursor() as cur:
+        cur.execute("ANALYZE knowledge_knowledgechunk")
+    assert str(target.pk) in [h.item_id for h in knowledge_search(workspace=demo, query=question, top_k=3)]
