@@ -42,9 +42,14 @@ class ApiKeyCreatedSerializer(ApiKeySerializer):
 
 
 class ApiKeyCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=NAME_MAX, trim_whitespace=True)
-    expires_at = serializers.DateTimeField(required=False, allow_null=True,
-                                           help_text="When the key stops working (future); none: never.")
+    # The page shows these words as they are: say what to do, not the framework's field rules.
+    name = serializers.CharField(max_length=NAME_MAX, trim_whitespace=True, error_messages={
+        "required": "Give the key a name.", "blank": "Give the key a name.", "null": "Give the key a name.",
+        "max_length": f"A key's name is at most {NAME_MAX} characters."})
+    expires_at = serializers.DateTimeField(required=False, allow_null=True, error_messages={
+        "invalid": "The expiry must be a date and time, e.g. 2027-01-31T00:00:00Z.",
+        "make_aware": "The expiry must be a date and time, e.g. 2027-01-31T00:00:00Z."},
+        help_text="When the key stops working (future); none: never.")
 
 
 def _made_with_api_key(request) -> bool:

@@ -115,18 +115,19 @@ def test_an_expired_key_is_401_with_a_clear_message_at_rest_and_v1(users, offlin
     assert [k["expired"] for k in alice.get(URL).json()] == [True]  # listed, marked, until revoked
 
 
-@pytest.mark.parametrize(("body", "why"), [
-    ({"name": ""}, "empty"),
-    ({"name": "   "}, "blank"),
-    ({"name": "x" * 101}, "too long"),
-    ({}, "missing"),
-    ({"name": 5, "expires_at": "not a date"}, "bad expiry"),
-    ({"name": "old", "expires_at": "2001-01-01T00:00:00Z"}, "past expiry"),
+@pytest.mark.parametrize(("body", "why", "says"), [
+    ({"name": ""}, "empty", "Give the key a name."),
+    ({"name": "   "}, "blank", "Give the key a name."),
+    ({"name": "x" * 101}, "too long", "A key's name is at most 100 characters."),
+    ({}, "missing", "Give the key a name."),
+    ({"name": 5, "expires_at": "not a date"}, "bad expiry", "The expiry must be a date and time"),
+    ({"name": "old", "expires_at": "2001-01-01T00:00:00Z"}, "past expiry", "The expiry must be in the future."),
 ])
-def test_bad_input_is_a_400_and_makes_nothing(users, body, why):
+def test_bad_input_is_a_400_in_words_the_page_shows_and_makes_nothing(users, body, why, says):
     response = session(users["alice"]).post(URL, body, content_type="application/json")
     assert response.status_code == 400, (why, response.content)
     assert response.json()["error"]["code"] == "invalid"
+    assert says in response.json()["error"]["message"], (why, response.json())
     assert not ApiKey.objects.exists()
 
 
