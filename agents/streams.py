@@ -50,7 +50,8 @@ ACCESS_REVOKED = "access_revoked"
 
 def access_revoked(run_id: str) -> dict:
     return {"type": "error", "run_id": run_id, "code": ACCESS_REVOKED,
-            "message": "You no longer have access to this thread; the stream has ended."}
+            "message": "You no longer have access to this thread, or the key or session you read it with "
+                       "was revoked or ended; the stream has ended."}
 
 
 def events_missing(run_id: str) -> dict:
