@@ -123,8 +123,9 @@ def test_attach_an_image_and_a_file_send_and_see_them_after_a_reload(browser, at
 @pytest.mark.parametrize("width", [1280, 390], ids=["desktop", "phone"])
 def test_attach_on_the_landing_page_and_send(browser, attach_platform, upstream, width):
     """On the landing page (no chat yet) files are held in the composer and uploaded right after
-    the send creates the chat: a refused file (an SVG) leaves no chat behind and gives the text
-    and the other files back with the reason; sent again, the model request carries the image
+    the send creates the chat: refused files (an SVG, a "PNG" that is text) leave no chat
+    behind, each says why at once (the first refusal used to stop the others being tried), and
+    the text and the other files come back; sent again, the model request carries the image
     and the text file."""
     png = make_image("PNG", (96, 64), color=(30, 160, 60))
     reset(upstream, text_chunks("A green rectangle, and your notes say 09:40."))
@@ -145,28 +146,33 @@ def test_attach_on_the_landing_page_and_send(browser, attach_platform, upstream,
         svg = page.evaluate_handle(
             "() => { const dt = new DataTransfer();"
             " dt.items.add(new File(['<svg xmlns=\"http://www.w3.org/2000/svg\"/>'], 'logo.svg',"
-            " {type: 'image/svg+xml'})); return dt; }")
+            " {type: 'image/svg+xml'})); dt.items.add(new File(['hello'], 'fake.png', {type: 'image/png'}));"
+            " return dt; }")
         page.dispatch_event("#landing", "dragover", {"dataTransfer": svg})
         page.dispatch_event("#landing", "drop", {"dataTransfer": svg})
         held = page.locator(".attachment-chip.held")
-        assert held.count() == 3 and set(held.locator(".chip-status").all_inner_texts()) == {"ready to send"}
+        assert held.count() == 4 and set(held.locator(".chip-status").all_inner_texts()) == {"ready to send"}
         page.wait_for_function("() => { const i = document.querySelector('.attachment-chip.held img.chip-thumb');"
                                " return i && i.complete && i.naturalWidth > 0; }")  # a local preview
         page.fill("#input", "What is in these?")
         s.no_horizontal_overflow()
         s.shot("landing-attach")
-        # The SVG is refused once the chat exists: the chat goes again, nothing else is lost.
+        # Both bad files are refused once the chat exists: the chat goes again, nothing else is lost.
         page.press("#input", "Enter")
         failed = page.locator(".attachment-chip.failed")
-        failed.wait_for(timeout=RUN_MS)
+        page.wait_for_function("() => document.querySelectorAll('.attachment-chip.failed').length === 2",
+                               timeout=RUN_MS)
         page.wait_for_function("() => !document.getElementById('input').readOnly")  # the send is over
-        assert "SVG images can carry scripts" in page.locator("#composer-counter").inner_text()
+        reasons = " ".join(failed.all_inner_texts())
+        assert "SVG images can carry scripts" in reasons and "not a PNG, JPEG, WebP or GIF image" in reasons, reasons
+        assert "2 files can't be sent" in page.locator("#composer-counter").inner_text()
         page.wait_for_function("() => document.querySelectorAll('.attachment-chip.held').length === 2")
         assert page.input_value("#input") == "What is in these?" and re.search(r"/chat/$", page.url)
         assert {t["id"] for t in s.api("GET", "/api/v1/threads/").json()["results"]} == before
         assert len(upstream.requests) == asked
         s.shot("landing-attach-refused")
-        failed.locator(".chip-remove").click()
+        for _ in range(2):
+            failed.first.locator(".chip-remove").click()
         page.click("#send")
         page.wait_for_url(re.compile(r"/chat/[0-9a-f-]{36}/$"), timeout=RUN_MS)
         page.locator("article.msg.assistant .body").filter(has_text="your notes say 09:40").wait_for(timeout=RUN_MS)

@@ -170,12 +170,15 @@ export class Attachments {
   }
 
   // Upload the held files to the chat ``threadId`` just created (one request per file, with
-  // progress, in order). Resolves with their ids; rejects with the first refusal (an Error
-  // with the server's message and code), every file held again for another try.
+  // progress, in order). Resolves with their ids. When the server refuses any, every file is
+  // still tried, so each refused one says why at once (not one per send); it rejects with an
+  // Error (code attachment_refused: the one refusal's words, or how many were refused) and the
+  // accepted files are held again for another try.
   async uploadTo(threadId) {
     this.urls.upload = urlFor(this.urls.template, threadId);
     const held = this.items.filter((i) => i.held && !i.error);
     const ids = [];
+    const refused = [];
     for (const item of held) {
       item.held = false;
       const chip = item.chip;
@@ -190,15 +193,15 @@ export class Attachments {
       const data = await new Promise((resolve) => {
         this.upload(item, resolve);
       });
-      if (!data) {
-        const refused = new Error(item.error);
-        refused.code = "attachment_refused";
-        for (const other of held) {
-          if (other !== item) this.hold(other);
-        }
-        throw refused;
-      }
-      ids.push(data.id);
+      if (data) ids.push(data.id);
+      else refused.push(item);
+    }
+    if (refused.length) {
+      for (const other of held) if (!refused.includes(other)) this.hold(other);
+      const error = new Error(refused.length === 1 ? refused[0].error
+        : `${refused.length} files can't be sent; each says why. Remove them (×) and send again.`);
+      error.code = "attachment_refused";
+      throw error;
     }
     return ids;
   }
