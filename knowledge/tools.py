@@ -60,7 +60,8 @@ def search_knowledge(*, ctx: ToolContext, query: str, top_k: int = 8, type: str 
 
 @tool(
     name="save_to_knowledge",
-    description="Save a note, fact or decision to the team's knowledge base.",
+    description=("Save a note, fact or decision to the team's knowledge base. Saved items are shared: "
+                 "every member of the workspace can read them; tell the user so."),
     risk="write",
     mutates_knowledge=True,
     # The thread's "allow model saves" switch is the user's consent; no per-call approval.
@@ -92,8 +93,10 @@ def save_to_knowledge(*, ctx: ToolContext, title: str, content: str, type: str =
         )
     except KnowledgeRejected as exc:
         raise ToolError(f"Not saved: {exc.message} Fix the arguments and call the tool again.") from exc
+    shared_with = f"every member of {workspace.name}"
     return ToolOutput(
-        result={"item_id": str(item.pk), "title": item.title, "summary": f"saved “{item.title}”"},
+        result={"item_id": str(item.pk), "title": item.title, "shared_with": shared_with,
+                "summary": f"saved “{item.title}”, readable by {shared_with}"},
         knowledge_saved=[(str(item.pk), item.title)],
         changed_item_ids=[str(item.pk)],
     )

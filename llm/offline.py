@@ -165,7 +165,8 @@ class OfflineAdapter:
         if result.is_error or not isinstance(data, dict):
             return f"The {name or 'tool'} call did not work: {result.content[:300]}"
         if name == "save_to_knowledge":
-            return f"Saved **{data.get('title', 'the note')}** to the knowledge base."
+            shared = f" — {data['shared_with']} can read it" if data.get("shared_with") else ""
+            return f"Saved **{data.get('title', 'the note')}** to the knowledge base{shared}."
         hits = data.get("hits") or []
         if not hits:
             return f"I found nothing in the knowledge base about “{data.get('query', '')}”."

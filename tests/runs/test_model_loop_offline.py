@@ -58,6 +58,9 @@ def test_remember_saves_only_when_thread_allows_model_saves(users, workspaces, o
     assert item.workspace == workspaces["demo"] and item.owner == users["alice"]
     changed = next(e for e in events if e["type"] == "knowledge.changed")
     assert changed["item_ids"] == [str(item.pk)]
+    # Saved items are shared with the workspace, and the answer says so (a person expecting a
+    # private memory would not know).
+    assert f"every member of {workspaces['demo'].name} can read it" in joined_text(events)
 
 
 def test_thread_history_continues_after_a_turn(users, workspaces, offline, with_topic, converse):
