@@ -31,7 +31,9 @@ function card(item) {
   c.dataset.id = item.id;
   const head = el("div", "approval-head");
   head.appendChild(el("strong", "", item.tool_name));
-  head.appendChild(el("span", "badge tone", item.risk || ""));
+  // Each fact once: the risk and environment are badges here, the rule sentence says how many
+  // approvals it needs, and the facts below add only what those do not say.
+  head.appendChild(el("span", "badge tone", (item.risk || "") + (item.risk_level ? " (" + item.risk_level + ")" : "")));
   if (item.env_context) head.appendChild(el("span", "badge env env-" + item.env_context, item.env_context));
   c.appendChild(head);
   c.appendChild(el("p", "approval-rule", a.waiting_text || ""));
@@ -46,10 +48,10 @@ function card(item) {
   }
   field(dl, "Workspace", item.workspace);
   field(dl, "Requested by", a.requester || "");
-  field(dl, "Environment", item.env_context || "none");
-  field(dl, "Risk", item.risk + (item.risk_level ? " (" + item.risk_level + ")" : ""));
-  field(dl, "Approvals", (a.approvals_so_far || 0) + " of " + (a.approvals_needed || 1) +
-        (a.approved_by && a.approved_by.length ? " — approved by " + a.approved_by.join(", ") : ""));
+  if (a.approvals_so_far) {
+    field(dl, "Approvals", a.approvals_so_far + " of " + (a.approvals_needed || 1) +
+          (a.approved_by && a.approved_by.length ? " — approved by " + a.approved_by.join(", ") : ""));
+  }
   const left = field(dl, "Time left", timeLeft(a.expires_at), "inbox-left");
   left.dataset.expiresAt = a.expires_at || "";
   c.appendChild(dl);
