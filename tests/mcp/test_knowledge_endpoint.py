@@ -120,7 +120,7 @@ def test_an_unreachable_database_is_the_json_503(server_url, users, monkeypatch)
     def no_database(key):
         raise OperationalError("couldn't get a connection after 10.00 sec")
 
-    monkeypatch.setattr("chatplatform.credentials.user_for_key", no_database)  # the one credential look-up
+    monkeypatch.setattr("chatplatform.credentials.authenticate_key", no_database)  # the one credential look-up
     request = urllib.request.Request(server_url, method="POST", data=b"{}", headers={
         "Content-Type": "application/json", "Authorization": f"Bearer {token_for(users['alice'])}"})
     with pytest.raises(urllib.error.HTTPError) as err:
