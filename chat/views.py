@@ -127,8 +127,8 @@ def thread_page(request, thread_id):
 
 
 def _duration(seconds: float) -> str:
-    """``CHAT_TEMPORARY_TTL_S`` in words for the temporary chat's marker: "24 hours", "30 minutes"."""
-    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+    """``CHAT_TEMPORARY_TTL_S`` in words for the temporary chat's marker: "24 hours", "90 minutes"."""
+    for unit, size in (("hour", 3600), ("minute", 60)):
         if seconds >= size and (seconds % size == 0 or unit == "minute"):
             n = round(seconds / size)
             return f"{n} {unit}{'s' if n != 1 else ''}"
