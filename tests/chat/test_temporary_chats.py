@@ -56,6 +56,8 @@ def test_a_temporary_chat_is_its_owners_alone(users, workspaces, openai_provider
         assert other.get(url + "messages/").status_code == 404, name
         assert other.get(url + "export/?as=json").status_code == 404, name
         assert other.delete(url).status_code == 404, name
+        other.force_login(users[name])
+        assert other.get(f"/chat/{made['id']}/").status_code == 404, name  # the page too
     # A saved chat stays readable by the admin, as before.
     saved = create(alice, provider="fake-openai")
     assert saved["temporary"] is False
@@ -149,8 +151,13 @@ def test_closing_deletes_it_unless_a_run_is_unfinished(users, workspaces, offlin
     Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED, finished_at=timezone.now())
     reaper_pass()
     assert not Thread.objects.filter(pk=busy["id"]).exists()
+    # POST /chat/new/ (the form way to start a chat) closes them too.
+    page = api_for()
+    page.force_login(users["alice"])
+    form_closed = create(alice, temporary=True, provider="offline")
+    assert page.post("/chat/new/", {"workspace": "demo"}).status_code == 302
+    assert not Thread.objects.filter(pk=form_closed["id"]).exists()
     # A saved chat is never the reaper's, however old.
-    saved = Thread.objects.get(temporary=False)
-    Thread.objects.filter(pk=saved.pk).update(updated_at=timezone.now() - timedelta(days=400))
+    assert Thread.objects.filter(temporary=False).update(updated_at=timezone.now() - timedelta(days=400)) == 2
     reaper_pass()
-    assert Thread.objects.filter(pk=saved.pk).exists()
+    assert Thread.objects.filter(temporary=False).count() == 2
