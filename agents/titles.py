@@ -94,6 +94,8 @@ def _title_after_first_answer(run_id) -> str | None:
     run = Run.objects.select_related("thread", "provider", "user_message").filter(pk=run_id).first()
     if run is None or run.provider is None or run.user_message is None:
         return None
+    if run.thread.temporary:
+        return None  # a temporary chat is not kept: nothing to name it for, no call
     provider = run.provider
     if not capabilities(provider).language_model:
         return None  # no model to ask (Offline), or a remote agent that would act on it

@@ -96,12 +96,20 @@ class Thread(models.Model):
     leaf = models.ForeignKey("Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     pinned = models.BooleanField(default=False)
     archived = models.BooleanField(default=False)
+    # A temporary chat is not kept: never listed or searched, never titled by its model, seen
+    # only by its owner, deleted when closed or CHAT_TEMPORARY_TTL_S after its last activity
+    # (agents.temporary_chats, by the reaper). Its usage records stay (they hold no key to it).
+    temporary = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-updated_at"]
-        indexes = [models.Index(fields=["owner", "-updated_at"], name="thread_owner_recent")]
+        indexes = [
+            models.Index(fields=["owner", "-updated_at"], name="thread_owner_recent"),
+            # The reaper's look-up of expired temporary chats: only those rows.
+            models.Index(fields=["updated_at"], name="thread_temporary_recent", condition=models.Q(temporary=True)),
+        ]
 
     def __str__(self) -> str:
         return self.title or f"Thread {self.pk}"

@@ -3,8 +3,12 @@ permission-checked selector that raises ``Http404`` for anything the user may no
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
+from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.http import Http404
+from django.utils import timezone
 
 from .models import Attachment, Membership, Message, Thread, UserPreferences, Workspace
 
@@ -68,9 +72,10 @@ def thread_list_for_user(
 
     ``search`` matches titles and message text (case-insensitive, every version of every
     message). ``archived``: False (default) hides archived threads, True lists only them,
-    None lists both.
+    None lists both. Temporary chats are never listed (nor found by a search).
     """
-    qs = Thread.objects.filter(owner=user, workspace__memberships__user=user).select_related("provider", "workspace")
+    qs = (Thread.objects.filter(owner=user, workspace__memberships__user=user, temporary=False)
+          .select_related("provider", "workspace"))
     if workspace:
         key = "workspace_id" if _is_pk(workspace) else "workspace__slug"
         qs = qs.filter(**{key: workspace})
@@ -81,6 +86,17 @@ def thread_list_for_user(
     return qs.distinct().order_by("-pinned", "-updated_at")
 
 
+def temporary_expiry_cutoff(now: datetime | None = None) -> datetime:
+    """A temporary chat last active before this moment has expired (``CHAT_TEMPORARY_TTL_S``)."""
+    return (now or timezone.now()) - timedelta(seconds=settings.CHAT_TEMPORARY_TTL_S)
+
+
+def thread_expired(thread: Thread, now: datetime | None = None) -> bool:
+    """Whether ``thread`` is a temporary chat past its time (the reaper deletes it soon; until
+    then it is already gone for everyone)."""
+    return thread.temporary and thread.updated_at < temporary_expiry_cutoff(now)
+
+
 def thread_may_write(*, thread: Thread, user) -> bool:
     """Whether ``user`` may write in ``thread`` once it is visible to them: only its owner (a
     workspace admin may read another member's thread, never write in it)."""
@@ -89,7 +105,8 @@ def thread_may_write(*, thread: Thread, user) -> bool:
 
 def thread_get_for_user(*, user, thread_id, write: bool = False) -> Thread:
     """The thread if ``user`` may see it: its owner (still a member of the workspace), or a
-    workspace admin (read-only: ``write=True`` excludes admins). Raises Http404 otherwise,
+    workspace admin (read-only: ``write=True`` excludes admins) — a temporary chat only its
+    owner, and no one once it expired (:func:`thread_expired`). Raises Http404 otherwise,
     also for malformed ids, so existence is never revealed."""
     if not getattr(user, "is_authenticated", False):
         raise Http404("No such thread.")
@@ -97,6 +114,8 @@ def thread_get_for_user(*, user, thread_id, write: bool = False) -> Thread:
         thread = Thread.objects.select_related("workspace", "provider").get(pk=thread_id)
     except (Thread.DoesNotExist, ValueError, TypeError, Exception) as exc:  # bad UUIDs raise ValidationError
         raise Http404("No such thread.") from exc
+    if thread.temporary and (thread.owner_id != user.pk or thread_expired(thread)):
+        raise Http404("No such thread.")
     membership = membership_get(user=user, workspace_id=thread.workspace_id)
     if membership is None:
         raise Http404("No such thread.")

@@ -16,6 +16,7 @@ from agents.presentation import provider_status_for_viewer, sees_error_details
 from agents.risk import env_tier
 from agents.selectors import default_model_for, model_choice_parse, model_choices_for, provider_list
 from agents.services import MAX_MESSAGE_CHARS
+from agents.temporary_chats import temporary_chats_close
 from chat.attachments import accepted_suffixes
 from chat.attachments import limits as attachment_limits
 from chat.selectors import memberships_for_user
@@ -91,6 +92,7 @@ def thread_new(request):
     if provider is None:  # none picked: the default model (the user's, the workspace's, the platform's)
         provider, default_model, _ = default_model_for(user=request.user, workspace_id=workspace.pk)
         model = model or default_model
+    temporary_chats_close(owner=request.user)  # starting another chat closes a temporary one
     thread = thread_create(workspace=workspace, owner=request.user, provider=provider, model=model)
     return redirect("chat:thread", thread_id=thread.pk)
 
@@ -115,12 +117,22 @@ def thread_page(request, thread_id):
         "env_tier": env_tier(env_id) if env_id else "",
         "attach": {**attachment_limits(), "accept": ",".join(accepted_suffixes())},
         "event_vocabulary": vocabulary(),
+        "temporary_ttl": _duration(settings.CHAT_TEMPORARY_TTL_S),
         "instructions_in_effect": [label for label, text in (
             ("Workspace instructions", thread.workspace.instructions),
             ("your custom instructions", custom_instructions_for_user(user_id=thread.owner_id)),
         ) if text.strip()],
     })
     return render(request, "chat/app.html", context)
+
+
+def _duration(seconds: float) -> str:
+    """``CHAT_TEMPORARY_TTL_S`` in words for the temporary chat's marker: "24 hours", "90 minutes"."""
+    for unit, size in (("hour", 3600), ("minute", 60)):
+        if seconds >= size and (seconds % size == 0 or unit == "minute"):
+            n = round(seconds / size)
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return f"{round(seconds)} seconds"
 
 
 def favicon(request):

@@ -1,6 +1,7 @@
 """The reaper: finds runs whose worker died (expired lease) and re-queues or fails them —
 or closes them, when they were cancelled before their worker could — and expires approval
-requests nobody decided in time (the run goes on with a denied result).
+requests nobody decided in time (the run goes on with a denied result) — and deletes the
+temporary chats whose time to live has passed (``agents.temporary_chats``).
 
 A daemon thread of every Celery worker and every web process. A pass (:func:`reaper_pass`)
 acts on what is due and learns the earliest deadline still ahead — a running run's lease
@@ -40,6 +41,7 @@ from django.utils import timezone
 from agents.approvals.expiry import approvals_earliest_expiry as earliest_expiry
 from agents.approvals.expiry import approvals_expire_due as expire_due
 from agents.models import Run
+from agents.temporary_chats import temporary_chats_delete_expired, temporary_chats_earliest_expiry
 from chatplatform.db import error_line
 from chatplatform.dbconn import is_database_unavailable
 
@@ -192,15 +194,17 @@ def run_earliest_deadline() -> datetime | None:
 
 
 def reaper_pass() -> float:
-    """One pass: re-queue or fail the runs that are due (:func:`reap_expired_runs`) and expire
-    the parked calls that are due (:func:`approvals_expire_due`) — each only when its earliest
-    deadline has come, so a pass with nothing due is two aggregate queries. Returns when the
+    """One pass: re-queue or fail the runs that are due (:func:`reap_expired_runs`), expire
+    the parked calls that are due (:func:`approvals_expire_due`) and delete the temporary chats
+    whose time to live has passed (``agents.temporary_chats``) — each only when its earliest
+    deadline has come, so a pass with nothing due is three aggregate queries. Returns when the
     next pass is due (Unix seconds, :func:`reaper_next_due`); after acting, a period on (the
     rest of the deadlines are read again then)."""
     now = timezone.now()
     earliest = []
     for deadline, act in ((run_earliest_deadline(), reap_expired_runs),
-                          (approvals_earliest_expiry(), approvals_expire_due)):
+                          (approvals_earliest_expiry(), approvals_expire_due),
+                          (temporary_chats_earliest_expiry(), temporary_chats_delete_expired)):
         if deadline is not None and deadline <= now:
             act()
             deadline = now

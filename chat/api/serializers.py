@@ -24,6 +24,17 @@ class WorkspaceSerializer(serializers.ModelSerializer):
         return roles.get(obj.pk)
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean and nothing else: DRF's BooleanField also takes "yes", "1", 0, …"""
+
+    default_error_messages = {"invalid": "Must be true or false."}
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool):
+            return data
+        self.fail("invalid")
+
+
 class ThreadSerializer(serializers.ModelSerializer):
     workspace = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     provider = serializers.SlugRelatedField(slug_field="slug", read_only=True)
@@ -34,7 +45,7 @@ class ThreadSerializer(serializers.ModelSerializer):
         model = Thread
         fields = [
             "id", "workspace", "title", "provider", "model", "grounded", "allow_model_save",
-            "include_private_in_ai", "ui_context", "prompt_tier", "pinned", "archived", "leaf_id",
+            "include_private_in_ai", "ui_context", "prompt_tier", "pinned", "archived", "temporary", "leaf_id",
             "created_at", "updated_at",
         ]
         read_only_fields = fields
@@ -51,6 +62,10 @@ class ThreadCreateSerializer(serializers.Serializer):
     allow_model_save = serializers.BooleanField(required=False, default=False)
     include_private_in_ai = serializers.BooleanField(required=False, default=False)
     prompt_tier = serializers.ChoiceField(choices=Thread.PromptTier.choices, required=False, default="auto")
+    temporary = StrictBooleanField(
+        required=False, default=False,
+        help_text="A temporary chat: never listed or searched, not titled by its model, deleted when closed "
+                  "or CHAT_TEMPORARY_TTL_S after its last activity. JSON true or false only.")
 
 
 class ThreadUpdateSerializer(serializers.Serializer):

@@ -27,6 +27,7 @@ from agents.services import (
     thread_duplicate,
     thread_update,
 )
+from agents.temporary_chats import temporary_chats_close
 from chat.export import thread_export_json, thread_export_markdown
 from chat.models import Thread, UserPreferences
 from chat.selectors import (
@@ -107,6 +108,7 @@ class ThreadListCreateApi(generics.ListAPIView):
         if values.get("model"):  # no model: the provider's default, always usable
             model_check(thread=Thread(workspace=workspace, owner=request.user, provider=values.get("provider"),
                                       model=values["model"]), user=request.user)
+        temporary_chats_close(owner=request.user)  # starting another chat closes a temporary one
         thread = thread_create(workspace=workspace, owner=request.user, **values)
         return Response(ThreadSerializer(thread).data, status=status.HTTP_201_CREATED)
 
@@ -134,7 +136,11 @@ class ThreadDetailApi(APIView):
 
     @extend_schema(responses={204: None})
     def delete(self, request, thread_id):
-        thread_delete(thread=thread_get_for_user(user=request.user, thread_id=thread_id, write=True))
+        thread = thread_get_for_user(user=request.user, thread_id=thread_id, write=True)
+        if thread.temporary:  # closed: gone now, unless a run is unfinished (then the reaper's, after it)
+            temporary_chats_close(owner=request.user, thread_id=thread.pk)
+        else:
+            thread_delete(thread=thread)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -388,6 +388,9 @@ CHAT_RAG_TOP_K = env.int("CHAT_RAG_TOP_K", default=8)
 # off: the first question, cut, stays the title. The request's read timeout in seconds.
 CHAT_TITLE_GENERATION = env.bool("CHAT_TITLE_GENERATION", default=True)
 CHAT_TITLE_TIMEOUT_S = env.float("CHAT_TITLE_TIMEOUT_S", default=15.0)
+# Temporary chats (Thread.temporary) are deleted by the reaper this long after their last
+# activity, if not closed before (agents.temporary_chats). Seconds; default 24 h.
+CHAT_TEMPORARY_TTL_S = env.float("CHAT_TEMPORARY_TTL_S", default=24 * 3600.0)
 WS_MAX_FRAME_BYTES = env.int("WS_MAX_FRAME_BYTES", default=32_000 * 6 + 8192)
 # Deepest JSON nesting accepted in REST bodies, websocket frames and UI contexts (chatplatform.safe_input).
 JSON_MAX_DEPTH = env.int("JSON_MAX_DEPTH", default=32)

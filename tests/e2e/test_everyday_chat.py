@@ -572,3 +572,71 @@ def test_a_send_refused_by_a_spent_budget_says_so_once(tab_for, fake, spent_budg
     t.no_horizontal_overflow()
     t.shot("budget-refused")
     assert not t.errors, t.errors
+
+
+# --- issue 55: a temporary chat ------------------------------------------------------------
+def open_drawer(page) -> None:
+    """A phone's rail is a drawer: open it and wait until it has slid in."""
+    page.click("#rail-toggle")
+    page.wait_for_function("() => document.getElementById('rail').getBoundingClientRect().left >= 0")
+
+
+def test_a_temporary_chat_is_marked_not_in_the_rail_and_gone_when_left(tab_for, fake, width):
+    """The landing composer's "Temporary chat" switch (reached and ticked by keyboard) makes the
+    chat temporary: its page says "Temporary chat — not saved", the rail (and its search) leaves
+    it out, its model is not asked for a title, its export works; leaving the page deletes it."""
+    reset(fake, text_chunks("Nothing of this is kept."))
+    asked = len(fake.requests)
+    t = tab_for()
+    page = t.page
+    question = f"A passing question {width}"
+    kept = t.api("POST", "/api/v1/threads/", {"workspace": "demo", "title": f"Kept chat {width}"}).json()
+    page.reload()
+    page.focus("#send-private")
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.id") == "send-temporary"
+    page.keyboard.press("Space")
+    assert page.is_checked("#send-temporary")
+    assert page.locator("#temporary-note").inner_text().startswith("Temporary chat — not saved")
+    t.no_horizontal_overflow()
+    t.shot("temporary-landing")
+    page.fill("#input", question)
+    page.press("#input", "Enter")
+    page.wait_for_url(re.compile(r"/chat/[0-9a-f-]{36}/$"), timeout=RUN_MS)
+    t.wait_answered()
+    thread_id = thread_id_of(page)
+    assert "Nothing of this is kept." in page.locator("article.msg.assistant").last.inner_text()
+    banner = page.locator("#temporary-banner")
+    assert banner.is_visible() and banner.inner_text().startswith("Temporary chat — not saved.")
+    assert page.locator(".temporary-badge").is_visible()
+    assert t.api("GET", f"/api/v1/threads/{thread_id}/").json()["temporary"] is True
+    assert len(fake.requests) == asked + 1  # the answer; no title request
+    # Not in the rail, not found by its search; the rail's other chats are still there.
+    if width < 1024:
+        open_drawer(page)
+    assert page.locator(f'#thread-list .thread-item[data-thread-id="{thread_id}"]').count() == 0
+    assert page.locator(f'#thread-list .thread-item[data-thread-id="{kept["id"]}"]').count() == 1
+    t.shot("temporary-rail")
+    page.fill("#chat-search", "passing question")
+    page.wait_for_selector("#thread-list-empty:not([hidden])")
+    assert page.locator(f'#thread-list .thread-item[data-thread-id="{thread_id}"]').count() == 0
+    page.fill("#chat-search", "")
+    page.locator(f'#thread-list .thread-item[data-thread-id="{kept["id"]}"]').wait_for()
+    if width < 1024:
+        page.click("#rail-scrim", position={"x": width - 10, "y": 400})
+        page.wait_for_function("() => document.getElementById('rail').getBoundingClientRect().right <= 0")
+    t.header_fits()
+    t.no_horizontal_overflow()
+    t.shot("temporary-chat")
+    with page.expect_download() as download:
+        page.click("#temporary-banner a")
+    assert question in Path(download.value.path()).read_text()
+    # Leaving the page closes it: deleted (the DELETE goes as the page unloads).
+    if width < 1024:
+        open_drawer(page)
+    page.click("#new-chat")
+    page.wait_for_url(re.compile(r"/chat/$"))
+    page.wait_for_function(
+        "async (url) => (await fetch(url, {credentials: 'same-origin'})).status === 404",
+        arg=f"/api/v1/threads/{thread_id}/", polling=100)
+    assert not t.errors, t.errors

@@ -2,7 +2,7 @@
 // then opens the chat, where the answer streams (main.js picks the run up). The chat starts on
 // the model the header's picker shows (the user's default unless they picked another), with
 // the prompt tier, environment and workspace of the ⚙ menu:
-//   POST /api/v1/threads/ {workspace, provider, model, prompt_tier, grounded, include_private_in_ai}
+//   POST /api/v1/threads/ {workspace, provider, model, prompt_tier, grounded, include_private_in_ai, temporary}
 //   PATCH /api/v1/threads/{id}/ {ui_context: {envId}}   (only when an environment is chosen)
 //   POST /api/v1/threads/{id}/attachments/ (each file attached here, held until now: attachments.js)
 //   POST /api/v1/threads/{id}/runs/ {content, attachments, grounded, include_private}
@@ -23,6 +23,13 @@ function start(landing) {
   const envSel = document.getElementById("thread-env");
   const grounded = document.getElementById("send-grounded");
   const priv = document.getElementById("send-private");
+  const temporary = document.getElementById("send-temporary");  // a temporary chat: not kept
+  const temporaryNote = document.getElementById("temporary-note");
+  if (temporary && temporaryNote) {
+    const show = () => { temporaryNote.hidden = !temporary.checked; };
+    temporary.addEventListener("change", show);
+    show();  // a checked box the browser restored
+  }
   let composer = null;
   const form = document.getElementById("composer");
   const attachments = document.getElementById("attach") ? new Attachments({
@@ -41,6 +48,7 @@ function start(landing) {
       workspace: wsSel ? wsSel.value : d.workspace,
       prompt_tier: tierSel ? tierSel.value : "auto",
       grounded: grounded.checked, include_private_in_ai: priv.checked,
+      temporary: !!(temporary && temporary.checked),
     };
     if (picker && picker.dataset.provider) { body.provider = picker.dataset.provider; body.model = picker.dataset.model; }
     let thread = null;

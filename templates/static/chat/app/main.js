@@ -1,7 +1,7 @@
 // Thread page entry point: wires the view, the stream, the live run (live-run.js), the
 // handlers and the composer. Every URL comes from the page's data-url-* attributes
 // (templates/chat/app.html).
-import { api, urlFor } from "./api.js";
+import { api, csrf, urlFor } from "./api.js";
 import { ThreadView } from "./thread.js";
 import { ThreadStream } from "./stream.js";
 import { makeHandlers } from "./handlers.js";
@@ -146,4 +146,14 @@ function start(box) {
   document.addEventListener("chat:stop", () => run.stop());
   setInterval(run.tick, 1000);
   run.begin();
+
+  // A temporary chat is closed when its page is left (another chat, a reload, the tab closed):
+  // the server deletes it (unless a run is unfinished: then the reaper does, after its TTL).
+  if (d.temporary === "1" && config.canWrite) {
+    window.addEventListener("pagehide", () => {
+      fetch(urlFor(config.urls.thread, config.threadId), {
+        method: "DELETE", keepalive: true, credentials: "same-origin", headers: {"X-CSRFToken": csrf()},
+      }).catch(() => {});
+    });
+  }
 }
