@@ -347,6 +347,10 @@ class ToolCall(models.Model):
         STATUS_UNKNOWN = "status_unknown"
         EXPIRED = "expired"
 
+    #: Ledger states that count as a call made, for per-tool limits (denied, expired and
+    #: refused calls do not).
+    COUNTED = ("approved", "running", "succeeded", "failed", "timeout", "status_unknown")
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
     message = models.ForeignKey("chat.Message", on_delete=models.CASCADE, related_name="ledger")

@@ -622,8 +622,6 @@ def budget_warning_payload(budget: Budget, spent: Decimal, end: datetime) -> dic
 
 
 # -- tool limits -----------------------------------------------------------------------------
-#: Ledger states that count as a call made (denied, expired and refused calls do not).
-COUNTED_CALLS = ("approved", "running", "succeeded", "failed", "timeout", "status_unknown")
 
 
 def tool_limit_reason(*, user_id, workspace_id, tool_name: str) -> str | None:
@@ -635,7 +633,7 @@ def tool_limit_reason(*, user_id, workspace_id, tool_name: str) -> str | None:
         Q(workspace_id=workspace_id) | Q(workspace__isnull=True))
     for limit in limits:
         start, end = window_bounds(limit.period)
-        calls = ToolCall.objects.filter(run__user_id=user_id, tool_name=tool_name, status__in=COUNTED_CALLS,
+        calls = ToolCall.objects.filter(run__user_id=user_id, tool_name=tool_name, status__in=ToolCall.COUNTED,
                                         created_at__gte=start, created_at__lt=end)
         if limit.workspace_id:
             calls = calls.filter(run__thread__workspace_id=limit.workspace_id)

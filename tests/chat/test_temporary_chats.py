@@ -161,3 +161,40 @@ def test_closing_deletes_it_unless_a_run_is_unfinished(users, workspaces, offlin
     assert Thread.objects.filter(temporary=False).update(updated_at=timezone.now() - timedelta(days=400)) == 2
     reaper_pass()
     assert Thread.objects.filter(temporary=False).count() == 2
+
+
+def test_a_closed_chat_whose_tool_calls_count_towards_a_limit_is_erased_not_deleted(users, workspaces, offline,
+                                                                                     api_for, settings):
+    """Deleting a temporary chat deleted its ledger, and per-tool limits count the ledger: a
+    person could reset a tool's quota by closing temporary chats. Such a chat is erased (gone
+    for everyone, its words and files removed) and deleted once the limit's month has turned."""
+    from agents.models import ToolCall
+    from usage.models import ToolLimit
+    from usage.services import tool_limit_reason
+
+    settings.CHAT_TEMPORARY_TTL_S = 600
+    ToolLimit.objects.create(tool_name="ui_write", max_calls=1, period="month")
+    alice = api_for(users["alice"])
+    made = create(alice, temporary=True, provider="offline")
+    thread = Thread.objects.get(pk=made["id"])
+    run = Run.objects.create(thread=thread, user=users["alice"], status=Run.Status.COMPLETED,
+                             finished_at=timezone.now())
+    asked = Message.objects.create(thread=thread, run=run, position=1, role="user", content=SECRET)
+    call = ToolCall.objects.create(run=run, message=asked, call_id="c1", tool_name="ui_write",
+                                   arguments={"setting": "x"}, status=ToolCall.Status.SUCCEEDED)
+    over = dict(user_id=users["alice"].pk, workspace_id=workspaces["demo"].pk, tool_name="ui_write")
+    assert tool_limit_reason(**over)  # the one call the month allows is made
+
+    assert alice.delete(f"/api/v1/threads/{made['id']}/").status_code == 204  # left
+    assert alice.get(f"/api/v1/threads/{made['id']}/").status_code == 404
+    assert Message.objects.get(pk=asked.pk).content == ""  # its words are gone …
+    assert ToolCall.objects.filter(pk=call.pk).exists()  # … its ledger is not
+    assert tool_limit_reason(**over)  # the quota was not reset by closing it
+    reaper_pass()
+    assert Thread.objects.filter(pk=made["id"]).exists()  # still counted this month
+
+    # The month has turned: the call no longer counts, and the reaper deletes the chat.
+    ToolCall.objects.filter(pk=call.pk).update(created_at=timezone.now() - timedelta(days=40))
+    reaper_pass()
+    assert not Thread.objects.filter(pk=made["id"]).exists()
+    assert not tool_limit_reason(**over)
