@@ -18,7 +18,7 @@ last message restarts the time to live. Usage records hold no key to a thread (a
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -27,20 +27,12 @@ from django.utils import timezone
 
 from chat.models import Attachment, Message, Thread
 from chat.selectors import temporary_expiry_cutoff
+from chatplatform.periods import window_bounds
 
 from .models import Run, ToolCall
 
 _UNFINISHED = Q(status__in=(Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.AWAITING_APPROVAL)) | Q(
     finished_at__isnull=True)
-
-
-def _month_start(now: datetime) -> datetime:
-    return now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-
-
-def _next_month_start(now: datetime) -> datetime:
-    start = _month_start(now)
-    return start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
 
 
 def _deletable() -> QuerySet[Thread]:
@@ -52,7 +44,7 @@ def _deletable() -> QuerySet[Thread]:
 def _ledger_held(now: datetime):
     """Ids of temporary chats with a tool call that counts towards a limit window still open."""
     return ToolCall.objects.filter(run__thread__temporary=True, status__in=ToolCall.COUNTED,
-                                   created_at__gte=_month_start(now)).values("run__thread_id")
+                                   created_at__gte=window_bounds("month", now)[0]).values("run__thread_id")
 
 
 def temporary_chats_earliest_expiry(now: datetime | None = None) -> datetime | None:
@@ -63,7 +55,7 @@ def temporary_chats_earliest_expiry(now: datetime | None = None) -> datetime | N
     last = _deletable().exclude(pk__in=held).aggregate(last=Min("updated_at"))["last"]
     due = None if last is None else last + timedelta(seconds=settings.CHAT_TEMPORARY_TTL_S)
     if _deletable().filter(pk__in=held).exists():  # erased chats go when the month turns
-        month = _next_month_start(now)
+        month = window_bounds("month", now)[1]
         due = month if due is None else min(due, month)
     return due
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 import operator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from functools import reduce
 
@@ -56,6 +56,7 @@ from agents.models import LLMModel, Run
 from agents.round_cost import RoundCost
 from chatplatform.config_cache import config_cached
 from chatplatform.db import retry_transient
+from chatplatform.periods import window_bounds
 
 from .models import Budget, BudgetWindow, ModelPrice, Period, ToolLimit, UsageRecord
 
@@ -88,17 +89,6 @@ def price_for(*, provider, model: str) -> ModelPrice | None:
         return None
     return ModelPrice.objects.filter(model__provider=provider, model__name=model).first()
 
-
-# -- windows ---------------------------------------------------------------------------------
-def window_bounds(period: str, now: datetime | None = None) -> tuple[datetime, datetime]:
-    """``(start, end)`` of the UTC day or month containing ``now``."""
-    now = (now or timezone.now()).astimezone(UTC)
-    if period == Period.DAY:
-        start = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        return start, start + timedelta(days=1)
-    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
-    return start, end
 
 
 def budgets_for(*, user_id, workspace_id, model_id) -> list[Budget]:
