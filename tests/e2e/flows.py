@@ -36,6 +36,16 @@ def login_token(platform: Platform, username: str) -> str:
     return r.json()["token"]
 
 
+def sign_in_page(page, platform: Platform, username: str = "alice") -> None:
+    """Sign ``page`` (a Playwright page of a context with the platform's ``base_url``) in
+    through the real login form; it ends on the chat page."""
+    page.goto("/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", platform.password)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"/chat/$"))
+
+
 def login_session(platform: Platform, username: str) -> httpx.Client:
     """A cookie-holding client logged in through the real login form (CSRF and all)."""
     client = http(platform)

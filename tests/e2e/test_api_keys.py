@@ -138,11 +138,7 @@ def test_the_settings_page_makes_shows_once_copies_and_revokes_a_key(browser, pl
     ARTIFACTS.mkdir(exist_ok=True)
     shot = lambda step: page.screenshot(path=str(ARTIFACTS / f"api-keys-{width}-{step}.png"), full_page=True)  # noqa: E731
     try:
-        page.goto("/accounts/login/")
-        page.fill("input[name=username]", "alice")
-        page.fill("input[name=password]", platform.password)
-        page.click("button[type=submit]")
-        page.wait_for_url(re.compile(r"/chat/"))
+        flows.sign_in_page(page, platform)
         page.goto("/chat/settings/")
         page.wait_for_selector("#api-key-list:not([hidden]), #api-key-empty:not([hidden])", state="attached")
 

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from . import flows
 from .test_browser import ARTIFACTS, STEP_MS
 
 pytestmark = pytest.mark.browser
@@ -16,11 +17,7 @@ pytestmark = pytest.mark.browser
 
 def sign_in(context, platform, username):
     page = context.new_page()
-    page.goto("/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", platform.password)
-    page.click("button[type=submit]")
-    page.wait_for_url(re.compile(r"/chat/$"))
+    flows.sign_in_page(page, platform, username)
     return page
 
 
