@@ -32,7 +32,7 @@ from django.utils import timezone
 from chatplatform.errors import ServiceError
 from chatplatform.images import ImageRejected, prepare
 from knowledge.importing import SUFFIXES as DOCUMENT_SUFFIXES
-from knowledge.importing import ImportFailed, extract_bytes
+from knowledge.importing import ImportFailed, extract_bytes, text_encoding
 
 from .models import Attachment, AttachmentBlob, Thread
 
@@ -107,12 +107,12 @@ def upload_check(*, filename: str, size: int) -> str:
 
 def _document_magic_check(filename: str, suffix: str, raw: bytes) -> None:
     """Refuse a document whose bytes are not its type (a PDF must start like one, a .docx is a
-    zip, text has no NUL bytes), before any parser sees it."""
+    zip, text has no NUL bytes unless a byte-order mark says UTF-16/32), before any parser sees it."""
     if suffix == ".pdf" and b"%PDF-" not in raw[:1024]:
         raise ServiceError("content_mismatch", f"{filename}: the content is not a PDF (no PDF header).", 415)
     if suffix == ".docx" and not raw.startswith(b"PK\x03\x04"):
         raise ServiceError("content_mismatch", f"{filename}: the content is not a Word .docx document.", 415)
-    if suffix not in (".pdf", ".docx") and b"\x00" in raw:
+    if suffix not in (".pdf", ".docx") and b"\x00" in raw and not text_encoding(raw):
         raise ServiceError("content_mismatch", f"{filename}: the content is binary, not {suffix} text.", 415)
 
 

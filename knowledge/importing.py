@@ -12,6 +12,7 @@ creates an item. ``extract_bytes`` is shared with uploads from the browser
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -62,6 +63,37 @@ def _text_title(text: str, suffix: str) -> str:
     return ""
 
 
+# Byte-order marks a text editor writes first (Windows Notepad saves "Unicode" as UTF-16 LE
+# with a BOM): such a file is text even though UTF-16 puts NUL bytes between ASCII letters.
+_BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def text_encoding(raw: bytes) -> str | None:
+    """The encoding a text file's byte-order mark names (``utf-8-sig``, ``utf-16``,
+    ``utf-32``), or ``None`` without one. UTF-32 LE is checked before UTF-16 LE, whose BOM
+    it starts with."""
+    return next((name for bom, name in _BOMS if raw.startswith(bom)), None)
+
+
+def decode_text(raw: bytes) -> str:
+    """A text file's bytes as ``str``: by its byte-order mark when it has one, else UTF-8
+    (undecodable bytes replaced). Raises ImportFailed for binary content (NUL bytes in the
+    first 4 KiB of a file without a BOM, or bytes its BOM's encoding cannot decode)."""
+    encoding = text_encoding(raw)
+    if encoding:
+        try:
+            return raw.decode(encoding)
+        except UnicodeDecodeError:
+            raise ImportFailed(f"not a text file (invalid {encoding.upper()} after its byte-order mark)") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        if b"\x00" in raw[:4096]:
+            raise ImportFailed("not a text file (binary content)") from None
+        return raw.decode("utf-8", errors="replace")
+
+
 def extract_bytes(name: str, raw: bytes) -> tuple[str, str]:
     """``(title, text)`` of a supported file given its name (for the type) and its bytes;
     the title falls back to the file name. Raises ImportFailed for an unsupported type,
@@ -78,12 +110,7 @@ def extract_bytes(name: str, raw: bytes) -> tuple[str, str]:
         # memory, CPU and wall-clock limits (knowledge.parse_guard).
         title, text = parse_guard.parse(suffix, raw)
     else:
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            if b"\x00" in raw[:4096]:
-                raise ImportFailed("not a text file (binary content)") from None
-            text = raw.decode("utf-8", errors="replace")
+        text = decode_text(raw)
         text = text.replace("\r\n", "\n")
         title = _text_title(text, suffix)
         text = text.strip()

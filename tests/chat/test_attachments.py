@@ -153,6 +153,30 @@ def test_bad_files_are_refused_with_a_reason_and_nothing_stored(users, workspace
     assert not Attachment.objects.exists()
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-8-sig", "utf-32"])
+def test_text_saved_with_a_byte_order_mark_is_read_as_text(users, workspaces, vision, encoding):
+    # Windows Notepad's "Unicode" is UTF-16 LE with a BOM: NUL bytes between the letters.
+    alice = users["alice"]
+    thread = make_thread(alice, workspaces["demo"], vision)
+    text = "Grüße: the code word is PERIWINKLE — 北京."
+    data = text.encode(encoding)
+    if encoding == "utf-16-be":
+        data = b"\xfe\xff" + data
+    created = upload(api(alice), thread, "notes.txt", data)
+    assert created.status_code == 201, created.content
+    assert created.json()["text_chars"] == len(text)
+    assert Attachment.objects.get(pk=created.json()["id"]).text == text
+
+
+def test_a_byte_order_mark_followed_by_garbage_is_unreadable(users, workspaces, vision):
+    alice = users["alice"]
+    thread = make_thread(alice, workspaces["demo"], vision)
+    response = upload(api(alice), thread, "notes.txt", b"\xff\xfe" + b"\x00\xd8\x41")  # a lone surrogate
+    assert response.status_code == 422, response.content
+    assert "UTF-16" in response.json()["error"]["message"]
+    assert not Attachment.objects.exists()
+
+
 def test_a_bomb_under_pillows_own_limit_is_refused_by_ours(users, workspaces, vision, settings):
     settings.CHAT_ATTACHMENT_MAX_PIXELS = 4_000_000
     thread = make_thread(users["alice"], workspaces["demo"], vision)
