@@ -205,3 +205,20 @@ def test_the_schema_documents_folders_tags_and_the_list_filters(users, alice_api
     assert {"folder", "tag"} <= params
     thread = schema["components"]["schemas"]["Thread"]["properties"]
     assert thread["tags"]["type"] == "array" and thread["folder"]["format"] == "uuid"
+
+
+def test_the_chat_page_offers_its_folder_and_tags_to_its_owner_only(users, workspaces, offline, client):
+    alice = users["alice"]
+    chat = make_thread(alice, workspaces["demo"], offline, title="organised")
+    folder = Folder.objects.create(owner=alice, workspace=workspaces["demo"], name="Reports", key="reports")
+    Folder.objects.create(owner=alice, workspace=workspaces["other"], name="Other team's", key="other team's")
+    Thread.objects.filter(pk=chat.pk).update(folder=folder)
+    chat.tags.add(Tag.objects.create(owner=alice, name="quarterly", key="quarterly"))
+    client.force_login(alice)
+    page = client.get(f"/chat/{chat.pk}/").content.decode()
+    assert f'<option value="{folder.pk}" selected>Reports</option>' in page
+    assert "Other team&#x27;s" not in page.split('id="thread-folder"')[1].split("</select>")[0]
+    assert 'data-name="quarterly"' in page and 'id="thread-tags" class="thread-tags">' in page
+    client.force_login(users["admin"])  # a workspace admin reads the chat, not its owner's organisation
+    page = client.get(f"/chat/{chat.pk}/").content.decode()
+    assert "quarterly" not in page and 'id="thread-folder"' not in page
