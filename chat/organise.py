@@ -34,9 +34,13 @@ FOLDERS_MAX_PER_WORKSPACE = 100  # per person and workspace: a rail of more is n
 TAG_NAME_MAX_CHARS = 50
 TAGS_MAX_PER_THREAD = 20
 
-# Control characters and the bidirectional overrides/isolates (a name that reverses the text
-# after it in the rail); other format characters (emoji joiners) are fine.
-_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# Control characters, the bidirectional overrides/isolates (a name that reverses the text
+# after it in the rail) and lone UTF-16 surrogates (valid JSON escapes, not storable text);
+# other format characters (emoji joiners) are fine.
+_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# A key (name_key) may be this many times the name's length: NFKC expands a few characters
+# (U+FDFA is 18), case folding a few more (ß → ss); the key column holds 4×.
+_KEY_GROWTH = 4
 
 
 def name_key(name: str) -> str:
@@ -63,6 +67,8 @@ def _clean_name(raw, *, max_chars: int, field: str) -> str:
                            % {"field": field, "max": max_chars, "n": len(name)})
     if _FORBIDDEN.search(name):
         raise ServiceError("invalid", _("%(field)s: control characters are not allowed.") % {"field": field})
+    if len(name_key(name)) > _KEY_GROWTH * max_chars:
+        raise ServiceError("invalid", _("%(field)s: too long once its characters are normalised.") % {"field": field})
     return name
 
 

@@ -49,6 +49,9 @@ def test_a_chat_moved_into_a_folder_leaves_the_main_list_and_returns_when_the_fo
     assert alice_api.patch(f"/api/v1/folders/{folder['id']}/", {"name": "Renamed", "collapsed": True},
                            format="json").json() | {"created_at": None} == \
         {**folder, "name": "Renamed", "collapsed": True, "thread_count": 1, "created_at": None}
+    copied = alice_api.post(f"/api/v1/threads/{filed.pk}/duplicate/").json()
+    assert copied["folder"] == folder["id"]  # a copy of one's own chat stays beside it
+    assert alice_api.delete(f"/api/v1/threads/{copied['id']}/").status_code == 204
     assert alice_api.delete(f"/api/v1/folders/{folder['id']}/").status_code == 204
     assert not Folder.objects.exists()
     assert Thread.objects.get(pk=filed.pk).folder_id is None  # the chat is kept, back in the list
@@ -56,6 +59,7 @@ def test_a_chat_moved_into_a_folder_leaves_the_main_list_and_returns_when_the_fo
     assert alice_api.patch(f"/api/v1/threads/{filed.pk}/", {"folder": None}, format="json").json()["folder"] is None
 
 
+@pytest.mark.db_backends  # the unique keys and column lengths, on PostgreSQL too
 def test_folder_names_are_trimmed_limited_and_unique_per_workspace_in_any_case(
         users, workspaces, roles, alice_api):
     Membership.objects.create(user=users["alice"], workspace=workspaces["other"], role=roles["member"])
@@ -64,9 +68,11 @@ def test_folder_names_are_trimmed_limited_and_unique_per_workspace_in_any_case(
         assert error(alice_api.post("/api/v1/folders/", {"name": same}, format="json")) == (400, "duplicate_name")
     other = alice_api.post("/api/v1/folders/", {"name": "Straße", "workspace": "other"}, format="json")
     assert other.status_code == 201 and other.json()["workspace"] == "other"
-    for bad in ("   ", "x" * 101, "a\u202eb", "tab\x07"):
+    for bad in ("   ", "x" * 101, "a\u202eb", "tab\x07", "\ufdfa" * 30):
         response = alice_api.post("/api/v1/folders/", {"name": bad}, format="json")
         assert error(response) == (400, "invalid") and "name" in response.json()["error"]["message"]
+    surrogate = alice_api.post("/api/v1/folders/", '{"name": "lone \\ud800"}', content_type="application/json")
+    assert error(surrogate) == (400, "invalid")  # a valid JSON escape, not storable text
     assert alice_api.post("/api/v1/folders/", {"name": "x" * 100}, format="json").status_code == 201
     assert error(alice_api.post("/api/v1/folders/", {"name": "n", "workspace": "nowhere"}, format="json")) == \
         (404, "not_found")
@@ -141,6 +147,9 @@ def test_tags_are_trimmed_merged_in_any_case_filterable_and_searchable(users, wo
     assert Thread.objects.get(pk=plan.pk).pinned is False  # all or nothing
 
     assert alice_api.patch(f"/api/v1/threads/{plan.pk}/", {"tags": []}, format="json").json()["tags"] == []
+    copied = alice_api.post(f"/api/v1/threads/{notes.pk}/duplicate/").json()
+    assert copied["tags"] == ["Work"]
+    alice_api.delete(f"/api/v1/threads/{copied['id']}/")
     assert alice_api.patch(f"/api/v1/threads/{notes.pk}/", {"tags": []}, format="json").status_code == 200
     assert alice_api.get("/api/v1/tags/").json() == [] and not Tag.objects.exists()  # unused tags go
 

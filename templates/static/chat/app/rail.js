@@ -259,27 +259,37 @@ function start(nav) {
     nav.classList.remove("dragging-chat");
     nav.querySelectorAll(".dragging, .drop-over").forEach((n) => n.classList.remove("dragging", "drop-over"));
   });
+  // Where a dragged chat would land: a folder (its heading or its chats) or the list of
+  // chats in no folder (its heading or its chats); nothing in a flat list.
+  function dropZone(node) {
+    if (!node || !node.closest || nav.dataset.flat === "1") return null;
+    const section = node.closest("section.folder");
+    if (section) return {zone: section.querySelector(".folder-head"), folderId: section.dataset.folderId};
+    if (node.closest("#thread-list-loose") || (node.closest(".thread-item") && !node.closest("section.folder"))) {
+      return {zone: document.getElementById("thread-list-loose"), folderId: ""};
+    }
+    return null;
+  }
   nav.addEventListener("dragover", (e) => {
-    const target = e.target.closest && e.target.closest(".drop-target");
-    if (!target || !e.dataTransfer.types.includes(DRAG_TYPE)) return;
+    const drop = dropZone(e.target);
+    if (!drop || !drop.zone || !e.dataTransfer.types.includes(DRAG_TYPE)) return;
     e.preventDefault();
     e.dataTransfer.dropEffect = "move";
-    nav.querySelectorAll(".drop-over").forEach((n) => { if (n !== target) n.classList.remove("drop-over"); });
-    target.classList.add("drop-over");
+    nav.querySelectorAll(".drop-over").forEach((n) => { if (n !== drop.zone) n.classList.remove("drop-over"); });
+    drop.zone.classList.add("drop-over");
   });
   nav.addEventListener("dragleave", (e) => {
-    const target = e.target.closest && e.target.closest(".drop-target");
-    if (target && !target.contains(e.relatedTarget)) target.classList.remove("drop-over");
+    if (!nav.contains(e.relatedTarget)) nav.querySelectorAll(".drop-over").forEach((n) => n.classList.remove("drop-over"));
   });
   nav.addEventListener("drop", (e) => {
-    const target = e.target.closest && e.target.closest(".drop-target");
+    const drop = dropZone(e.target);
     const id = e.dataTransfer.getData(DRAG_TYPE);
-    if (!target || !id) return;
+    if (!drop || !id) return;
     e.preventDefault();
-    target.classList.remove("drop-over");
+    nav.querySelectorAll(".drop-over").forEach((n) => n.classList.remove("drop-over"));
     const row = nav.querySelector('.thread-item[data-thread-id="' + CSS.escape(id) + '"]');
-    if (row && (row.dataset.folder || "") === (target.dataset.folderId || "")) return;  // already there
-    moveTo(id, target.dataset.folderId || null);
+    if (row && (row.dataset.folder || "") === drop.folderId) return;  // already there
+    moveTo(id, drop.folderId || null);
   });
 
   async function moveTo(id, folderId) {
