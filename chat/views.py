@@ -62,6 +62,7 @@ def _rail_context(request, *, search: str = "") -> dict:
                                         folder=None if search else NO_FOLDER)[:RAIL_THREADS],
         "folders": folders,
         "tags": list(tag_list_for_user(user=request.user)),
+        "rail_workspaces": [{"slug": m.workspace.slug, "name": m.workspace.name} for m in memberships],
         "search": search,
         "memberships": memberships,
         "providers": [{"row": p, "status": provider_status_for_viewer(provider_health(p), detailed=detailed)}

@@ -225,7 +225,7 @@ class ThreadExportApi(APIView):
             response = HttpResponse(thread_export_markdown(thread=thread), content_type="text/markdown; charset=utf-8")
             response["Content-Disposition"] = f'attachment; filename="{name}.md"'
         else:
-            response = JsonResponse(thread_export_json(thread=thread), json_dumps_params={"ensure_ascii": False})
+            response = JsonResponse(thread_export_json(thread=thread, viewer=request.user), json_dumps_params={"ensure_ascii": False})
             response["Content-Disposition"] = f'attachment; filename="{name}.json"'
         return response
 

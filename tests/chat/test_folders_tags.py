@@ -188,6 +188,10 @@ def test_a_workspace_admin_reading_a_chat_does_not_see_its_owners_folder_or_tags
     assert alice_api.get(f"/api/v1/threads/{chat.pk}/").json()["tags"] == ["leaving"]
     seen = api_for(users["admin"]).get(f"/api/v1/threads/{chat.pk}/").json()
     assert (seen["title"], seen["folder"], seen["tags"]) == ("private organisation", None, [])
+    exported = api_for(users["admin"]).get(f"/api/v1/threads/{chat.pk}/export/?as=json").json()["thread"]
+    assert (exported["folder"], exported["tags"]) == (None, [])
+    own = alice_api.get(f"/api/v1/threads/{chat.pk}/export/?as=json").json()["thread"]
+    assert (own["folder"], own["tags"]) == (folder["id"], ["leaving"])
 
 
 def test_the_rail_draws_folders_with_their_chats_and_escapes_names(users, workspaces, offline, client):

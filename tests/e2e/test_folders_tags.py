@@ -142,6 +142,12 @@ def test_folders_and_tags_in_the_rail(browser, embedded_platform, token, width):
         page.wait_for_function("() => document.getElementById('thread-list').dataset.flat === '0'")
         page.locator("#thread-list > .thread-item", has_text=f"Budget {width}").wait_for()
         shot("rail")
+        # A chat's tag chip filters by that tag too (instead of opening the chat).
+        url = page.url
+        page.locator("#thread-list .thread-item", has_text=f"Roadmap {width}").locator(
+            ".tag-chip", has_text="#" + tag).click()
+        page.wait_for_function("() => document.getElementById('thread-list').dataset.flat === '1'")
+        assert page.locator("#tag-filter").input_value() == tag and page.url == url
         assert not errors, errors
     finally:
         context.close()

@@ -49,6 +49,8 @@ function start(nav) {
     for (const name of names) {
       const chip = el("span", "tag-chip", "#" + name);
       chip.dir = "auto";
+      chip.dataset.tag = name;
+      chip.title = interpolate(gettext("Show the chats tagged #%(tag)s"), {tag: name}, true);
       box.appendChild(chip);
     }
     return box;
@@ -201,6 +203,19 @@ function start(nav) {
       return;
     }
     if (e.target.closest("#new-folder")) { newFolder(); return; }
+    const chip = e.target.closest(".thread-item .tag-chip[data-tag]");
+    if (chip && tagFilter) {  // a chat's tag filters the rail by it (instead of opening the chat)
+      e.preventDefault();
+      tagFilter.value = chip.dataset.tag;
+      if (tagFilter.value !== chip.dataset.tag) {  // not among the options yet
+        const o = el("option", "", "#" + chip.dataset.tag);
+        o.value = chip.dataset.tag;
+        tagFilter.appendChild(o);
+        tagFilter.value = chip.dataset.tag;
+      }
+      refreshShown();
+      return;
+    }
     const fold = e.target.closest(".folder-toggle");
     if (fold) { foldFolder(fold.closest("section.folder")); return; }
     const action = e.target.closest(".thread-menu button");
@@ -306,13 +321,21 @@ function start(nav) {
     if (id === currentId) document.dispatchEvent(new CustomEvent("chat:organised", {detail: {id, source: "rail"}}));
   }
 
+  // The caller's workspaces ([{slug, name}]): a new folder belongs to one.
+  const memberOf = JSON.parse((document.getElementById("rail-workspaces") || {}).textContent || "[]");
+
   async function newFolder(workspace) {
+    let ws = workspace || u.currentWorkspace;
+    if (!ws && memberOf.length > 1) {
+      ws = await askChoice({title: gettext("New folder"), label: gettext("Workspace"), value: memberOf[0].slug,
+                            options: memberOf.map((w) => ({value: w.slug, label: w.name})), confirmLabel: gettext("Next")});
+      if (ws === null) return null;
+    }
     const name = await askText({title: gettext("New folder"), label: gettext("Name"), confirmLabel: gettext("Create"),
                                 maxLength: 100});
     if (name === null) return null;
     try {
       const body = {name};
-      const ws = workspace || u.currentWorkspace;
       if (ws) body.workspace = ws;
       const folder = await api("POST", u.urlFolders, body);
       organised(currentId);
