@@ -68,6 +68,8 @@ def test_folder_names_are_trimmed_limited_and_unique_per_workspace_in_any_case(
         assert error(alice_api.post("/api/v1/folders/", {"name": same}, format="json")) == (400, "duplicate_name")
     other = alice_api.post("/api/v1/folders/", {"name": "Straße", "workspace": "other"}, format="json")
     assert other.status_code == 201 and other.json()["workspace"] == "other"
+    assert [f["workspace"] for f in alice_api.get("/api/v1/folders/?workspace=other").json()] == ["other"]
+    assert len(alice_api.get("/api/v1/folders/").json()) == 2
     for bad in ("   ", "x" * 101, "a\u202eb", "tab\x07", "\ufdfa" * 30):
         response = alice_api.post("/api/v1/folders/", {"name": bad}, format="json")
         assert error(response) == (400, "invalid") and "name" in response.json()["error"]["message"]
