@@ -36,10 +36,11 @@ def cited_sources(citations: list[dict], text: str) -> tuple[list[tuple[str, lis
     return list(cited.values()), len(others)
 
 
-def thread_export_json(*, thread: Thread) -> dict:
+def thread_export_json(*, thread: Thread, viewer=None) -> dict:
     """``{"format": "chatplatform.thread", "version": 1, "exported_at", "thread": {…},
     "leaf_id", "messages": [every message in append order, with parent_id, versions,
-    tool_calls (with outcome), citations]}`` — the REST shapes of threads and messages."""
+    tool_calls (with outcome), citations]}`` — the REST shapes of threads and messages.
+    ``viewer``: who exports (the thread's folder and tags are its owner's only)."""
     from .api.serializers import MessageSerializer, ThreadSerializer, ledger_by_call
 
     messages = list(message_list_for_thread(thread=thread).select_related("run"))
@@ -52,7 +53,7 @@ def thread_export_json(*, thread: Thread) -> dict:
         "format": "chatplatform.thread",
         "version": EXPORT_VERSION,
         "exported_at": timezone.now().isoformat(),
-        "thread": ThreadSerializer(thread).data,
+        "thread": ThreadSerializer(thread, context={"viewer": viewer} if viewer is not None else {}).data,
         "leaf_id": str(thread.leaf_id) if thread.leaf_id else None,
         "messages": data,
     }

@@ -100,6 +100,10 @@ class Thread(models.Model):
     # only by its owner, deleted when closed or CHAT_TEMPORARY_TTL_S after its last activity
     # (agents.temporary_chats, by the reaper). Its usage records stay (they hold no key to it).
     temporary = models.BooleanField(default=False)
+    # The owner's own organisation of their chats (chat.organise): at most one folder, any
+    # number of tags. Deleting a folder puts its chats back in the list (SET_NULL).
+    folder = models.ForeignKey("Folder", null=True, blank=True, on_delete=models.SET_NULL, related_name="threads")
+    tags = models.ManyToManyField("Tag", blank=True, related_name="threads")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -118,6 +122,47 @@ class Thread(models.Model):
     def group_name(self) -> str:
         """The Channels group that carries this thread's events."""
         return f"thread.{self.pk}"
+
+
+class Folder(models.Model):
+    """A person's folder of their own chats in one workspace (``chat.organise``): seen and
+    used only by its owner while they belong to the workspace. ``collapsed``: the rail shows
+    only its name. Names are unique per owner and workspace, case-insensitively."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_folders")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=100)
+    # The name as compared (chat.organise.name_key: NFKC, case-folded): the same on SQLite
+    # and PostgreSQL, whose lower() disagree beyond ASCII.
+    key = models.CharField(max_length=400)
+    collapsed = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["key", "created_at"]
+        constraints = [models.UniqueConstraint(fields=["owner", "workspace", "key"], name="folder_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Tag(models.Model):
+    """One of a person's tags (``chat.organise``): a label they put on any of their chats.
+    Names are unique per owner case-insensitively (the first spelling is kept); a tag no chat
+    carries any more is deleted."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_tags")
+    name = models.CharField(max_length=50)
+    key = models.CharField(max_length=200)  # as Folder.key
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["key"]
+        constraints = [models.UniqueConstraint(fields=["owner", "key"], name="tag_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class Message(models.Model):

@@ -11,6 +11,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from .models import Attachment, Membership, Message, Thread, UserPreferences, Workspace
+from .organise import tag_key
 
 
 def _is_pk(value) -> bool:
@@ -65,22 +66,34 @@ def workspace_get_for_user(*, user, workspace) -> Workspace:
     return m.workspace
 
 
+NO_FOLDER = "none"  # thread_list_for_user(folder=NO_FOLDER): the chats in no folder
+
+
 def thread_list_for_user(
-    *, user, search: str = "", workspace=None, archived: bool | None = False
+    *, user, search: str = "", workspace=None, archived: bool | None = False, folder=None, tag: str = ""
 ) -> QuerySet[Thread]:
-    """The user's own threads in workspaces they still belong to: pinned first, then newest.
+    """The user's own threads in workspaces they still belong to: pinned first, then newest
+    (tags prefetched).
 
     ``search`` matches titles and message text (case-insensitive, every version of every
     message). ``archived``: False (default) hides archived threads, True lists only them,
-    None lists both. Temporary chats are never listed (nor found by a search).
+    None lists both. ``folder``: a Folder (the caller's own: ``chat.organise.folder_get_for_user``)
+    lists its chats, ``NO_FOLDER`` those in none. ``tag``: only chats carrying that tag of
+    theirs (any case). Temporary chats are never listed (nor found by a search).
     """
     qs = (Thread.objects.filter(owner=user, workspace__memberships__user=user, temporary=False)
-          .select_related("provider", "workspace"))
+          .select_related("provider", "workspace", "folder").prefetch_related("tags"))
     if workspace:
         key = "workspace_id" if _is_pk(workspace) else "workspace__slug"
         qs = qs.filter(**{key: workspace})
     if archived is not None:
         qs = qs.filter(archived=archived)
+    if folder == NO_FOLDER:
+        qs = qs.filter(folder__isnull=True)
+    elif folder is not None:
+        qs = qs.filter(folder=folder)
+    if tag:
+        qs = qs.filter(tags__owner=user, tags__key=tag_key(tag))
     if search:
         qs = qs.filter(Q(title__icontains=search) | Q(messages__content__icontains=search))
     return qs.distinct().order_by("-pinned", "-updated_at")

@@ -24,8 +24,10 @@ from chatplatform.errors import ServiceError
 from knowledge.selectors import knowledge_can_create
 
 from .models import UserPreferences
+from .organise import folder_list_for_user, tag_list_for_user, thread_tag_names
 from .selectors import (
     INSTRUCTIONS_MAX_CHARS,
+    NO_FOLDER,
     custom_instructions_for_user,
     thread_get_for_user,
     thread_list_for_user,
@@ -41,13 +43,26 @@ def _url_template(name: str) -> str:
     return reverse(name, args=[_ZERO]).replace(_ZERO, "ID")
 
 
+RAIL_THREADS = 100  # chats the page draws per list (the rail's script reads more on its next refresh)
+
+
 def _rail_context(request, *, search: str = "") -> dict:
     providers = list(provider_list())
     detailed = sees_error_details(user=request.user)  # a probe's upstream text: staff and admins only
     memberships = memberships_for_user(user=request.user)
+    # Folders first (an open one with its chats), then the chats in no folder; a search is
+    # one flat list whose rows name their folder.
+    folders = [] if search else list(folder_list_for_user(user=request.user))
+    for folder in folders:
+        folder.rail_threads = [] if folder.collapsed else \
+            list(thread_list_for_user(user=request.user, folder=folder)[:RAIL_THREADS])
     return {
         "url_templates": {"page": _url_template("chat:thread"), "knowledge_item": _url_template("knowledge:detail")},
-        "threads": thread_list_for_user(user=request.user, search=search)[:100],
+        "threads": thread_list_for_user(user=request.user, search=search,
+                                        folder=None if search else NO_FOLDER)[:RAIL_THREADS],
+        "folders": folders,
+        "tags": list(tag_list_for_user(user=request.user)),
+        "rail_workspaces": [{"slug": m.workspace.slug, "name": m.workspace.name} for m in memberships],
         "search": search,
         "memberships": memberships,
         "providers": [{"row": p, "status": provider_status_for_viewer(provider_health(p), detailed=detailed)}
@@ -118,6 +133,9 @@ def thread_page(request, thread_id):
         "attach": {**attachment_limits(), "accept": ",".join(accepted_suffixes())},
         "event_vocabulary": vocabulary(),
         "temporary_ttl": _duration(settings.CHAT_TEMPORARY_TTL_S),
+        # The ⚙ menu's folder and tags: the owner's own (an admin reading the chat sees neither).
+        "thread_tags": thread_tag_names(thread) if can_write else [],
+        "workspace_folders": [f for f in context["folders"] if f.workspace_id == thread.workspace_id],
         "instructions_in_effect": [label for label, text in (
             ("Workspace instructions", thread.workspace.instructions),
             ("your custom instructions", custom_instructions_for_user(user_id=thread.owner_id)),

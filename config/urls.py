@@ -10,6 +10,7 @@ from rest_framework.settings import api_settings
 from apikeys import api as apikeys_api
 from chat import views as chat_views
 from chat.api import attachments as attachments_api
+from chat.api import organise as organise_api
 from chat.api import views as chat_api
 from chat.api.providers import ModelChoicesApi, ProviderListApi, ProviderModelsApi
 from chat.api.tool_calls import ApprovalInboxApi, ToolCallDecisionApi, ToolCallListApi
@@ -39,6 +40,9 @@ api_v1 = [
     path("api-keys/<str:key_id>/", apikeys_api.ApiKeyDetailApi.as_view(), name="api-key-detail"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
     path("me/preferences/", chat_api.PreferencesApi.as_view(), name="preferences"),
+    path("folders/", organise_api.FolderListCreateApi.as_view(), name="folders"),
+    path("folders/<str:folder_id>/", organise_api.FolderDetailApi.as_view(), name="folder-detail"),
+    path("tags/", organise_api.TagListApi.as_view(), name="tags"),
     path("threads/", chat_api.ThreadListCreateApi.as_view(), name="threads"),
     path("threads/<str:thread_id>/", chat_api.ThreadDetailApi.as_view(), name="thread-detail"),
     path("threads/<str:thread_id>/duplicate/", chat_api.ThreadDuplicateApi.as_view(), name="thread-duplicate"),

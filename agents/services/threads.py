@@ -60,8 +60,11 @@ def thread_duplicate(*, thread: Thread, owner) -> Thread:
     its branch structure and selected branch (tool calls and tool results included, so the
     copy continues on any provider). Runs and the tool-call ledger are not copied: each
     copied tool call keeps a snapshot of its outcome (status, summary, arguments summary,
-    who decided), shown where the ledger would be."""
+    who decided), shown where the ledger would be. The owner's copy of their own chat stays
+    in its folder with its tags (``chat.organise``); anyone else's copy is in none."""
+    own = owner.pk == thread.owner_id
     copy = Thread.objects.create(
+        folder_id=thread.folder_id if own else None,
         workspace=thread.workspace,
         owner=owner,
         title=f"{thread.title or 'Chat'} (copy)"[:200],
@@ -87,6 +90,8 @@ def thread_duplicate(*, thread: Thread, owner) -> Thread:
         copies[m.pk].parent = copies.get(m.parent_id)
         copies[m.pk].selected_child = copies.get(m.selected_child_id)
     Message.objects.bulk_update(copies.values(), ["parent", "selected_child"])
+    if own:
+        copy.tags.set(thread.tags.all())
     attachments_copy(targets={m.pk: copies[m.pk] for m in originals if m.role == Message.Role.USER},
                      owner_id=owner.pk)
     leaf = copies.get(thread.leaf_id) or (copies[originals[-1].pk] if originals else None)

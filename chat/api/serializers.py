@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import uuid
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents.approvals.requests import approval_fields
 from agents.models import Provider, Run, ToolCall
 from agents.presentation import error_for_viewer, tool_call_presentation
-from chat.models import Attachment, Message, Thread, Workspace
+from chat.models import Attachment, Folder, Message, Thread, Workspace
+from chat.organise import thread_tag_names
 from chat.rendering import render_markdown
 
 
@@ -40,15 +43,31 @@ class ThreadSerializer(serializers.ModelSerializer):
     provider = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     leaf_id = serializers.UUIDField(read_only=True, allow_null=True,
                                     help_text="The last message of the selected branch.")
+    folder = serializers.SerializerMethodField(
+        help_text="The id of the owner's folder this chat is in, or null (null to anyone but its owner).")
+    tags = serializers.SerializerMethodField(
+        help_text="The owner's tags on this chat, by name ([] to anyone but its owner).")
 
     class Meta:
         model = Thread
         fields = [
             "id", "workspace", "title", "provider", "model", "grounded", "allow_model_save",
-            "include_private_in_ai", "ui_context", "prompt_tier", "pinned", "archived", "temporary", "leaf_id",
-            "created_at", "updated_at",
+            "include_private_in_ai", "ui_context", "prompt_tier", "pinned", "archived", "temporary", "folder",
+            "tags", "leaf_id", "created_at", "updated_at",
         ]
         read_only_fields = fields
+
+    def _owner_reads(self, obj) -> bool:
+        """Folders and tags are the owner's own: a workspace admin reading the chat
+        (``context["viewer"]``) does not see them."""
+        viewer = self.context.get("viewer")
+        return viewer is None or viewer.pk == obj.owner_id
+
+    def get_folder(self, obj) -> uuid.UUID | None:
+        return obj.folder_id if self._owner_reads(obj) else None
+
+    def get_tags(self, obj) -> list[str]:
+        return thread_tag_names(obj) if self._owner_reads(obj) else []
 
 
 class ThreadCreateSerializer(serializers.Serializer):
@@ -79,6 +98,44 @@ class ThreadUpdateSerializer(serializers.Serializer):
     ui_context = serializers.JSONField(required=False)
     pinned = serializers.BooleanField(required=False)
     archived = serializers.BooleanField(required=False)
+    folder = serializers.CharField(
+        required=False, allow_null=True, max_length=64,
+        help_text="One of your folders in the chat's workspace (its id), or null: no folder. Any id that is not "
+                  "yours: 400 invalid \"No such folder.\"; yours in another workspace: 400 folder_workspace_mismatch.")
+    tags = serializers.ListField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=1000), required=False,
+        max_length=100,
+        help_text="The chat's whole list of tags (replaces it; [] removes all): names trimmed, 1–50 characters, no "
+                  "comma, case-insensitive duplicates merged, at most 20.")
+
+
+class FolderSerializer(serializers.ModelSerializer):
+    """One of the caller's folders (``chat.organise``)."""
+
+    workspace = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    thread_count = serializers.IntegerField(
+        read_only=True, default=0, help_text="Its chats the list shows (not archived, never temporary).")
+
+    class Meta:
+        model = Folder
+        fields = ["id", "workspace", "name", "collapsed", "thread_count", "created_at"]
+        read_only_fields = fields
+
+
+class FolderCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(trim_whitespace=False, allow_blank=True, max_length=1000,
+                                 help_text="1–100 characters after trimming; unique (any case) in the workspace.")
+    workspace = serializers.CharField(required=False, help_text="Workspace slug or id; default: your first.")
+
+
+class FolderUpdateSerializer(serializers.Serializer):
+    name = serializers.CharField(required=False, trim_whitespace=False, allow_blank=True, max_length=1000)
+    collapsed = StrictBooleanField(required=False, help_text="The rail shows only the folder's name.")
+
+
+class TagSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    thread_count = serializers.IntegerField(help_text="Your listed chats carrying it (not archived).")
 
 
 def passages_for(messages, thread) -> dict:

@@ -30,7 +30,9 @@ from agents.services import (
 from agents.temporary_chats import temporary_chats_close
 from chat.export import thread_export_json, thread_export_markdown
 from chat.models import Thread, UserPreferences
+from chat.organise import folder_get_for_user, thread_organise, thread_organise_check
 from chat.selectors import (
+    NO_FOLDER,
     attachments_for_messages,
     custom_instructions_for_user,
     memberships_for_user,
@@ -86,6 +88,9 @@ class ThreadListCreateApi(generics.ListAPIView):
         OpenApiParameter("search", str, description="Match titles and message text."),
         OpenApiParameter("workspace", str, description="Workspace slug or id."),
         OpenApiParameter("archived", str, description="true: only archived chats; all: both; default: not archived."),
+        OpenApiParameter("folder", str, description="One of your folders' id: its chats; none: the chats in no "
+                                                    "folder. Any other id: 404."),
+        OpenApiParameter("tag", str, description="Only chats with this tag of yours (any case)."),
     ])
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
@@ -93,8 +98,12 @@ class ThreadListCreateApi(generics.ListAPIView):
     def get_queryset(self):
         params = self.request.query_params
         archived = {"true": True, "1": True, "all": None}.get(params.get("archived", "").lower(), False)
+        folder = params.get("folder") or None
+        if folder is not None and folder != NO_FOLDER:
+            folder = folder_get_for_user(user=self.request.user, folder_id=folder)
         return thread_list_for_user(user=self.request.user, search=params.get("search", "").strip(),
-                                    workspace=params.get("workspace") or None, archived=archived)
+                                    workspace=params.get("workspace") or None, archived=archived,
+                                    folder=folder, tag=params.get("tag", ""))
 
     @extend_schema(request=ThreadCreateSerializer, responses={201: ThreadSerializer})
     def post(self, request):
@@ -116,14 +125,18 @@ class ThreadListCreateApi(generics.ListAPIView):
 class ThreadDetailApi(APIView):
     @extend_schema(responses=ThreadSerializer)
     def get(self, request, thread_id):
-        return Response(ThreadSerializer(thread_get_for_user(user=request.user, thread_id=thread_id)).data)
+        thread = thread_get_for_user(user=request.user, thread_id=thread_id)
+        return Response(ThreadSerializer(thread, context={"viewer": request.user}).data)
 
     @extend_schema(request=ThreadUpdateSerializer, responses=ThreadSerializer)
     def patch(self, request, thread_id):
         thread = thread_get_for_user(user=request.user, thread_id=thread_id, write=True)
         data = ThreadUpdateSerializer(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
-        changes = data.validated_data
+        changes = dict(data.validated_data)
+        # Folder and tags are checked before anything is written: the PATCH saves all or nothing.
+        organise = {k: changes.pop(k) for k in ("folder", "tags") if k in changes}
+        organising = thread_organise_check(thread=thread, user=request.user, **organise)
         if "model" in changes or "provider" in changes:
             # A model the caller's role may not use is refused now, not at every later send.
             candidate = copy.copy(thread)
@@ -131,7 +144,9 @@ class ThreadDetailApi(APIView):
                 if field in changes:
                     setattr(candidate, field, changes[field])
             model_check(thread=candidate, user=request.user)
-        thread = thread_update(thread=thread, user=request.user, **changes)
+        if changes or not organise:  # organising alone is not activity (updated_at stays)
+            thread = thread_update(thread=thread, user=request.user, **changes)
+        thread_organise(thread=thread, user=request.user, change=organising)
         return Response(ThreadSerializer(thread).data)
 
     @extend_schema(responses={204: None})
@@ -210,7 +225,7 @@ class ThreadExportApi(APIView):
             response = HttpResponse(thread_export_markdown(thread=thread), content_type="text/markdown; charset=utf-8")
             response["Content-Disposition"] = f'attachment; filename="{name}.md"'
         else:
-            response = JsonResponse(thread_export_json(thread=thread), json_dumps_params={"ensure_ascii": False})
+            response = JsonResponse(thread_export_json(thread=thread, viewer=request.user), json_dumps_params={"ensure_ascii": False})
             response["Content-Disposition"] = f'attachment; filename="{name}.json"'
         return response
 

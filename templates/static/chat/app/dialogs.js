@@ -3,6 +3,7 @@
 // page behind is inert; each is labelled (aria-labelledby) and described (aria-describedby) for
 // screen readers, and focus goes back to what had it. Each returns a Promise:
 //   askText({title, label, value, confirmLabel})  → the text, or null when cancelled
+//   askChoice({title, label, options: [{value, label}], value, confirmLabel}) → the chosen value, or null
 //   confirmDialog({title, message, confirmLabel, danger}) → true / false
 //   showError({title, message})                   → undefined once closed
 import { el } from "./dom.js";
@@ -69,6 +70,30 @@ export async function askText({title, label, value = "", confirmLabel = "Save", 
     initial: "input",
   });
   return choice === "ok" ? input.value : null;
+}
+
+export async function askChoice({title, label, options, value = "", confirmLabel = "OK"}) {
+  let select = null;
+  const {value: choice} = await open({
+    title,
+    body: (id) => {
+      const lab = el("label", "dialog-field", label);
+      select = el("select");
+      select.name = "choice";
+      select.id = id + "-choice";
+      for (const o of options) {
+        const option = el("option", "", o.label);
+        option.value = o.value;
+        select.appendChild(option);
+      }
+      select.value = value;
+      lab.htmlFor = select.id;
+      return [lab, select];
+    },
+    actions: [{label: "Cancel", value: "cancel", cls: "secondary"}, {label: confirmLabel, value: "ok"}],
+    initial: "select",
+  });
+  return choice === "ok" ? select.value : null;
 }
 
 export async function confirmDialog({title, message, confirmLabel = "OK", danger = false}) {
