@@ -6,6 +6,15 @@
 import { api, urlFor } from "./api.js";
 import { el, button, naturalTime } from "./dom.js";
 import { askText, confirmDialog, showError } from "./dialogs.js";
+import { gettext, interpolate } from "./i18n.js";
+
+// The error dialog's title when a menu action fails.
+const FAILED = {
+  rename: gettext("Could not rename the chat"), pin: gettext("Could not pin or unpin the chat"),
+  archive: gettext("Could not archive or unarchive the chat"), "export-markdown": gettext("Could not export the chat"),
+  "export-json": gettext("Could not export the chat"), duplicate: gettext("Could not duplicate the chat"),
+  delete: gettext("Could not delete the chat"),
+};
 
 const nav = document.getElementById("thread-list");
 if (nav) start(nav);
@@ -40,10 +49,12 @@ function start(nav) {
     row.dataset.archived = t.archived ? "1" : "0";
     const a = el("a");
     a.href = urlFor(u.urlPage, t.id);
-    const title = el("span", "t-title", t.title || "New chat");
+    const title = el("span", "t-title", t.title || gettext("New chat"));
     title.dir = "auto";
     a.appendChild(title);
-    a.appendChild(el("span", "t-meta", (t.pinned ? "pinned · " : "") + (t.provider || "no provider") + " · " + naturalTime(t.updated_at)));
+    const meta = [t.provider || gettext("no provider"), naturalTime(t.updated_at)];
+    if (t.pinned) meta.unshift(gettext("pinned"));
+    a.appendChild(el("span", "t-meta", meta.join(" · ")));
     row.appendChild(a);
     row.appendChild(menuToggle());
     row.appendChild(menu(t));
@@ -51,7 +62,7 @@ function start(nav) {
   }
 
   function menuToggle() {
-    const b = button("⋯", "menu-toggle link", null, "Chat actions");
+    const b = button("⋯", "menu-toggle link", null, gettext("Chat actions"));
     b.tabIndex = -1;  // one Tab stop per chat (its link); → opens this menu from the keyboard
     b.setAttribute("aria-haspopup", "true");
     b.setAttribute("aria-expanded", "false");
@@ -68,13 +79,13 @@ function start(nav) {
       b.setAttribute("role", "menuitem");
       m.appendChild(b);
     };
-    add("Rename", "rename");
-    add(t.pinned ? "Unpin" : "Pin", "pin");
-    add(t.archived ? "Unarchive" : "Archive", "archive");
-    add("Export as Markdown", "export-markdown");
-    add("Export as JSON", "export-json");
-    add("Duplicate", "duplicate");
-    add("Delete", "delete", "danger");
+    add(gettext("Rename"), "rename");
+    add(t.pinned ? gettext("Unpin") : gettext("Pin"), "pin");
+    add(t.archived ? gettext("Unarchive") : gettext("Archive"), "archive");
+    add(gettext("Export as Markdown"), "export-markdown");
+    add(gettext("Export as JSON"), "export-json");
+    add(gettext("Duplicate"), "duplicate");
+    add(gettext("Delete"), "delete", "danger");
     return m;
   }
 
@@ -142,10 +153,10 @@ function start(nav) {
     row.querySelector("a").focus();  // the dialogs give focus back to the chat, not to a hidden menu
     try {
       if (action === "rename") {
-        const title = await askText({title: "Rename chat", label: "Name", value: name, confirmLabel: "Rename"});
+        const title = await askText({title: gettext("Rename chat"), label: gettext("Name"), value: name, confirmLabel: gettext("Rename")});
         if (title === null) return;
         const t = await api("PATCH", urlFor(u.urlThread, id), {title});
-        setTitle(id, t.title || "New chat");
+        setTitle(id, t.title || gettext("New chat"));
       } else if (action === "pin" || action === "archive") {
         const field = action === "pin" ? "pinned" : "archived";
         await api("PATCH", urlFor(u.urlThread, id), {[field]: row.dataset[field] !== "1"});
@@ -161,13 +172,14 @@ function start(nav) {
         const t = await api("POST", urlFor(u.urlDuplicate, id));
         location.href = urlFor(u.urlPage, t.id);
       } else if (action === "delete") {
-        if (!await confirmDialog({title: "Delete chat?", message: "Delete “" + name + "” and all its messages? This cannot be undone.",
-                                  confirmLabel: "Delete", danger: true})) return;
+        if (!await confirmDialog({title: gettext("Delete chat?"),
+                                  message: interpolate(gettext("Delete “%(name)s” and all its messages? This cannot be undone."), {name}, true),
+                                  confirmLabel: gettext("Delete"), danger: true})) return;
         await api("DELETE", urlFor(u.urlThread, id));
         if (id === currentId) location.href = u.urlIndex; else row.remove();
       }
     } catch (err) {
-      await showError({title: "Could not " + action.replace("-", " ") + " the chat", message: err.message});
+      await showError({title: FAILED[action] || gettext("Something went wrong"), message: err.message});
     }
   }
 
@@ -183,7 +195,8 @@ function start(nav) {
     nav.replaceChildren(...data.results.map(item));
     if (emptyNote) {
       emptyNote.hidden = data.results.length > 0;
-      emptyNote.textContent = q ? "No chats match “" + q + "”." : (archivedBox && archivedBox.checked ? "No archived chats." : "No chats yet.");
+      if (q) emptyNote.textContent = interpolate(gettext("No chats match “%(query)s”."), {query: q}, true);
+      else emptyNote.textContent = archivedBox && archivedBox.checked ? gettext("No archived chats.") : gettext("No chats yet.");
     }
   }
 
