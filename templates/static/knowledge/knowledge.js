@@ -4,6 +4,7 @@
 // item it shows changed. Chat tabs of the same browser also forward the event they receive
 // over their thread websocket (BroadcastChannel "chatplatform-knowledge"). An ES module.
 import { confirmDialog } from "../chat/app/dialogs.js";
+import { gettext, interpolate } from "../chat/app/i18n.js";
 
 const live = document.getElementById("kb-live");
 const results = document.getElementById("kb-results");
@@ -18,8 +19,8 @@ function refreshList() {
   pending = setTimeout(() => {  // a burst of changes (an import) → one refresh
     fetch(results.dataset.partialUrl, {credentials: "same-origin"})
       .then((r) => { if (!r.ok) throw new Error("HTTP " + r.status); return r.text(); })
-      .then((html) => { results.innerHTML = html; status("updated just now", "ok"); })
-      .catch((e) => status("could not refresh: " + e.message, "bad"));
+      .then((html) => { results.innerHTML = html; status(gettext("updated just now"), "ok"); })
+      .catch((e) => status(interpolate(gettext("could not refresh: %(error)s"), {error: e.message}, true), "bad"));
   }, 300);
 }
 
@@ -30,10 +31,10 @@ function onChanged(event) {
     const note = document.createElement("div");
     note.className = "kb-notice";
     note.id = "kb-changed";
-    note.textContent = "This item was changed. ";
+    note.textContent = gettext("This item was changed.") + " ";
     const a = document.createElement("a");
     a.href = location.pathname;
-    a.textContent = "Reload";
+    a.textContent = gettext("Reload");
     note.appendChild(a);
     detail.insertBefore(note, detail.firstChild.nextSibling);
   }
@@ -41,8 +42,8 @@ function onChanged(event) {
 
 if (window.EventSource) {
   const source = new EventSource("/knowledge/events/");
-  source.addEventListener("open", () => status("live", "ok"));
-  source.addEventListener("error", () => status("reconnecting…", "warn"));
+  source.addEventListener("open", () => status(gettext("live"), "ok"));
+  source.addEventListener("error", () => status(gettext("reconnecting…"), "warn"));
   source.addEventListener("knowledge.changed", (m) => {
     try { onChanged(JSON.parse(m.data)); } catch (e) { console.error(e); }
   });
@@ -59,7 +60,7 @@ if (window.BroadcastChannel) {
 for (const form of document.querySelectorAll("form[data-confirm]")) {
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
-    if (await confirmDialog({title: form.dataset.confirmTitle || "Are you sure?", message: form.dataset.confirm,
-                             confirmLabel: form.dataset.confirmLabel || "OK", danger: true})) form.submit();
+    if (await confirmDialog({title: form.dataset.confirmTitle || gettext("Are you sure?"), message: form.dataset.confirm,
+                             confirmLabel: form.dataset.confirmLabel || gettext("OK"), danger: true})) form.submit();
   });
 }

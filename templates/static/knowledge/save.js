@@ -4,7 +4,15 @@
 // the server saves the stored message text. On failure the form stays filled and says why;
 // drafts survive the message list being redrawn. An ES module; its stylesheet (save.css,
 // beside it) is added when it loads.
+import { gettext, interpolate, pgettext } from "../chat/app/i18n.js";
+
 const TYPES = ["note", "fact", "decision", "howto", "reference", "snippet"];
+// The types' names as the knowledge pages say them (knowledge.models.ItemType's labels).
+const TYPE_LABEL = {
+  note: pgettext("knowledge item type", "note"), fact: pgettext("knowledge item type", "fact"),
+  decision: pgettext("knowledge item type", "decision"), howto: pgettext("knowledge item type", "how-to"),
+  reference: pgettext("knowledge item type", "reference"), snippet: pgettext("knowledge item type", "snippet"),
+};
 
 const box = document.getElementById("messages");
 if (box) start(box);
@@ -34,15 +42,15 @@ function start(box) {
     const slot = button.parentNode;
     if (slot.querySelector("form")) return;
     const draft = drafts[id] || {type: "note", title: "", tags: ""};
-    const form = node("form", {"class": "kb-save-form", "aria-label": "Save to knowledge"});
-    const type = node("select", {name: "type", "aria-label": "Type"});
-    for (const t of TYPES) { const o = node("option", {value: t}, t); if (t === draft.type) o.selected = true; type.appendChild(o); }
-    const title = node("input", {name: "title", placeholder: "Title (optional)", maxlength: "300", "aria-label": "Title"});
+    const form = node("form", {"class": "kb-save-form", "aria-label": gettext("Save to knowledge")});
+    const type = node("select", {name: "type", "aria-label": gettext("Type")});
+    for (const t of TYPES) { const o = node("option", {value: t}, TYPE_LABEL[t] || t); if (t === draft.type) o.selected = true; type.appendChild(o); }
+    const title = node("input", {name: "title", placeholder: gettext("Title (optional)"), maxlength: "300", "aria-label": gettext("Title")});
     title.value = draft.title;
-    const tags = node("input", {name: "tags", placeholder: "tags, comma-separated", "aria-label": "Tags"});
+    const tags = node("input", {name: "tags", placeholder: gettext("tags, comma-separated"), "aria-label": gettext("Tags")});
     tags.value = draft.tags;
-    const save = node("button", {type: "submit"}, "Save");
-    const cancel = node("button", {type: "button", "class": "link"}, "Cancel");
+    const save = node("button", {type: "submit"}, gettext("Save"));
+    const cancel = node("button", {type: "button", "class": "link"}, gettext("Cancel"));
     const status = node("span", {"class": "kb-save-status", role: "status"});
     form.append(type, title, tags, save, cancel, status);
     button.hidden = true;
@@ -57,7 +65,7 @@ function start(box) {
       remember();
       save.disabled = true;
       status.className = "kb-save-status";
-      status.textContent = "saving…";
+      status.textContent = gettext("saving…");
       const body = {type: type.value, title: title.value.trim(),
                     tags: tags.value.split(",").map((t) => t.trim()).filter(Boolean)};
       fetch("/api/v1/messages/" + encodeURIComponent(id) + "/save-to-knowledge/", {
@@ -69,13 +77,13 @@ function start(box) {
           if (!res.ok) throw new Error((res.data.error && res.data.error.message) || ("HTTP " + res.status));
           delete drafts[id];
           form.remove();
-          const done = node("span", {"class": "kb-saved"}, "Saved to knowledge: ");
+          const done = node("span", {"class": "kb-saved"}, gettext("Saved to knowledge:") + " ");
           done.appendChild(node("a", {href: "/knowledge/" + res.data.id + "/"}, res.data.title));
           slot.appendChild(done);
         }).catch((err) => {
           save.disabled = false;  // the form keeps what was typed
           status.className = "kb-save-status error";
-          status.textContent = "Not saved: " + err.message;
+          status.textContent = interpolate(gettext("Not saved: %(error)s"), {error: err.message}, true);
         });
     });
   }

@@ -5,12 +5,17 @@
 // a link to the new item, or the reason it failed (unsupported type, too large, unreadable,
 // password-protected PDF). A failed file leaves nothing behind on the server. The list
 // itself refreshes through the live feed (knowledge.js). An ES module.
+import { formatList, formatNumber, formatUnit, gettext, interpolate } from "../chat/app/i18n.js";
+
 const PARALLEL = 3, POLL_MS = 400;
+// What a finished upload did to its item (the server's upload status).
+const OUTCOME = {created: gettext("created"), updated: gettext("updated"), unchanged: gettext("unchanged")};
 
 const root = document.getElementById("kb-upload");
 if (root) start(root);
 
-function mb(n) { return (n / (1024 * 1024)).toFixed(n < 10485760 ? 1 : 0) + " MB"; }
+function mb(n) { return formatUnit(n / (1024 * 1024), "megabyte", {maximumFractionDigits: n < 10485760 ? 1 : 0}); }
+function percent(n) { return formatNumber(n / 100, {style: "percent"}); }
 function suffix(name) { const i = name.lastIndexOf("."); return i > 0 ? name.slice(i).toLowerCase() : ""; }
 
 function start(root) {
@@ -35,7 +40,7 @@ function start(root) {
     li.className = "kb-upload-file";
     const name = document.createElement("span"); name.className = "name"; name.textContent = file.name; name.title = file.name;
     const bar = document.createElement("progress"); bar.max = 100; bar.value = 0;
-    const state = document.createElement("span"); state.className = "state"; state.textContent = "waiting";
+    const state = document.createElement("span"); state.className = "state"; state.textContent = gettext("waiting");
     li.append(name, bar, state);
     list.insertBefore(li, list.firstChild);
     return {li, bar, state};
@@ -45,12 +50,12 @@ function start(root) {
     r.state.textContent = message;
   }
   function done(r, upload) {
-    if (upload.status === "failed") { fail(r, upload.error || "could not be imported"); return; }
+    if (upload.status === "failed") { fail(r, upload.error || gettext("could not be imported")); return; }
     r.li.classList.add("done"); r.bar.value = 100;
     r.state.textContent = "";
     const a = document.createElement("a");
     a.href = "/knowledge/" + upload.item_id + "/";
-    a.textContent = upload.status === "unchanged" ? "unchanged" : upload.status;  // created / updated
+    a.textContent = OUTCOME[upload.status] || upload.status;
     r.state.appendChild(a);
   }
   function poll(r, id) {
@@ -70,22 +75,22 @@ function start(root) {
     xhr.open("POST", root.dataset.url);
     xhr.setRequestHeader("X-CSRFToken", csrf());
     xhr.upload.onprogress = (e) => {
-      if (e.lengthComputable) { r.bar.value = Math.round(e.loaded * 100 / e.total); r.state.textContent = "uploading " + r.bar.value + " %"; }
+      if (e.lengthComputable) { r.bar.value = Math.round(e.loaded * 100 / e.total); r.state.textContent = interpolate(gettext("uploading %(percent)s"), {percent: percent(r.bar.value)}, true); }
     };
     xhr.onload = () => {
       let body = null;
       try { body = JSON.parse(xhr.responseText); } catch (e) { body = null; }
       if (xhr.status === 202 && body) {
         r.bar.removeAttribute("value");  // indeterminate while the server imports
-        r.state.textContent = "importing…";
+        r.state.textContent = gettext("importing…");
         poll(r, body.id);
       } else {
-        fail(r, (body && body.error && body.error.message) || ("upload failed (HTTP " + xhr.status + ")"));
+        fail(r, (body && body.error && body.error.message) || interpolate(gettext("upload failed (HTTP %(status)s)"), {status: xhr.status}, true));
       }
       next();
     };
-    xhr.onerror = () => { fail(r, "upload failed: the connection broke"); next(); };
-    r.state.textContent = "uploading 0 %";
+    xhr.onerror = () => { fail(r, gettext("upload failed: the connection broke")); next(); };
+    r.state.textContent = interpolate(gettext("uploading %(percent)s"), {percent: percent(0)}, true);
     xhr.send(form);
   }
   function next() {
@@ -99,9 +104,17 @@ function start(root) {
     for (const file of files) {
       const r = row(file);
       // The server checks the same; checking here spares a useless upload.
-      if (suffixes.indexOf(suffix(file.name)) === -1) { fail(r, "unsupported file type " + (suffix(file.name) || "(none)") + " (use " + suffixes.join(", ") + ")"); continue; }
-      if (file.size > maxBytes) { fail(r, "larger than the " + mb(maxBytes) + " limit (" + mb(file.size) + ")"); continue; }
-      if (file.size === 0) { fail(r, "the file is empty"); continue; }
+      const type = suffix(file.name), allowed = formatList(suffixes, "disjunction");
+      if (suffixes.indexOf(type) === -1) {
+        fail(r, type ? interpolate(gettext("unsupported file type %(suffix)s (use %(allowed)s)"), {suffix: type, allowed}, true)
+          : interpolate(gettext("a file name without a type (use %(allowed)s)"), {allowed}, true));
+        continue;
+      }
+      if (file.size > maxBytes) {
+        fail(r, interpolate(gettext("larger than the %(limit)s limit (%(size)s)"), {limit: mb(maxBytes), size: mb(file.size)}, true));
+        continue;
+      }
+      if (file.size === 0) { fail(r, gettext("the file is empty")); continue; }
       queue.push({file, row: r});
     }
     pump();

@@ -3,6 +3,8 @@
 // (budget.warning events; /usage/budgets/<thread>/ on load) or its hard limit stops replies.
 // Listens to the page's chat:messages (thread.js) and chat:event (main.js) events on
 // #messages; loaded before main.js, so it hears the first ones. An ES module.
+import { formatNumber, gettext, interpolate, ngettext, pageLanguage } from "../chat/app/i18n.js";
+
 const box = document.getElementById("messages");
 if (box) start(box);
 
@@ -17,15 +19,30 @@ function add(sum, u) {
   sum.reported = sum.reported || u.input_tokens !== null || u.output_tokens !== null;
 }
 
+// "120 input + 45 output tokens (30 cached) · 0.000210 USD": one line per turn and thread.
 function describe(sum) {
-  if (!sum.reported) return "The provider reported no token usage.";
-  let text = (sum.input_tokens || 0) + " input + " + (sum.output_tokens || 0) + " output tokens";
-  const extra = [];
-  if (sum.cached_tokens) extra.push(sum.cached_tokens + " cached");
-  if (sum.reasoning_tokens) extra.push(sum.reasoning_tokens + " reasoning");
-  if (extra.length) text += " (" + extra.join(", ") + ")";
-  text += sum.currency ? " · " + sum.cost.toFixed(6) + " " + sum.currency : " · no price set";
-  return text;
+  if (!sum.reported) return gettext("The provider reported no token usage.");
+  const n = (k) => formatNumber(sum[k] || 0);
+  let text = interpolate(gettext("%(input)s input + %(output)s output tokens"), {input: n("input_tokens"), output: n("output_tokens")}, true);
+  const cached = sum.cached_tokens, reasoning = sum.reasoning_tokens;
+  if (cached && reasoning) {
+    text = interpolate(gettext("%(usage)s (%(cached)s cached, %(reasoning)s reasoning)"),
+                       {usage: text, cached: n("cached_tokens"), reasoning: n("reasoning_tokens")}, true);
+  } else if (cached) {
+    text = interpolate(gettext("%(usage)s (%(cached)s cached)"), {usage: text, cached: n("cached_tokens")}, true);
+  } else if (reasoning) {
+    text = interpolate(gettext("%(usage)s (%(reasoning)s reasoning)"), {usage: text, reasoning: n("reasoning_tokens")}, true);
+  }
+  return text + " · " + (sum.currency ? price(sum.cost, sum.currency, 6) : gettext("no price set"));
+}
+
+// An amount in its currency with ``digits`` decimals: "0.000210 USD" / "0,000210 USD".
+function price(cost, currency, digits) {
+  return formatNumber(cost, {minimumFractionDigits: digits, maximumFractionDigits: digits}) + " " + currency;
+}
+
+function tokensText(count) {
+  return interpolate(ngettext("%(count)s token", "%(count)s tokens", count), {count: formatNumber(count)}, true);
 }
 
 function start(box) {
@@ -47,8 +64,8 @@ function start(box) {
     }
     if (total) {
       const tokens = (thread.input_tokens || 0) + (thread.output_tokens || 0);
-      total.textContent = tokens ? tokens + " tokens" + (thread.currency ? " · " + thread.cost.toFixed(4) + " " + thread.currency : "") : "";
-      total.title = tokens ? "This chat so far: " + describe(thread) : "";
+      total.textContent = tokens ? tokensText(tokens) + (thread.currency ? " · " + price(thread.cost, thread.currency, 4) : "") : "";
+      total.title = tokens ? interpolate(gettext("This chat so far: %(usage)s"), {usage: describe(thread)}, true) : "";
     }
   });
 
@@ -59,9 +76,9 @@ function start(box) {
   function show(b) {
     if (!banner) return;
     const exceeded = b.state === "exceeded";
-    banner.textContent = (exceeded ? "Budget used up: " : "Budget warning: ") + amount(b.spent, b) + " of " +
-      amount(exceeded || !b.soft_limit ? b.hard_limit : b.soft_limit, b) + " this " + b.period +
-      (exceeded ? " — replies resume at " : " — resets at ") + utcText(b.resets_at) + ".";
+    const values = {spent: amount(b.spent, b), limit: amount(exceeded || !b.soft_limit ? b.hard_limit : b.soft_limit, b),
+                    time: utcText(b.resets_at)};
+    banner.textContent = interpolate(bannerText(exceeded, b.period), values, true);
     banner.className = "budget-banner" + (exceeded ? " exceeded" : "");
     banner.hidden = false;
     clearTimeout(hideAt);
@@ -98,17 +115,30 @@ function start(box) {
   refresh();
 }
 
-const tokenCount = new Intl.NumberFormat("en-US", {maximumFractionDigits: 0});
-const money = new Intl.NumberFormat("en-US", {maximumFractionDigits: 4});
+// The banner's sentence for a budget's state and period (usage.models.Period: day, month).
+function bannerText(exceeded, period) {
+  if (period === "day") {
+    return exceeded ? gettext("Budget used up: %(spent)s of %(limit)s today — replies resume at %(time)s.")
+      : gettext("Budget warning: %(spent)s of %(limit)s today — resets at %(time)s.");
+  }
+  return exceeded ? gettext("Budget used up: %(spent)s of %(limit)s this month — replies resume at %(time)s.")
+    : gettext("Budget warning: %(spent)s of %(limit)s this month — resets at %(time)s.");
+}
 
-// "200,000 tokens" / "12.5 USD" from the API's decimal strings ("200000.000000").
+const tokenCount = new Intl.NumberFormat(pageLanguage(), {maximumFractionDigits: 0});
+const money = new Intl.NumberFormat(pageLanguage(), {maximumFractionDigits: 4});
+
+// "200,000 tokens" / "12.5 USD" from the API's decimal strings ("200000.000000"), in the
+// page's language ("200.000 Tokens").
 export function amount(value, b) {
   const n = parseFloat(value);
   if (!Number.isFinite(n)) return "?";
-  return b.metric === "cost" ? money.format(n) + " " + b.currency : tokenCount.format(n) + " tokens";
+  if (b.metric === "cost") return money.format(n) + " " + b.currency;
+  return interpolate(ngettext("%(count)s token", "%(count)s tokens", n), {count: tokenCount.format(n)}, true);
 }
 
-// The server's format for a reset time (usage/services.py): "2027-01-01 00:00 UTC".
+// The server's format for a reset time (usage/services.py): "2027-01-01 00:00 UTC" — the
+// same in every language (ISO digits), as the server's refusal says it.
 export function utcText(iso) {
   const t = Date.parse(iso);
   return Number.isNaN(t) ? "?" : new Date(t).toISOString().slice(0, 16).replace("T", " ") + " UTC";

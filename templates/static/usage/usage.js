@@ -2,6 +2,7 @@
 // sets globalThis.Chart when imported), from the JSON the page embeds (#usage-data; built by
 // usage/selectors.py). An ES module.
 import "../vendor/chartjs/chart.umd.min.js";
+import { pageLanguage } from "../chat/app/i18n.js";
 
 const PALETTE = ["#2563eb", "#16a34a", "#d97706", "#dc2626", "#7c3aed", "#0891b2", "#db2777", "#65a30d"];
 
@@ -23,6 +24,7 @@ function chart(data, id, key) {
     },
     options: {
       animation: false,
+      locale: pageLanguage(),  // the axes' numbers in the page's language
       responsive: true,
       scales: {x: {stacked: true}, y: {stacked: true, beginAtZero: true}},
       plugins: {legend: {position: "bottom"}},

@@ -5,6 +5,7 @@ import { api, urlFor } from "./api.js";
 import { confirmDialog } from "./dialogs.js";
 import { button, el, timeElement } from "./dom.js";
 import { copyText } from "./markdown.js";
+import { gettext, interpolate, pageLanguage } from "./i18n.js";
 
 const section = document.getElementById("api-keys");
 if (section) {
@@ -31,15 +32,16 @@ if (section) {
     const tr = el("tr");
     tr.dataset.keyId = key.id;
     if (key.expired) tr.className = "expired";
-    const expires = key.expires_at ? timeElement(key.expires_at) : "never";
-    if (key.expires_at) expires.textContent = new Date(Date.parse(key.expires_at)).toLocaleDateString();
+    const expires = key.expires_at ? timeElement(key.expires_at) : gettext("never");
+    if (key.expires_at) expires.textContent = new Date(Date.parse(key.expires_at)).toLocaleDateString(pageLanguage());
     tr.append(
-      cell(key.name, "Name"),
-      cell(el("code", null, key.prefix + "…"), "Key"),
-      cell(timeElement(key.created_at), "Created"),
-      cell(key.expired ? el("span", "error", "expired") : expires, "Expires"),
-      cell(key.last_used_at ? timeElement(key.last_used_at) : "never", "Last used"),
-      cell(button("Revoke", "deny revoke", () => revoke(key, tr), "Revoke " + key.name)),
+      cell(key.name, gettext("Name")),
+      cell(el("code", null, key.prefix + "…"), gettext("Key")),
+      cell(timeElement(key.created_at), gettext("Created")),
+      cell(key.expired ? el("span", "error", gettext("expired")) : expires, gettext("Expires")),
+      cell(key.last_used_at ? timeElement(key.last_used_at) : gettext("never"), gettext("Last used")),
+      cell(button(gettext("Revoke"), "deny revoke", () => revoke(key, tr),
+                  interpolate(gettext("Revoke %(name)s"), {name: key.name}, true))),
     );
     return tr;
   }
@@ -54,14 +56,15 @@ if (section) {
     try {
       paint(await api("GET", section.dataset.urlList));
     } catch (e) {
-      showError("Could not load your keys: " + e.message);
+      showError(interpolate(gettext("Could not load your keys: %(error)s"), {error: e.message}, true));
     }
   }
 
   async function revoke(key, tr) {
     const ok = await confirmDialog({
-      title: "Revoke this key?", confirmLabel: "Revoke", danger: true,
-      message: `“${key.name}” (${key.prefix}…) stops working at once, also for programs connected with it now.`,
+      title: gettext("Revoke this key?"), confirmLabel: gettext("Revoke"), danger: true,
+      message: interpolate(gettext("“%(name)s” (%(prefix)s…) stops working at once, also for programs connected with it now."),
+                           {name: key.name, prefix: key.prefix}, true),
     });
     if (!ok) return;
     try {
@@ -69,7 +72,7 @@ if (section) {
       tr.remove();
       await load();
     } catch (e) {
-      showError("Not revoked: " + e.message);
+      showError(interpolate(gettext("Not revoked: %(error)s"), {error: e.message}, true));
     }
   }
 
@@ -83,7 +86,7 @@ if (section) {
     try {
       const created = await api("POST", section.dataset.urlList, payload);
       secretValue.textContent = created.key;
-      copy.textContent = "Copy";
+      copy.textContent = gettext("Copy");
       secretBox.hidden = false;
       form.reset();
       copy.focus();
@@ -97,8 +100,8 @@ if (section) {
 
   copy.addEventListener("click", () => {
     copyText(secretValue.textContent).then(
-      () => { copy.textContent = "Copied"; },
-      () => { copy.textContent = "Copy failed: select the key and copy it"; });
+      () => { copy.textContent = gettext("Copied"); },
+      () => { copy.textContent = gettext("Copy failed: select the key and copy it"); });
   });
 
   document.getElementById("api-key-done").addEventListener("click", () => {

@@ -1,5 +1,7 @@
 // JSON calls with the session cookie + CSRF. Errors reject with an Error carrying the
 // server's {"error": {code, message}} (err.code, err.status).
+import { gettext } from "./i18n.js";
+
 export function csrf() {
   const m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
   return m ? decodeURIComponent(m[1]) : "";
@@ -14,7 +16,7 @@ export async function api(method, url, body) {
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch (e) {
-    const err = new Error("the server cannot be reached");
+    const err = new Error(gettext("the server cannot be reached"));
     err.code = "network";
     throw err;
   }

@@ -3,6 +3,7 @@
 // the count is re-read from GET /api/v1/approvals/ and the page hears "approvals:changed"
 // (the inbox page re-renders from it, and asks for a fresh read through ``inbox.refresh``).
 import { api } from "./api.js";
+import { formatNumber, interpolate, ngettext } from "./i18n.js";
 
 const BADGE = "[data-approvals-count]";
 const INBOX_URL = "/api/v1/approvals/";
@@ -13,7 +14,8 @@ function paint() {
   for (const badge of document.querySelectorAll(BADGE)) {
     badge.textContent = String(items.length);
     badge.hidden = items.length === 0;
-    badge.title = items.length === 1 ? "1 approval waits for you" : items.length + " approvals wait for you";
+    badge.title = interpolate(ngettext("%(count)s approval waits for you", "%(count)s approvals wait for you", items.length),
+                              {count: formatNumber(items.length)}, true);
   }
 }
 

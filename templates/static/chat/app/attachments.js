@@ -11,23 +11,25 @@
 // composer, held again, with the server's reason on the refused one's chip: nothing is lost.
 import { csrf, urlFor } from "./api.js";
 import { el, button } from "./dom.js";
+import { formatList, formatNumber, formatUnit, gettext, interpolate, ngettext } from "./i18n.js";
 
+// 2.5 MB, 12 kB, 300 bytes in the page's language.
 export function fileSize(n) {
-  if (n >= 1024 * 1024) return (n / (1024 * 1024)).toFixed(1).replace(/\.0$/, "") + " MB";
-  return n >= 1024 ? Math.round(n / 1024) + " KB" : n + " bytes";
+  if (n >= 1024 * 1024) return formatUnit(n / (1024 * 1024), "megabyte", {maximumFractionDigits: 1});
+  return n >= 1024 ? formatUnit(Math.round(n / 1024), "kilobyte") : formatUnit(n, "byte", {unitDisplay: "long"});
 }
 
 // The files of a sent message, under its text: thumbnails for images (each a download link),
 // a named link for documents.
 export function attachmentList(files) {
   const list = el("ul", "msg-files");
-  list.setAttribute("aria-label", "Attached files");
+  list.setAttribute("aria-label", gettext("Attached files"));
   for (const f of files) {
     const item = el("li", "msg-file " + f.kind);
     const link = el("a", "file-link");
     link.href = f.url;
     link.setAttribute("download", f.filename);
-    link.title = `${f.filename} (${fileSize(f.size)}) — download`;
+    link.title = interpolate(gettext("%(name)s (%(size)s) — download"), {name: f.filename, size: fileSize(f.size)}, true);
     if (f.kind === "image" && f.thumbnail_url) {
       const img = el("img", "file-thumb");
       img.src = f.thumbnail_url;
@@ -120,7 +122,8 @@ export class Attachments {
       this.chips.appendChild(item.chip);
       this.changed();
       if (file.size > this.maxBytes) {
-        this.fail(item, `${file.name}: larger than the ${fileSize(this.maxBytes)} limit (${fileSize(file.size)}).`);
+        this.fail(item, interpolate(gettext("%(name)s: larger than the %(limit)s limit (%(size)s)."),
+                                    {name: file.name, limit: fileSize(this.maxBytes), size: fileSize(file.size)}, true));
       } else if (this.holding) {
         this.hold(item);
       } else {
@@ -128,7 +131,9 @@ export class Attachments {
       }
     }
     if (skipped.length) {
-      this.say(`At most ${this.maxFiles} files can be attached to one message; not added: ${skipped.join(", ")}.`);
+      this.say(interpolate(ngettext("At most %(max)s file can be attached to one message; not added: %(names)s.",
+                                    "At most %(max)s files can be attached to one message; not added: %(names)s.", this.maxFiles),
+                           {max: formatNumber(this.maxFiles), names: formatList(skipped)}, true));
     }
   }
 
@@ -139,10 +144,11 @@ export class Attachments {
     const bar = el("progress", "chip-progress");
     bar.max = 100;
     bar.value = 0;
-    bar.setAttribute("aria-label", `Uploading ${item.file.name}`);
+    bar.setAttribute("aria-label", interpolate(gettext("Uploading %(name)s"), {name: item.file.name}, true));
     chip.appendChild(bar);
-    chip.appendChild(el("span", "chip-status", "uploading…"));
-    chip.appendChild(button("×", "link chip-remove", () => this.remove(item), `Remove ${item.file.name}`));
+    chip.appendChild(el("span", "chip-status", gettext("uploading…")));
+    chip.appendChild(button("×", "link chip-remove", () => this.remove(item),
+                            interpolate(gettext("Remove %(name)s"), {name: item.file.name}, true)));
     return chip;
   }
 
@@ -157,7 +163,7 @@ export class Attachments {
     const bar = chip.querySelector(".chip-progress");
     if (bar) bar.remove();
     const status = chip.querySelector(".chip-status");
-    status.textContent = "ready to send";
+    status.textContent = gettext("ready to send");
     status.removeAttribute("role");
     if (item.file.type && item.file.type.startsWith("image/") && item.file.type !== "image/svg+xml"
         && !chip.querySelector(".chip-thumb")) {
@@ -186,9 +192,9 @@ export class Attachments {
       const bar = el("progress", "chip-progress");
       bar.max = 100;
       bar.value = 0;
-      bar.setAttribute("aria-label", `Uploading ${item.file.name}`);
+      bar.setAttribute("aria-label", interpolate(gettext("Uploading %(name)s"), {name: item.file.name}, true));
       chip.insertBefore(bar, chip.querySelector(".chip-status"));
-      chip.querySelector(".chip-status").textContent = "uploading…";
+      chip.querySelector(".chip-status").textContent = gettext("uploading…");
       this.changed();
       const data = await new Promise((resolve) => {
         this.upload(item, resolve);
@@ -199,7 +205,9 @@ export class Attachments {
     if (refused.length) {
       for (const other of held) if (!refused.includes(other)) this.hold(other);
       const error = new Error(refused.length === 1 ? refused[0].error
-        : `${refused.length} files can't be sent; each says why. Remove them (×) and send again.`);
+        : interpolate(ngettext("%(count)s file can't be sent; it says why. Remove it (×) and send again.",
+                               "%(count)s files can't be sent; each says why. Remove them (×) and send again.", refused.length),
+                      {count: formatNumber(refused.length)}, true));
       error.code = "attachment_refused";
       throw error;
     }
@@ -227,19 +235,20 @@ export class Attachments {
       if (!e.lengthComputable) return;
       const pct = Math.round((e.loaded / e.total) * 100);
       bar.value = pct;
-      status.textContent = pct < 100 ? `${pct}%` : "checking…";
+      status.textContent = pct < 100 ? formatNumber(pct / 100, {style: "percent"}) : gettext("checking…");
     });
     xhr.addEventListener("load", () => {
       item.xhr = null;
       const data = xhr.response;
       if (xhr.status === 201 && data && data.id) { this.done(item, data); settled(data); return; }
-      const message = (data && data.error && data.error.message) || `${item.file.name}: upload failed (HTTP ${xhr.status}).`;
+      const message = (data && data.error && data.error.message)
+        || interpolate(gettext("%(name)s: upload failed (HTTP %(status)s)."), {name: item.file.name, status: xhr.status}, true);
       this.fail(item, message);
       settled(null);
     });
     xhr.addEventListener("error", () => {
       item.xhr = null;
-      this.fail(item, `${item.file.name}: the server cannot be reached.`);
+      this.fail(item, interpolate(gettext("%(name)s: the server cannot be reached."), {name: item.file.name}, true));
       settled(null);
     });
     xhr.addEventListener("abort", () => settled(null));
@@ -253,7 +262,7 @@ export class Attachments {
     chip.classList.add("ready", data.kind);
     chip.dataset.attachmentId = data.id;
     chip.querySelector(".chip-progress").remove();
-    chip.querySelector(".chip-status").textContent = data.kind === "image" ? `${data.width}×${data.height}` : "ready";
+    chip.querySelector(".chip-status").textContent = data.kind === "image" ? `${data.width}×${data.height}` : gettext("ready");
     if (data.thumbnail_url && !chip.querySelector(".chip-thumb")) {
       const img = el("img", "chip-thumb");
       img.src = data.thumbnail_url;
@@ -261,8 +270,8 @@ export class Attachments {
       chip.prepend(img);
     }
     if (data.kind === "document" && this.canKeep && !this.holding) {
-      const keep = button("Keep in knowledge", "link chip-keep", () => this.keep(item, keep),
-                          `Also add ${data.filename} to the workspace's knowledge base`);
+      const keep = button(gettext("Keep in knowledge"), "link chip-keep", () => this.keep(item, keep),
+                          interpolate(gettext("Also add %(name)s to the workspace's knowledge base"), {name: data.filename}, true));
       chip.insertBefore(keep, chip.querySelector(".chip-remove"));
     }
     this.changed();
@@ -288,11 +297,11 @@ export class Attachments {
                                                    headers: {"X-CSRFToken": csrf()}})
       .then((r) => r.json().then((body) => ({ok: r.ok, body})))
       .then(({ok, body}) => {
-        if (ok) { keepButton.textContent = "✓ kept in knowledge"; return; }
+        if (ok) { keepButton.textContent = gettext("✓ kept in knowledge"); return; }
         keepButton.disabled = false;
-        this.say((body && body.error && body.error.message) || "Could not add it to the knowledge base.");
+        this.say((body && body.error && body.error.message) || gettext("Could not add it to the knowledge base."));
       })
-      .catch(() => { keepButton.disabled = false; this.say("The server cannot be reached."); });
+      .catch(() => { keepButton.disabled = false; this.say(gettext("The server cannot be reached.")); });
   }
 
   remove(item) {

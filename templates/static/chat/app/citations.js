@@ -4,6 +4,7 @@
 // links open a preview of the quoted passage.
 import { el, button } from "./dom.js";
 import { urlFor } from "./api.js";
+import { formatNumber, gettext, interpolate, ngettext } from "./i18n.js";
 
 function citedNumbers(text) {
   const found = new Set();
@@ -33,18 +34,19 @@ export function citationList(citations, text, itemUrl) {
     for (const [id, g] of groupByItem(items)) {
       const li = el("li");
       li.appendChild(el("span", "cite-n", g.ns.map((n) => "[" + n + "]").join("")));
-      const link = el("a", null, g.title || "untitled");
+      const link = el("a", null, g.title || gettext("untitled"));
       link.href = urlFor(itemUrl, id);
       li.appendChild(link);
       ul.appendChild(li);
     }
     parent.appendChild(ul);
   };
-  list(used, "cited", "Sources");
+  list(used, "cited", gettext("Sources"));
   const more = groupByItem(unused).size;
   if (more) {
     const fold = el("details", "more-retrieved");
-    fold.appendChild(el("summary", null, more + " more retrieved"));
+    fold.appendChild(el("summary", null, interpolate(ngettext("%(count)s more retrieved", "%(count)s more retrieved", more),
+                                                       {count: formatNumber(more)}, true)));
     list(unused, "uncited", "", fold);
     box.appendChild(fold);
   }
@@ -62,14 +64,14 @@ export function showPreview(anchor, citation, itemUrl) {
   closePreview();
   preview = el("div", "cite-preview");
   preview.setAttribute("role", "dialog");
-  preview.setAttribute("aria-label", "Source " + citation.n);
+  preview.setAttribute("aria-label", interpolate(gettext("Source %(n)s"), {n: citation.n}, true));
   const head = el("div", "cite-preview-head");
-  const link = el("a", null, "[" + citation.n + "] " + (citation.title || "untitled"));
+  const link = el("a", null, "[" + citation.n + "] " + (citation.title || gettext("untitled")));
   link.href = urlFor(itemUrl, citation.item_id);
   head.appendChild(link);
-  head.appendChild(button("×", "link close", closePreview, "Close preview"));
+  head.appendChild(button("×", "link close", closePreview, gettext("Close preview")));
   preview.appendChild(head);
-  preview.appendChild(el("blockquote", "cite-passage", citation.passage || "The passage is no longer available."));
+  preview.appendChild(el("blockquote", "cite-passage", citation.passage || gettext("The passage is no longer available.")));
   document.body.appendChild(preview);
   const r = anchor.getBoundingClientRect();
   const width = Math.min(360, window.innerWidth - 16);

@@ -2,6 +2,7 @@
 // appears near them, and the text stays in the box on every error until the server has
 // accepted the message (run.started for it).
 import { el } from "./dom.js";
+import { formatNumber, formatUnit, gettext, interpolate } from "./i18n.js";
 
 const encoder = new TextEncoder();
 const FRAME_OVERHEAD = 200;  // the rest of the message.send frame: type and options
@@ -14,7 +15,7 @@ export function measure(text, {maxChars, maxBytes}) {
   return {chars, bytes, over, near};
 }
 
-function kb(n) { return (n / 1024).toFixed(n < 10240 ? 1 : 0) + " KB"; }
+function kb(n) { return formatUnit(n / 1024, "kilobyte", {maximumFractionDigits: n < 10240 ? 1 : 0}); }
 
 export class Composer {
   constructor({form, input, sendBtn, stopBtn, counter, limits, send, stop, attachments = null}) {
@@ -38,10 +39,13 @@ export class Composer {
     if (m.over) {
       const extraChars = m.chars - this.limits.maxChars;
       this.counter.textContent = extraChars > 0
-        ? `Too long to send: ${m.chars.toLocaleString()} / ${this.limits.maxChars.toLocaleString()} characters — shorten it or save it to the knowledge base and ask about it.`
-        : `Too long to send: ${kb(m.bytes)} / ${kb(this.limits.maxBytes)} — shorten it or save it to the knowledge base and ask about it.`;
+        ? interpolate(gettext("Too long to send: %(count)s / %(max)s characters — shorten it or save it to the knowledge base and ask about it."),
+                      {count: formatNumber(m.chars), max: formatNumber(this.limits.maxChars)}, true)
+        : interpolate(gettext("Too long to send: %(size)s / %(max)s — shorten it or save it to the knowledge base and ask about it."),
+                      {size: kb(m.bytes), max: kb(this.limits.maxBytes)}, true);
     } else if (m.near) {
-      this.counter.textContent = `${m.chars.toLocaleString()} / ${this.limits.maxChars.toLocaleString()} characters · ${kb(m.bytes)} / ${kb(this.limits.maxBytes)}`;
+      this.counter.textContent = interpolate(gettext("%(count)s / %(max)s characters · %(size)s / %(max_size)s"),
+        {count: formatNumber(m.chars), max: formatNumber(this.limits.maxChars), size: kb(m.bytes), max_size: kb(this.limits.maxBytes)}, true);
     }
     this.sendBtn.disabled = this.running || m.over || this.pending !== null
       || (this.attachments !== null && this.attachments.uploading());
@@ -53,13 +57,13 @@ export class Composer {
     const files = this.attachments;
     if ((!text.trim() && !(files && files.count())) || this.running || this.pending !== null) return;
     if (this.update().over) { this.input.focus(); return; }
-    if (files && files.uploading()) { this.say("Wait until the files have uploaded, then send.", "uploading"); return; }
+    if (files && files.uploading()) { this.say(gettext("Wait until the files have uploaded, then send."), "uploading"); return; }
     if (files && files.count() !== files.sendable()) {
-      this.say("Remove the files that could not be attached (×), then send.", "attach_failed");
+      this.say(gettext("Remove the files that could not be attached (×), then send."), "attach_failed");
       return;
     }
     if (!send(text)) {
-      this.say("Not connected — your message is still here; it can be sent once the connection is back.", "not_connected");
+      this.say(gettext("Not connected — your message is still here; it can be sent once the connection is back."), "not_connected");
       return;
     }
     this.pending = text;

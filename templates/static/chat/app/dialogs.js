@@ -7,6 +7,7 @@
 //   confirmDialog({title, message, confirmLabel, danger}) → true / false
 //   showError({title, message})                   → undefined once closed
 import { el } from "./dom.js";
+import { gettext } from "./i18n.js";
 
 let counter = 0;
 
@@ -49,7 +50,7 @@ function open({title, body, actions, initial}) {
   });
 }
 
-export async function askText({title, label, value = "", confirmLabel = "Save", maxLength = 200}) {
+export async function askText({title, label, value = "", confirmLabel = gettext("Save"), maxLength = 200}) {
   let input = null;
   const {value: choice} = await open({
     title,
@@ -66,13 +67,13 @@ export async function askText({title, label, value = "", confirmLabel = "Save", 
       lab.textContent = label;
       return [lab, input];
     },
-    actions: [{label: "Cancel", value: "cancel", cls: "secondary"}, {label: confirmLabel, value: "ok"}],
+    actions: [{label: gettext("Cancel"), value: "cancel", cls: "secondary"}, {label: confirmLabel, value: "ok"}],
     initial: "input",
   });
   return choice === "ok" ? input.value : null;
 }
 
-export async function askChoice({title, label, options, value = "", confirmLabel = "OK"}) {
+export async function askChoice({title, label, options, value = "", confirmLabel = gettext("OK")}) {
   let select = null;
   const {value: choice} = await open({
     title,
@@ -90,28 +91,28 @@ export async function askChoice({title, label, options, value = "", confirmLabel
       lab.htmlFor = select.id;
       return [lab, select];
     },
-    actions: [{label: "Cancel", value: "cancel", cls: "secondary"}, {label: confirmLabel, value: "ok"}],
+    actions: [{label: gettext("Cancel"), value: "cancel", cls: "secondary"}, {label: confirmLabel, value: "ok"}],
     initial: "select",
   });
   return choice === "ok" ? select.value : null;
 }
 
-export async function confirmDialog({title, message, confirmLabel = "OK", danger = false}) {
+export async function confirmDialog({title, message, confirmLabel = gettext("OK"), danger = false}) {
   const {value} = await open({
     title,
     body: (id) => { const p = el("p", "dialog-message", message); p.id = id + "-desc"; return [p]; },
-    actions: [{label: "Cancel", value: "cancel", cls: "secondary"},
+    actions: [{label: gettext("Cancel"), value: "cancel", cls: "secondary"},
               {label: confirmLabel, value: "ok", cls: danger ? "danger" : ""}],
     initial: "button[value=cancel]",  // the safe choice has focus: Enter does not delete
   });
   return value === "ok";
 }
 
-export async function showError({title = "Something went wrong", message}) {
+export async function showError({title = gettext("Something went wrong"), message}) {
   await open({
     title,
     body: (id) => { const p = el("p", "dialog-message error", message); p.id = id + "-desc"; p.setAttribute("role", "alert"); return [p]; },
-    actions: [{label: "Close", value: "close"}],
+    actions: [{label: gettext("Close"), value: "close"}],
     initial: "button[value=close]",
   });
 }

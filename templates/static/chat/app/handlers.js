@@ -2,6 +2,7 @@
 // (a resumed stream after a reload replays from seq 1): rows and cards are found by id
 // before they are drawn.
 import { el } from "./dom.js";
+import { formatList, gettext, interpolate } from "./i18n.js";
 import { LiveText } from "./live-text.js";
 import { toolRow, setToolStatus, approvalCard, resolveCard, progressCard } from "./tools.js";
 
@@ -47,7 +48,7 @@ function baseHandlers(app) {
         live.turn.querySelector(".body").classList.add("streaming");
         app.liveReady(live);
         box.scrollTop = box.scrollHeight;
-      }).catch((e) => app.showConn("could not load messages: " + e.message, "bad"));
+      }).catch((e) => app.showConn(interpolate(gettext("could not load messages: %(error)s"), {error: e.message}, true), "bad"));
     },
 
     "run.queued"(ev) {  // the reply to this page's send: taken, waiting for a worker
@@ -89,13 +90,13 @@ function baseHandlers(app) {
 
     "tool.retry"(ev) {
       const row = rowOf(app.live, ev.tool_call_id);
-      if (row) setToolStatus(row, "retrying", "attempt " + ev.attempt);
+      if (row) setToolStatus(row, "retrying", interpolate(gettext("attempt %(n)s"), {n: ev.attempt}, true));
     },
 
     "tool.timeout"(ev) {
       const row = rowOf(app.live, ev.tool_call_id);
       if (row) setToolStatus(row, ev.status_unknown ? "status_unknown" : "timeout",
-                             ev.status_unknown ? "outcome unknown — check before retrying" : "timed out");
+                             ev.status_unknown ? gettext("outcome unknown — check before retrying") : gettext("timed out"));
     },
 
     "tool.completed"(ev) {
@@ -146,13 +147,23 @@ function baseHandlers(app) {
       const live = app.live;
       if (!live) return;
       const card = el("div", "card denied");
-      card.textContent = "Permission denied: " + ev.tool + (ev.required_role ? " needs the " + ev.required_role + " role" : "") +
-        (ev.alternatives && ev.alternatives.length ? ". You can use: " + ev.alternatives.join(", ") : ".");
+      const values = {tool: ev.tool, role: ev.required_role, alternatives: formatList(ev.alternatives || [])};
+      let text;
+      if (ev.required_role && ev.alternatives && ev.alternatives.length) {
+        text = gettext("Permission denied: %(tool)s needs the %(role)s role. You can use: %(alternatives)s");
+      } else if (ev.required_role) {
+        text = gettext("Permission denied: %(tool)s needs the %(role)s role.");
+      } else if (ev.alternatives && ev.alternatives.length) {
+        text = gettext("Permission denied: %(tool)s. You can use: %(alternatives)s");
+      } else {
+        text = gettext("Permission denied: %(tool)s.");
+      }
+      card.textContent = interpolate(text, values, true);
       turnOf(live).querySelector(".tools").appendChild(card);
     },
 
     "knowledge.saved"(ev) {
-      app.showConn("saved to knowledge: " + ev.title, "ok");
+      app.showConn(interpolate(gettext("saved to knowledge: %(title)s"), {title: ev.title}, true), "ok");
     },
 
     "knowledge.changed"(ev) {

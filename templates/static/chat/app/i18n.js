@@ -29,3 +29,29 @@ export function interpolate(fmt, values, named = false) {
   let i = 0;
   return fmt.replace(/%s/g, () => String(values[i++]));
 }
+
+// The page's language for Intl (dates, times, numbers, lists): base.html's <html lang>, which
+// Django's active language sets ("de", "zh-hans"); undefined (the browser's own) without a
+// document or with a tag Intl refuses.
+export function pageLanguage() {
+  const lang = globalThis.document && globalThis.document.documentElement
+    ? globalThis.document.documentElement.lang : "";
+  if (!lang) return undefined;
+  try { return Intl.getCanonicalLocales(lang)[0]; } catch (e) { return undefined; }
+}
+
+// 12345 → "12,345" / "12.345"; ``options`` as Intl.NumberFormat's (e.g. {style: "percent"}).
+export function formatNumber(value, options = {}) {
+  return new Intl.NumberFormat(pageLanguage(), options).format(value);
+}
+
+// A quantity with its unit, short: formatUnit(90, "second") → "90 sec" / "90 Sek." / "90秒";
+// units are Intl's (second, minute, hour, kilobyte, megabyte, …).
+export function formatUnit(value, unit, options = {}) {
+  return formatNumber(value, {style: "unit", unit, unitDisplay: "short", ...options});
+}
+
+// ["alice", "bob"] → "alice and bob" / "alice und bob" / "alice和bob"; type "disjunction": "or".
+export function formatList(items, type = "conjunction") {
+  return new Intl.ListFormat(pageLanguage(), {type, style: "long"}).format(items.map(String));
+}

@@ -11,6 +11,7 @@
 import { api, urlFor } from "./api.js";
 import { Attachments } from "./attachments.js";
 import { Composer } from "./composer.js";
+import { gettext, interpolate } from "./i18n.js";
 
 const landing = document.getElementById("landing");
 if (landing) start(landing);
@@ -89,7 +90,7 @@ function start(landing) {
         document.getElementById("model-choices").textContent = JSON.stringify(choices);
         picker.dispatchEvent(new CustomEvent("model:reload", {detail: choices}));
       } catch (e) {
-        composer.say("Could not load this workspace's models: " + e.message);
+        composer.say(interpolate(gettext("Could not load this workspace's models: %(error)s"), {error: e.message}, true));
       }
     });
   }

@@ -21,6 +21,8 @@
 //   textView  (turn) → a LiveText on the turn's body; overlap (storedText) → a StoredOverlap
 //   clock     {now, setTimeout, clearTimeout} (the real ones unless given)
 //   urlFor    (template, id) → URL (api.js)
+// Its words go through i18n.js (the page's catalogue; as written in node).
+import { gettext, interpolate } from "./i18n.js";
 
 // How long a run may send nothing before its turn says so, and how often a quiet run is looked
 // up over REST (seconds); a run waiting for an approval or a worker is looked up less often.
@@ -49,7 +51,9 @@ export function createLiveRun({stream, view, composer = null, api, urlFor, urls,
   let sentAfter = null;   // the last question drawn when the pending send went out (settleSend)
   let recovery = null;    // the timer reading the thread again while a service is away
 
-  const couldNotLoad = (e) => status.show("could not load messages: " + e.message, "bad");
+  const couldNotLoad = (e) => status.show(interpolate(gettext("could not load messages: %(error)s"), {error: e.message}, true), "bad");
+  // The label's words the page compares with what it shows (status.text()).
+  const CONNECTED = gettext("connected"), UNAVAILABLE = gettext("service unavailable");
   const metaOf = (l) => l && l.turn && l.turn.querySelector(".meta");
 
   function startLive(runId) {
@@ -86,7 +90,7 @@ export function createLiveRun({stream, view, composer = null, api, urlFor, urls,
     live = null;
     stream.resumeRun = null;
     page.refreshTitle();
-    if (stream.open && status.text() !== "connected") status.show("connected", "ok");  // "regenerating…", an error
+    if (stream.open && status.text() !== CONNECTED) status.show(CONNECTED, "ok");  // "regenerating…", an error
     return view.load().then(() => {
       if (ev.type === "run.failed" && ev.error) status.show(ev.error.message, "bad");
       // A completed run whose final answer was cut off (output_limit) says why, as its
@@ -158,12 +162,12 @@ export function createLiveRun({stream, view, composer = null, api, urlFor, urls,
       if (live !== l) return;
       busy(true, {canStop: false});
       const meta = metaOf(l);
-      if (meta) { meta.textContent = "stopping…"; meta.className = "meta stopping"; }
+      if (meta) { meta.textContent = gettext("stopping…"); meta.className = "meta stopping"; }
     };
     return api("POST", urlFor(urls.runCancel, l.runId)).then(stopping, (e) => {
       if (e.code === "run_finished") { stopping(); return; }  // cancelled already: its end is coming
       l.stopping = false;
-      status.show("could not stop: " + e.message, "bad");
+      status.show(interpolate(gettext("could not stop: %(error)s"), {error: e.message}, true), "bad");
     });
   }
 
@@ -171,7 +175,7 @@ export function createLiveRun({stream, view, composer = null, api, urlFor, urls,
   function showWaiting(l) {
     l.turn = view.newTurn(l.runId);
     const meta = l.turn.querySelector(".meta");
-    meta.textContent = "waiting for a free worker…";
+    meta.textContent = gettext("waiting for a free worker…");
     meta.className = "meta awaiting";
     busy(true, {canStop: true});
     liveReady(l);
@@ -186,7 +190,7 @@ export function createLiveRun({stream, view, composer = null, api, urlFor, urls,
     l.heardAt = clock.now();
     // An error shown meanwhile ("could not stop: …" while the database was away) is stale
     // once the run is heard from again.
-    if (stream.open && status.bad()) status.show("connected", "ok");
+    if (stream.open && status.bad()) status.show(CONNECTED, "ok");
     if (!l.quiet) return;
     const meta = metaOf(l);
     if (meta && meta.classList.contains("quiet")) { meta.textContent = l.quiet.text; meta.className = l.quiet.cls; }
@@ -208,7 +212,8 @@ export function createLiveRun({stream, view, composer = null, api, urlFor, urls,
     if (!l.probing && now - (l.probedAt || 0) >= every) probe(l);
     if (waiting) return;
     if (!l.quiet) l.quiet = {text: meta.textContent, cls: meta.className};
-    meta.textContent = "nothing new for " + quiet + " s" + (l.requeued ? " · queued again, waiting for a free worker" : "");
+    meta.textContent = interpolate(l.requeued ? gettext("nothing new for %(seconds)s s · queued again, waiting for a free worker")
+      : gettext("nothing new for %(seconds)s s"), {seconds: quiet}, true);
     meta.className = "meta quiet";
   }
 
@@ -245,7 +250,7 @@ export function createLiveRun({stream, view, composer = null, api, urlFor, urls,
   // quiet run's probe answered 503): the label says so, and the thread is read again every
   // RECOVERY_MS until it answers, then the label and the composer's note go back.
   function unavailable(message) {
-    status.show("service unavailable", "bad", message);
+    status.show(UNAVAILABLE, "bad", message);
     if (recovery) return;
     const attempt = () => {
       recovery = clock.setTimeout(() => {
@@ -257,7 +262,7 @@ export function createLiveRun({stream, view, composer = null, api, urlFor, urls,
 
   function backAgain() {
     if (recovery) { clock.clearTimeout(recovery); recovery = null; }
-    if (status.text() === "service unavailable" && stream.open) status.show("connected", "ok");
+    if (status.text() === UNAVAILABLE && stream.open) status.show(CONNECTED, "ok");
     if (composer) composer.clearNote("service_unavailable");
   }
 
@@ -295,7 +300,7 @@ export function createLiveRun({stream, view, composer = null, api, urlFor, urls,
         return pickUp(last);
       }
       if (looks < 1) { clock.setTimeout(() => settleSend(text, looks + 1), SETTLE_AGAIN_MS); return; }
-      const note = "Not sent: the connection dropped before the server took it — send it again.";
+      const note = gettext("Not sent: the connection dropped before the server took it — send it again.");
       composer.rejected(note, "not_connected");
       status.show(note, "bad");
     }).catch((e) => {
@@ -308,14 +313,14 @@ export function createLiveRun({stream, view, composer = null, api, urlFor, urls,
   // settled and the notes that said it was away are cleared.
   function connection(state, detail) {
     if (state === "open") {
-      status.show("connected", "ok");
+      status.show(CONNECTED, "ok");
       if (composer && composer.pending !== null && !live) settleSend(composer.pending, 0);
       // Notes that said the socket was away ("Not connected: try again…") are stale now.
       if (composer) composer.clearNote("not_connected");
       page.clearNotConnectedNotes();
     }
-    else if (state === "reconnecting") status.show("reconnecting…", "warn");
-    else status.show(detail || "disconnected", "bad");
+    else if (state === "reconnecting") status.show(gettext("reconnecting…"), "warn");
+    else status.show(detail || gettext("disconnected"), "bad");
   }
 
   // The composer is sending: remember the last question drawn, so that settleSend can tell

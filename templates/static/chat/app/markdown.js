@@ -5,6 +5,7 @@
 // from text), every code block gets a copy button, links open in a new tab with
 // rel="noopener noreferrer nofollow", and [n] markers become citation links.
 import { MarkdownIt, DOMPurify, hljs } from "../../vendor/chat-vendor.js";
+import { gettext, interpolate } from "./i18n.js";
 
 const md = new MarkdownIt("commonmark", {html: false, linkify: false, breaks: true})
   .enable("table").enable("strikethrough");
@@ -32,13 +33,13 @@ function copyButton(pre) {
   const b = document.createElement("button");
   b.type = "button";
   b.className = "copy-code";
-  b.textContent = "Copy";
-  b.setAttribute("aria-label", "Copy code");
+  b.textContent = gettext("Copy");
+  b.setAttribute("aria-label", gettext("Copy code"));
   b.addEventListener("click", () => {
     const code = pre.querySelector("code");
     copyText(code ? code.textContent : pre.textContent).then(
-      () => { b.textContent = "Copied"; setTimeout(() => { b.textContent = "Copy"; }, 1500); },
-      () => { b.textContent = "Copy failed"; });
+      () => { b.textContent = gettext("Copied"); setTimeout(() => { b.textContent = gettext("Copy"); }, 1500); },
+      () => { b.textContent = gettext("Copy failed"); });
   });
   return b;
 }
@@ -82,7 +83,7 @@ function linkCitations(root, citations) {
         a.href = "#";
         a.dataset.n = num;
         a.textContent = whole;
-        a.setAttribute("aria-label", "Source " + num);
+        a.setAttribute("aria-label", interpolate(gettext("Source %(n)s"), {n: num}, true));
         frag.appendChild(a);
       } else {
         frag.appendChild(document.createTextNode(whole));

@@ -7,6 +7,10 @@
 // data-provider / data-model, which the new chat is created with (landing.js).
 // The element fires "model:changed" ({provider, model, kind, auto_tier}) after a pick.
 import { api } from "./api.js";
+import { gettext, interpolate } from "./i18n.js";
+
+// The badges' words (their class stays the code: model-badge agent / tools / vision).
+const BADGE_TEXT = {agent: gettext("agent"), tools: gettext("tools"), vision: gettext("vision")};
 
 const root = document.getElementById("model-picker");
 if (root) start(root);
@@ -58,7 +62,7 @@ function start(root) {
       const li = document.createElement("li");
       li.className = "model-empty muted";
       li.setAttribute("role", "presentation");
-      li.textContent = choices.providers.length ? "No model matches." : "No model is set up for you.";
+      li.textContent = choices.providers.length ? gettext("No model matches.") : gettext("No model is set up for you.");
       list.appendChild(li);
     }
     groups.forEach((p, gi) => {
@@ -82,7 +86,7 @@ function start(root) {
         for (const b of badges(p, m)) {
           const tag = document.createElement("span");
           tag.className = "model-badge " + b;
-          tag.textContent = b;
+          tag.textContent = BADGE_TEXT[b];
           li.appendChild(tag);
         }
         li.addEventListener("mousedown", (e) => e.preventDefault());  // keep focus in the search box
@@ -140,9 +144,9 @@ function start(root) {
     try {
       const t = await api("PATCH", root.dataset.urlThread, {provider: p.slug, model: m.name});
       show(p, {...m, name: t.model});
-      say("Model set to " + m.label + ".", "ok");
+      say(interpolate(gettext("Model set to %(model)s."), {model: m.label}, true), "ok");
     } catch (e) {
-      say("Not switched: " + e.message, "bad");
+      say(interpolate(gettext("Not switched: %(error)s"), {error: e.message}, true), "bad");
     } finally {
       button.disabled = false;
     }
@@ -166,7 +170,7 @@ function start(root) {
     const d = choices.default;
     const [p, m] = d ? find(d.id) : [null, null];
     if (p) show(p, m);
-    else { root.dataset.provider = ""; root.dataset.model = ""; label.textContent = "no model"; }
+    else { root.dataset.provider = ""; root.dataset.model = ""; label.textContent = gettext("no model"); }
   });
   const [p, m] = find(current());
   if (p) button.title = p.name + " · " + m.name;

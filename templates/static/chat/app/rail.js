@@ -12,6 +12,14 @@ import { el, button, naturalTime } from "./dom.js";
 import { askChoice, askText, confirmDialog, showError } from "./dialogs.js";
 import { gettext, interpolate } from "./i18n.js";
 
+// The error dialog's title when a menu action fails.
+const FAILED = {
+  rename: gettext("Could not rename the chat"), pin: gettext("Could not pin or unpin the chat"),
+  archive: gettext("Could not archive or unarchive the chat"), "export-markdown": gettext("Could not export the chat"),
+  "export-json": gettext("Could not export the chat"), duplicate: gettext("Could not duplicate the chat"),
+  delete: gettext("Could not delete the chat"),
+};
+
 const nav = document.getElementById("thread-list");
 if (nav) start(nav);
 
@@ -66,10 +74,10 @@ function start(nav) {
     row.draggable = true;
     const a = el("a");
     a.href = urlFor(u.urlPage, t.id);
-    const title = el("span", "t-title", t.title || "New chat");
+    const title = el("span", "t-title", t.title || gettext("New chat"));
     title.dir = "auto";
     a.appendChild(title);
-    const meta = el("span", "t-meta", (t.pinned ? "pinned · " : ""));
+    const meta = el("span", "t-meta", (t.pinned ? gettext("pinned") + " · " : ""));
     const folder = flat && t.folder ? folders.find((f) => f.id === t.folder) : null;
     if (folder) {
       const f = el("span", "t-folder", "▸ " + folder.name);
@@ -77,7 +85,7 @@ function start(nav) {
       meta.appendChild(f);
       meta.appendChild(document.createTextNode(" · "));
     }
-    meta.appendChild(document.createTextNode((t.provider || "no provider") + " · " + naturalTime(t.updated_at)));
+    meta.appendChild(document.createTextNode((t.provider || gettext("no provider")) + " · " + naturalTime(t.updated_at)));
     a.appendChild(meta);
     if (t.tags && t.tags.length) a.appendChild(tagChips(t.tags));
     row.appendChild(a);
@@ -109,15 +117,15 @@ function start(nav) {
 
   function menu(t) {
     return menuOf([
-      ["Rename", "rename"],
-      [t.pinned ? "Unpin" : "Pin", "pin"],
-      [t.archived ? "Unarchive" : "Archive", "archive"],
+      [gettext("Rename"), "rename"],
+      [t.pinned ? gettext("Unpin") : gettext("Pin"), "pin"],
+      [t.archived ? gettext("Unarchive") : gettext("Archive"), "archive"],
       [gettext("Move to folder…"), "move"],
       [gettext("Tags…"), "tags"],
-      ["Export as Markdown", "export-markdown"],
-      ["Export as JSON", "export-json"],
-      ["Duplicate", "duplicate"],
-      ["Delete", "delete", "danger"],
+      [gettext("Export as Markdown"), "export-markdown"],
+      [gettext("Export as JSON"), "export-json"],
+      [gettext("Duplicate"), "duplicate"],
+      [gettext("Delete"), "delete", "danger"],
     ]);
   }
 
@@ -424,10 +432,10 @@ function start(nav) {
     row.querySelector("a").focus();  // the dialogs give focus back to the chat, not to a hidden menu
     try {
       if (action === "rename") {
-        const title = await askText({title: "Rename chat", label: "Name", value: name, confirmLabel: "Rename"});
+        const title = await askText({title: gettext("Rename chat"), label: gettext("Name"), value: name, confirmLabel: gettext("Rename")});
         if (title === null) return;
         const t = await api("PATCH", urlFor(u.urlThread, id), {title});
-        setTitle(id, t.title || "New chat");
+        setTitle(id, t.title || gettext("New chat"));
       } else if (action === "pin" || action === "archive") {
         const field = action === "pin" ? "pinned" : "archived";
         await api("PATCH", urlFor(u.urlThread, id), {[field]: row.dataset[field] !== "1"});
@@ -447,13 +455,14 @@ function start(nav) {
         const t = await api("POST", urlFor(u.urlDuplicate, id));
         location.href = urlFor(u.urlPage, t.id);
       } else if (action === "delete") {
-        if (!await confirmDialog({title: "Delete chat?", message: "Delete “" + name + "” and all its messages? This cannot be undone.",
-                                  confirmLabel: "Delete", danger: true})) return;
+        if (!await confirmDialog({title: gettext("Delete chat?"),
+                                  message: interpolate(gettext("Delete “%(name)s” and all its messages? This cannot be undone."), {name}, true),
+                                  confirmLabel: gettext("Delete"), danger: true})) return;
         await api("DELETE", urlFor(u.urlThread, id));
         if (id === currentId) location.href = u.urlIndex; else row.remove();
       }
     } catch (err) {
-      await showError({title: "Could not " + action.replace("-", " ") + " the chat", message: err.message});
+      await showError({title: FAILED[action] || gettext("Something went wrong"), message: err.message});
     }
   }
 
@@ -508,10 +517,10 @@ function start(nav) {
     nav.replaceChildren(...nodes);
     if (emptyNote) {
       emptyNote.hidden = data.results.length > 0;
-      emptyNote.textContent = q ? "No chats match “" + q + "”."
+      emptyNote.textContent = q ? interpolate(gettext("No chats match “%(query)s”."), {query: q}, true)
         : tag ? interpolate(gettext("No chats tagged #%(tag)s."), {tag}, true)
-        : archived ? "No archived chats."
-        : folders.length ? gettext("No chats outside the folders.") : "No chats yet.";
+        : archived ? gettext("No archived chats.")
+        : folders.length ? gettext("No chats outside the folders.") : gettext("No chats yet.");
     }
   }
   const refreshShown = () => refresh().catch((err) => { if (emptyNote) { emptyNote.hidden = false; emptyNote.textContent = err.message; } });

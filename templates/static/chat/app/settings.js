@@ -4,6 +4,9 @@
 // (ui_context.envId). On the landing page (no data-url-thread) nothing is saved here: the
 // values are read when the chat is created (landing.js).
 import { api, urlFor } from "./api.js";
+import { gettext, interpolate } from "./i18n.js";
+
+const notSaved = (e) => interpolate(gettext("not saved: %(error)s"), {error: e.message}, true);
 
 const panel = document.getElementById("thread-settings");
 if (panel && panel.dataset.urlThread) {
@@ -15,12 +18,12 @@ if (panel && panel.dataset.urlThread) {
       try {
         const t = await api("PATCH", panel.dataset.urlThread, {[box.name]: box.checked});
         box.checked = !!t[box.name];
-        status.textContent = "saved";
+        status.textContent = gettext("saved");
         const other = document.getElementById(mirror[box.name] || "");
         if (other) other.checked = box.checked;
       } catch (e) {
         box.checked = !box.checked;
-        status.textContent = "not saved: " + e.message;
+        status.textContent = notSaved(e);
       } finally {
         box.disabled = box.dataset.locked === "1";
       }
@@ -38,7 +41,7 @@ if (tier) {
   const choices = JSON.parse((document.getElementById("model-choices") || {}).textContent || "{}");
   const picker = document.getElementById("model-picker");
   // "Auto" says what it resolves to for the chat's model.
-  const hint = (autoTier) => { tier.options[0].textContent = autoTier ? "Auto (" + autoTier + ")" : "Auto"; };
+  const hint = (autoTier) => { tier.options[0].textContent = autoTier ? interpolate(gettext("Auto (%(tier)s)"), {tier: autoTier}, true) : gettext("Auto"); };
   const autoFor = (provider, model) => {
     for (const p of (choices.providers || [])) for (const m of p.models) if (p.slug === provider && m.name === model) return m.auto_tier;
     return "";
@@ -55,10 +58,10 @@ if (tier) {
       try {
         const t = await api("PATCH", panel.dataset.urlThread, {prompt_tier: tier.value});
         saved = t.prompt_tier;
-        if (status) status.textContent = "saved";
+        if (status) status.textContent = gettext("saved");
       } catch (e) {
         tier.value = saved;
-        if (status) status.textContent = "not saved: " + e.message;
+        if (status) status.textContent = notSaved(e);
       } finally {
         tier.disabled = false;
       }
@@ -88,7 +91,7 @@ if (env && env.dataset.urlThread) {
       note.textContent = "";
     } catch (e) {
       env.value = saved;
-      note.textContent = "not saved: " + e.message;
+      note.textContent = notSaved(e);
     } finally {
       env.disabled = false;
       paint();

@@ -1,5 +1,7 @@
 // The thread's websocket: reconnects with backoff, drops repeated events by (run_id, seq),
 // and resumes a run exactly after the last seq this page handled (run.resume).
+import { gettext } from "./i18n.js";
+
 export class ThreadStream {
   constructor({url, onEvent, onState}) {
     this.url = url;
@@ -26,7 +28,7 @@ export class ThreadStream {
       this.onEvent(ev);
     };
     ws.onclose = (e) => {
-      if (e.code === 4403 || e.code === 4404) { this.closedForGood = true; this.onState("closed", "no access to this chat"); return; }
+      if (e.code === 4403 || e.code === 4404) { this.closedForGood = true; this.onState("closed", gettext("no access to this chat")); return; }
       if (this.closedForGood) return;
       // Jittered (0.5–1.5 ×): a web process that lost Redis closes every socket at once.
       const wait = Math.min(10000, 500 * 2 ** this.retry++) * (0.5 + Math.random());

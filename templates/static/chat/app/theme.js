@@ -1,4 +1,6 @@
 // Light/dark: follows the system until the person picks one with the toggle (remembered).
+import { gettext } from "./i18n.js";
+
 const KEY = "chatplatform-theme";
 const root = document.documentElement;
 
@@ -21,7 +23,7 @@ function label() {
   if (!toggle) return;
   const next = effective() === "dark" ? "light" : "dark";
   toggle.textContent = next === "dark" ? "☾" : "☀";
-  toggle.title = "Switch to " + next + " mode";
+  toggle.title = next === "dark" ? gettext("Switch to dark mode") : gettext("Switch to light mode");
   toggle.setAttribute("aria-label", toggle.title);
 }
 if (toggle) {

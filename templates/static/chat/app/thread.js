@@ -6,8 +6,10 @@ import { renderInto, copyText } from "./markdown.js";
 import { toolRow, approvalCard, resolveCard } from "./tools.js";
 import { citationList, wireCitationPreviews } from "./citations.js";
 import { attachmentList } from "./attachments.js";
+import { gettext } from "./i18n.js";
 
-const STATUS_LABEL = {complete: "", streaming: "writing…", truncated: "truncated", error: "error", cancelled: "cancelled"};
+const STATUS_LABEL = {complete: "", streaming: gettext("writing…"), truncated: gettext("truncated"), error: gettext("error"),
+                      cancelled: gettext("cancelled")};
 
 export class ThreadView {
   constructor({box, config, decide, status, options}) {
@@ -119,7 +121,7 @@ export class ThreadView {
     const u = el("article", "msg user");
     u.dataset.messageId = m.id;
     const head = el("div", "msg-head");
-    head.appendChild(el("span", "who", "You"));
+    head.appendChild(el("span", "who", gettext("You")));
     head.appendChild(timeElement(m.created_at));
     if (m.versions && m.versions.count > 1) head.appendChild(this.versionNav(m));
     u.appendChild(head);
@@ -130,7 +132,7 @@ export class ThreadView {
     if (m.attachments && m.attachments.length) u.appendChild(attachmentList(m.attachments));
     const actions = el("div", "msg-actions");
     actions.appendChild(this.copyAction(() => m.content));
-    if (this.config.canWrite) actions.appendChild(button("Edit", "link act-edit", () => this.startEdit(u, m), "Edit and resend"));
+    if (this.config.canWrite) actions.appendChild(button(gettext("Edit"), "link act-edit", () => this.startEdit(u, m), gettext("Edit and resend")));
     if (this.config.canSaveKnowledge) actions.appendChild(this.saveAction(m.id));
     u.appendChild(actions);
     return u;
@@ -140,7 +142,7 @@ export class ThreadView {
     const turn = el("article", "msg assistant");
     if (runId) turn.dataset.runId = runId;
     const head = el("div", "msg-head");
-    head.appendChild(el("span", "who", "Assistant"));
+    head.appendChild(el("span", "who", gettext("Assistant")));
     turn.appendChild(head);
     turn.appendChild(el("div", "tools"));
     const body = el("div", "body streaming");
@@ -160,22 +162,23 @@ export class ThreadView {
     if (turn.dataset.text) actions.appendChild(this.copyAction(() => turn.dataset.text));
     if (this.config.canWrite && turn.dataset.lastMessageId) {
       const retry = ["error", "truncated", "cancelled"].includes(turn.dataset.status);
-      actions.appendChild(button(retry ? "Retry" : "Regenerate", "link act-regenerate",
-        () => this.regenerate(turn.dataset.lastMessageId), retry ? "Run this turn again" : "Answer the same question again"));
+      actions.appendChild(button(retry ? gettext("Retry") : gettext("Regenerate"), "link act-regenerate",
+        () => this.regenerate(turn.dataset.lastMessageId),
+        retry ? gettext("Run this turn again") : gettext("Answer the same question again")));
     }
     if (this.config.canSaveKnowledge && turn.dataset.text) actions.appendChild(this.saveAction(turn.dataset.lastMessageId));
   }
 
   copyAction(text) {
-    const b = button("Copy", "link act-copy", () => copyText(text()).then(
-      () => { b.textContent = "Copied"; setTimeout(() => { b.textContent = "Copy"; }, 1500); },
-      () => { b.textContent = "Copy failed"; }), "Copy message");
+    const b = button(gettext("Copy"), "link act-copy", () => copyText(text()).then(
+      () => { b.textContent = gettext("Copied"); setTimeout(() => { b.textContent = gettext("Copy"); }, 1500); },
+      () => { b.textContent = gettext("Copy failed"); }), gettext("Copy message"));
     return b;
   }
 
   saveAction(messageId) {  // the form and the request live in knowledge/save.js
     const slot = el("span", "kb-save-slot");
-    const b = button("Save to knowledge", "link kb-save");
+    const b = button(gettext("Save to knowledge"), "link kb-save");
     b.dataset.messageId = messageId;
     slot.appendChild(b);
     return slot;
@@ -184,11 +187,11 @@ export class ThreadView {
   versionNav(m) {
     const nav = el("span", "versions");
     nav.setAttribute("role", "group");
-    nav.setAttribute("aria-label", "Versions");
+    nav.setAttribute("aria-label", gettext("Versions"));
     const {index, count, ids} = m.versions;
     const go = (i) => () => this.selectVersion(ids[i - 1]);
-    const prev = button("‹", "link ver-prev", go(index - 1), "Previous version");
-    const next = button("›", "link ver-next", go(index + 1), "Next version");
+    const prev = button("‹", "link ver-prev", go(index - 1), gettext("Previous version"));
+    const next = button("›", "link ver-next", go(index + 1), gettext("Next version"));
     prev.disabled = index <= 1 || !this.config.canWrite;
     next.disabled = index >= count || !this.config.canWrite;
     nav.append(prev, el("span", "ver-label", index + "/" + count), next);
@@ -208,7 +211,7 @@ export class ThreadView {
     try {
       this.onBusy(true);
       await api("POST", urlFor(this.config.urls.regenerate, messageId), this.options());
-      this.status("regenerating…", "ok");
+      this.status(gettext("regenerating…"), "ok");
     } catch (e) {
       this.onBusy(false);
       this.status(e.message, "bad");
@@ -222,12 +225,12 @@ export class ThreadView {
     area.value = m.content;
     area.rows = Math.min(12, Math.max(2, m.content.split("\n").length));
     area.dir = "auto";
-    area.setAttribute("aria-label", "Edit message");
+    area.setAttribute("aria-label", gettext("Edit message"));
     const note = el("span", "edit-note muted");
     note.setAttribute("role", "status");
-    const send = el("button", "", "Save & send");
+    const send = el("button", "", gettext("Save & send"));
     send.type = "submit";
-    const cancel = button("Cancel", "secondary", () => { form.remove(); article.classList.remove("editing"); });
+    const cancel = button(gettext("Cancel"), "secondary", () => { form.remove(); article.classList.remove("editing"); });
     form.append(area, send, cancel, note);
     article.classList.add("editing");
     article.querySelector(".body").after(form);
@@ -239,7 +242,7 @@ export class ThreadView {
       try {
         this.onBusy(true);
         await api("POST", urlFor(this.config.urls.edit, m.id), {content: area.value, ...this.options()});
-        note.textContent = "sent";
+        note.textContent = gettext("sent");
       } catch (err) {
         this.onBusy(false);
         note.textContent = err.message;  // the edited text stays in the box

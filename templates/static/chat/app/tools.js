@@ -1,10 +1,12 @@
 // Tool rows and approval cards under an assistant turn.
 import { el } from "./dom.js";
+import { formatList, formatUnit, gettext, interpolate, ngettext } from "./i18n.js";
 
 const STATUS_TEXT = {
-  pending: "pending", running: "running", retrying: "retrying", succeeded: "succeeded", failed: "failed",
-  awaiting_approval: "waiting for approval", approved: "approved", denied: "denied",
-  permission_denied: "not permitted", timeout: "timed out", status_unknown: "outcome unknown", expired: "not run",
+  pending: gettext("pending"), running: gettext("running"), retrying: gettext("retrying"),
+  succeeded: gettext("succeeded"), failed: gettext("failed"), awaiting_approval: gettext("waiting for approval"),
+  approved: gettext("approved"), denied: gettext("denied"), permission_denied: gettext("not permitted"),
+  timeout: gettext("timed out"), status_unknown: gettext("outcome unknown"), expired: gettext("not run"),
 };
 
 export function statusText(status) {
@@ -46,15 +48,27 @@ export function setToolStatus(row, status, detail) {
 }
 
 function riskTone(level, env) {
-  if (level === "dangerous") return "dangerous";
-  if (level === "guarded") return "write " + (env || "");
-  return "read";
+  if (level === "dangerous") return gettext("dangerous");
+  if (level === "guarded") return env ? interpolate(gettext("write %(env)s"), {env}, true) : gettext("write");
+  return gettext("read");
 }
 
+// How a decided card ends: [alone, with who decided (%(name)s)].
 const DECISION_TEXT = {
-  approve: "Approved", deny: "Denied — operation cancelled", expired: "Not run: nobody decided before the request expired",
-  superseded: "Not run: a new message was sent", cancelled: "Not run: the run was cancelled",
+  approve: [gettext("Approved"), gettext("Approved by %(name)s")],
+  deny: [gettext("Denied — operation cancelled"), gettext("Denied — operation cancelled by %(name)s")],
+  expired: [gettext("Not run: nobody decided before the request expired"),
+            gettext("Not run: nobody decided before the request expired (%(name)s)")],
+  superseded: [gettext("Not run: a new message was sent"), gettext("Not run: a new message was sent by %(name)s")],
+  cancelled: [gettext("Not run: the run was cancelled"), gettext("Not run: the run was cancelled by %(name)s")],
 };
+
+// Seconds left → "45 sec", "12 min", "2 hr" in the page's language.
+export function timeLeftText(s) {
+  if (s < 90) return formatUnit(s, "second");
+  if (s < 5400) return formatUnit(Math.round(s / 60), "minute");
+  return formatUnit(Math.round(s / 3600), "hour");
+}
 
 // The signed-in person (base.html's body data-user).
 const ME = () => document.body.dataset.user || "";
@@ -69,16 +83,17 @@ function mayDecide(a) {
 function expiryText(iso) {
   if (!iso) return "";
   const s = Math.round((Date.parse(iso) - Date.now()) / 1000);
-  if (s <= 0) return "The request has expired.";
-  if (s < 90) return "Expires in " + s + " s.";
-  if (s < 5400) return "Expires in " + Math.round(s / 60) + " min.";
-  return "Expires in " + Math.round(s / 3600) + " h.";
+  if (s <= 0) return gettext("The request has expired.");
+  return interpolate(gettext("Expires in %(time)s."), {time: timeLeftText(s)}, true);
 }
 
 function progressText(a) {
   const by = a.approved_by || [];
   if (!by.length) return "";
-  return "Approved by " + by.join(", ") + " — " + by.length + " of " + (a.approvals_needed || 1) + " approvals.";
+  const needed = a.approvals_needed || 1;
+  return interpolate(ngettext("Approved by %(names)s — %(count)s of %(needed)s approval.",
+                              "Approved by %(names)s — %(count)s of %(needed)s approvals.", needed),
+                     {names: formatList(by), count: by.length, needed}, true);
 }
 
 // After one approval of two: the card says who approved, and the first approver's buttons go.
@@ -90,7 +105,7 @@ export function progressCard(card, ev) {
   if (line) line.textContent = progressText(ev);
   if (mine) {
     card.querySelectorAll(".approval-actions button").forEach((b) => b.remove());
-    card.querySelector(".approval-note").textContent = "It needs one more approver.";
+    card.querySelector(".approval-note").textContent = gettext("It needs one more approver.");
   }
 }
 
@@ -105,12 +120,14 @@ export function approvalCard(a, onDecide) {
   card.dataset.id = a.tool_call_id;
   card.dataset.tool = a.tool || "";
   const head = el("div", "approval-head");
-  head.appendChild(el("strong", "", onDecide && !mayDecide(a) ? a.tool + " waits for approval" : "Approve " + a.tool + "?"));
+  head.appendChild(el("strong", "", onDecide && !mayDecide(a)
+    ? interpolate(gettext("%(tool)s waits for approval"), {tool: a.tool}, true)
+    : interpolate(gettext("Approve %(tool)s?"), {tool: a.tool}, true)));
   head.appendChild(el("span", "badge tone", riskTone(a.risk_level, a.env_context)));
   if (a.env_context) head.appendChild(el("span", "badge env env-" + a.env_context, a.env_context));
   card.appendChild(head);
-  card.appendChild(el("div", "approval-args", a.arguments_summary || "(no arguments)"));
-  if (a.description) card.appendChild(el("div", "approval-why muted", "Why the agent asks: " + a.description));
+  card.appendChild(el("div", "approval-args", a.arguments_summary || gettext("(no arguments)")));
+  if (a.description) card.appendChild(el("div", "approval-why muted", interpolate(gettext("Why the agent asks: %(reason)s"), {reason: a.description}, true)));
   if (a.waiting_text) card.appendChild(el("div", "approval-rule", a.waiting_text));
   if (onDecide) {
     card.appendChild(el("div", "approval-progress muted", progressText(a)));
@@ -129,12 +146,18 @@ export function approvalCard(a, onDecide) {
   if (onDecide && !mayDecide(a)) {
     const names = (a.approver_names || []).filter((n) => n !== ME());
     const approvedByMe = (a.approved_by || []).includes(ME());
-    card.appendChild(el("div", "approval-who", approvedByMe ? "It needs one more approver." :
-      "You cannot approve this call yourself. " + (names.length ? "Who can: " + names.join(", ") + "." :
-        "Nobody can approve it right now (" + (a.approvers || "no approver") + "); ask a workspace admin.")));
+    let who;
+    if (approvedByMe) who = gettext("It needs one more approver.");
+    else if (names.length) {
+      who = interpolate(gettext("You cannot approve this call yourself. Who can: %(names)s."), {names: formatList(names)}, true);
+    } else {
+      who = interpolate(gettext("You cannot approve this call yourself. Nobody can approve it right now (%(approvers)s); ask a workspace admin."),
+                        {approvers: a.approvers || gettext("no approver")}, true);
+    }
+    card.appendChild(el("div", "approval-who", who));
   } else if (onDecide) {
-    const approve = el("button", "approve", "Approve");
-    const deny = el("button", "deny secondary", "Deny");
+    const approve = el("button", "approve", gettext("Approve"));
+    const deny = el("button", "deny secondary", gettext("Deny"));
     approve.type = deny.type = "button";
     actions.append(approve, deny);
     const readyAt = (a.requested_at_ms || Date.now()) + (a.countdown_s || 0) * 1000;
@@ -143,11 +166,11 @@ export function approvalCard(a, onDecide) {
       const left = Math.ceil((readyAt - Date.now()) / 1000);
       if (left > 0) {
         approve.disabled = true;
-        note.textContent = "Dangerous: you can approve in " + left + " s";
+        note.textContent = interpolate(gettext("Dangerous: you can approve in %(time)s"), {time: timeLeftText(left)}, true);
         setTimeout(tick, 250);
       } else {
         approve.disabled = false;
-        note.textContent = a.countdown_s ? "Dangerous: check the arguments before approving." : "";
+        note.textContent = a.countdown_s ? gettext("Dangerous: check the arguments before approving.") : "";
       }
     };
     tick();
@@ -155,7 +178,7 @@ export function approvalCard(a, onDecide) {
       approve.disabled = deny.disabled = true;
       if (!onDecide(decision)) {
         approve.disabled = deny.disabled = false;
-        note.textContent = "Not connected: try again in a moment.";
+        note.textContent = gettext("Not connected: try again in a moment.");
         note.dataset.kind = "not_connected";  // cleared when the socket is back (live-run.js connection)
       }
     };
@@ -175,5 +198,6 @@ export function resolveCard(card, decision, by) {
   card.querySelectorAll(".approval-progress, .approval-rule, .approval-why").forEach((n) => n.remove());
   card.querySelectorAll("button").forEach((b) => b.remove());
   card.querySelectorAll(".approval-who, .approval-expiry").forEach((n) => n.remove());
-  card.querySelector(".approval-note").textContent = (DECISION_TEXT[decision] || decision) + (by ? " by " + by : "");
+  const [alone, withName] = DECISION_TEXT[decision] || [decision, decision + " (%(name)s)"];
+  card.querySelector(".approval-note").textContent = by ? interpolate(withName, {name: by}, true) : alone;
 }

@@ -3,6 +3,8 @@
 import { api } from "../app/api.js";
 import { el } from "../app/dom.js";
 import { inbox } from "../app/approvals-badge.js";
+import { formatList, formatNumber, gettext, interpolate, ngettext } from "../app/i18n.js";
+import { timeLeftText } from "../app/tools.js";
 
 const root = document.getElementById("inbox");
 const empty = document.getElementById("inbox-empty");
@@ -10,12 +12,10 @@ const status = document.getElementById("inbox-status");
 const cards = new Map();  // tool_call_id → card element
 
 function timeLeft(iso) {
-  if (!iso) return "does not expire";
+  if (!iso) return gettext("does not expire");
   const s = Math.round((Date.parse(iso) - Date.now()) / 1000);
-  if (s <= 0) return "expired";
-  if (s < 90) return "expires in " + s + " s";
-  if (s < 5400) return "expires in " + Math.round(s / 60) + " min";
-  return "expires in " + Math.round(s / 3600) + " h";
+  if (s <= 0) return gettext("expired");
+  return interpolate(gettext("expires in %(time)s"), {time: timeLeftText(s)}, true);
 }
 
 function field(dl, label, value, cls) {
@@ -38,29 +38,30 @@ function card(item) {
   c.appendChild(head);
   c.appendChild(el("p", "approval-rule", a.waiting_text || ""));
   const dl = el("dl", "inbox-facts");
-  const chat = field(dl, "Chat", "");
+  const chat = field(dl, gettext("Chat"), "");
   if (item.thread_visible) {  // an approver by role may decide without seeing the chat itself
-    const thread = el("a", "", item.thread_title || "Untitled chat");
+    const thread = el("a", "", item.thread_title || gettext("Untitled chat"));
     thread.href = "/chat/" + encodeURIComponent(item.thread_id) + "/";
     chat.appendChild(thread);
   } else {
-    chat.textContent = (item.thread_title || "Untitled chat") + " (not shared with you)";
+    chat.textContent = interpolate(gettext("%(title)s (not shared with you)"), {title: item.thread_title || gettext("Untitled chat")}, true);
   }
-  field(dl, "Workspace", item.workspace);
-  field(dl, "Requested by", a.requester || "");
+  field(dl, gettext("Workspace"), item.workspace);
+  field(dl, gettext("Requested by"), a.requester || "");
   if (a.approvals_so_far) {
-    field(dl, "Approvals", a.approvals_so_far + " of " + (a.approvals_needed || 1) +
-          (a.approved_by && a.approved_by.length ? " — approved by " + a.approved_by.join(", ") : ""));
+    const values = {count: a.approvals_so_far, needed: a.approvals_needed || 1, names: formatList(a.approved_by || [])};
+    field(dl, gettext("Approvals"), interpolate(a.approved_by && a.approved_by.length
+      ? gettext("%(count)s of %(needed)s — approved by %(names)s") : gettext("%(count)s of %(needed)s"), values, true));
   }
-  const left = field(dl, "Time left", timeLeft(a.expires_at), "inbox-left");
+  const left = field(dl, gettext("Time left"), timeLeft(a.expires_at), "inbox-left");
   left.dataset.expiresAt = a.expires_at || "";
   c.appendChild(dl);
   const args = el("pre", "approval-args inbox-args");
   args.textContent = JSON.stringify(item.arguments_shown || item.arguments || {}, null, 2);  // items by title
   c.appendChild(args);
   const actions = el("div", "approval-actions");
-  const approve = el("button", "approve", "Approve");
-  const deny = el("button", "deny secondary", "Deny");
+  const approve = el("button", "approve", gettext("Approve"));
+  const deny = el("button", "deny secondary", gettext("Deny"));
   approve.type = deny.type = "button";
   const note = el("span", "approval-note muted");
   note.setAttribute("aria-live", "polite");
@@ -70,19 +71,25 @@ function card(item) {
   const tick = () => {
     if (c.dataset.state || !c.isConnected && cards.get(item.id) !== c) return;
     const wait = Math.ceil((readyAt - Date.now()) / 1000);
-    if (wait > 0) { approve.disabled = true; note.textContent = "Dangerous: you can approve in " + wait + " s"; setTimeout(tick, 250); }
-    else if (!c.dataset.busy) { approve.disabled = false; if (item.countdown_s) note.textContent = "Dangerous: check the arguments before approving."; }
+    if (wait > 0) {
+      approve.disabled = true;
+      note.textContent = interpolate(gettext("Dangerous: you can approve in %(time)s"), {time: timeLeftText(wait)}, true);
+      setTimeout(tick, 250);
+    } else if (!c.dataset.busy) {
+      approve.disabled = false;
+      if (item.countdown_s) note.textContent = gettext("Dangerous: check the arguments before approving.");
+    }
   };
   tick();
   const decide = async (decision) => {
     c.dataset.busy = "1";
     approve.disabled = deny.disabled = true;
-    note.textContent = decision === "approve" ? "Approving…" : "Denying…";
+    note.textContent = decision === "approve" ? gettext("Approving…") : gettext("Denying…");
     try {
       const out = await api("POST", "/api/v1/tool-calls/" + encodeURIComponent(item.id) + "/decision/", {decision});
       c.dataset.state = out.status;
       note.textContent = out.status === "awaiting_approval"
-        ? "Approved — waiting for a second approver" : (decision === "approve" ? "Approved" : "Denied");
+        ? gettext("Approved — waiting for a second approver") : (decision === "approve" ? gettext("Approved") : gettext("Denied"));
       inbox.refresh(null);
     } catch (err) {
       delete c.dataset.busy;
@@ -109,7 +116,8 @@ function render(items) {
     cards.set(item.id, fresh);
   }
   empty.hidden = items.length > 0;
-  status.textContent = items.length === 1 ? "1 request waits for you" : items.length + " requests wait for you";
+  status.textContent = interpolate(ngettext("%(count)s request waits for you", "%(count)s requests wait for you", items.length),
+                                   {count: formatNumber(items.length)}, true);
 }
 
 window.addEventListener("approvals:changed", (e) => render(e.detail.items));
