@@ -3,9 +3,10 @@
 The page is read-only and rendered on the server (``chat.rendering``, the REST
 ``content_html``): it needs no script. It carries the site's strict Content-Security-Policy
 (the middleware), ``X-Robots-Tag: noindex, nofollow`` (with the robots meta tag) so a public
-link is never indexed, ``Referrer-Policy: no-referrer`` so the token never leaves in a
-``Referer`` when a link in a message is followed, and ``Cache-Control: private, no-store``
-so a revoked link is not served from a cache.
+link is never indexed, ``Referrer-Policy: same-origin`` so the token never leaves in a
+``Referer`` to another site (links in messages also carry ``rel=noreferrer``; ``no-referrer``
+would make the browser send ``Origin: null`` with the page's own form, which CSRF refuses),
+and ``Cache-Control: private, no-store`` so a revoked link is not served from a cache.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .services import share_continue
 
 def _private(response):
     response["X-Robots-Tag"] = "noindex, nofollow"
-    response["Referrer-Policy"] = "no-referrer"
+    response["Referrer-Policy"] = "same-origin"
     response["Cache-Control"] = "private, no-store"
     return response
 

@@ -88,7 +88,7 @@ def test_a_workspace_link_shows_the_snapshot_to_members_and_nothing_private(user
     assert "1 cited source is not shown to you." in html
     assert "plan.md" in html and "/api/v1/attachments/" not in html
     assert "Continue this chat" in html
-    assert page["X-Robots-Tag"] == "noindex, nofollow" and page["Referrer-Policy"] == "no-referrer"
+    assert page["X-Robots-Tag"] == "noindex, nofollow" and page["Referrer-Policy"] == "same-origin"
     assert "script-src 'self'" in page["Content-Security-Policy"] and "noindex" in html
     # The owner sees her own private source.
     assert "Alice private notes" in session(users["alice"]).get(path_of(share)).content.decode()
