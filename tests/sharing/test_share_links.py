@@ -200,3 +200,20 @@ def test_continue_copies_only_what_the_page_shows_into_the_viewers_new_chat(user
     signed_out = session().post(path_of(share) + "continue/")
     assert signed_out.status_code == 302 and "/accounts/login/" in signed_out["Location"]
     assert session(users["dave"]).post(path_of(share) + "continue/").status_code == 404
+
+
+def test_administrators_see_links_without_their_token_revoke_them_and_allow_public_links(users, workspaces, chat,
+                                                                                          django_user_model):
+    share = make_share(users["alice"], chat["thread"])
+    token = ShareLink.objects.get(pk=share["id"]).token
+    staff = session(django_user_model.objects.create_superuser("root", password="pw-root"))
+    listing = staff.get("/admin/sharing/sharelink/")
+    assert listing.status_code == 200 and b"Deploy plan" in listing.content and token.encode() not in listing.content
+    assert token.encode() not in staff.get(f"/admin/sharing/sharelink/{share['id']}/change/").content
+    staff.post("/admin/sharing/sharelink/", {"action": "revoke", "_selected_action": [share["id"]]})
+    assert ShareLink.objects.get(pk=share["id"]).revoked_by.username == "root"
+
+    added = staff.post("/admin/sharing/workspacesharing/add/", {"workspace": workspaces["demo"].pk, "public_links": "on"})
+    assert added.status_code == 302, added.content[:2000]
+    soon = (timezone.now() + timedelta(days=1)).isoformat()
+    assert make_share(users["alice"], chat["thread"], visibility="public", expires_at=soon)["visibility"] == "public"
