@@ -14,11 +14,16 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chat.selectors import thread_get_for_user
+from chat.selectors import thread_get_for_user, workspace_get_for_user
 
 from .models import ShareLink
-from .selectors import public_links_allowed, share_get_for_user, shares_for_thread
-from .services import max_public_days, share_create, share_revoke
+from .selectors import (
+    may_change_sharing,
+    public_links_allowed,
+    share_get_for_user,
+    shares_for_thread,
+)
+from .services import max_public_days, share_create, share_revoke, workspace_sharing_set
 
 
 class ShareLinkSerializer(serializers.Serializer):
@@ -46,7 +51,16 @@ class ShareListSerializer(serializers.Serializer):
     shares = ShareLinkSerializer(many=True)
     public_links_allowed = serializers.BooleanField(help_text="Whether the workspace allows public links now.")
     public_max_days = serializers.IntegerField(help_text="SHARE_PUBLIC_MAX_DAYS: a public link's longest life.")
+    may_allow_public = serializers.BooleanField(help_text="The caller may change the workspace's setting "
+                                                          "(PATCH /api/v1/workspaces/{id}/sharing/).")
+    workspace_id = serializers.IntegerField()
     may_create = serializers.BooleanField(help_text="The caller owns the chat and it is not temporary.")
+
+
+class WorkspaceSharingSerializer(serializers.Serializer):
+    public_links = serializers.BooleanField(help_text="Members may make public links (anyone with the link, until "
+                                                      "it expires). Off: every public link of the workspace ends.")
+    may_change = serializers.BooleanField(read_only=True, help_text="The caller may change it (a workspace admin).")
 
 
 class ShareCreateSerializer(serializers.Serializer):
@@ -75,6 +89,8 @@ class ThreadSharesApi(APIView):
             "public_links_allowed": public_links_allowed(workspace_id=thread.workspace_id),
             "public_max_days": max_public_days(),
             "may_create": owner and not thread.temporary,
+            "may_allow_public": may_change_sharing(user=request.user, workspace_id=thread.workspace_id),
+            "workspace_id": thread.workspace_id,
         })
 
     @extend_schema(request=ShareCreateSerializer, responses={201: ShareLinkSerializer},
@@ -102,3 +118,28 @@ class ShareDetailApi(APIView):
     def delete(self, request, share_id):
         share_revoke(share=share_get_for_user(user=request.user, share_id=share_id), by=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class WorkspaceSharingApi(APIView):
+    """GET: the workspace's sharing setting (its members). PATCH ``{public_links}``: change it
+    (its admins and staff; another member: 403 ``not_allowed``). Not a member: 404."""
+
+    @extend_schema(responses=WorkspaceSharingSerializer, operation_id="workspace_sharing_retrieve")
+    def get(self, request, workspace_id):
+        workspace = workspace_get_for_user(user=request.user, workspace=workspace_id)
+        return Response(self._body(request.user, workspace.pk))
+
+    @extend_schema(request=WorkspaceSharingSerializer, responses=WorkspaceSharingSerializer,
+                   operation_id="workspace_sharing_update")
+    def patch(self, request, workspace_id):
+        workspace = workspace_get_for_user(user=request.user, workspace=workspace_id)
+        data = WorkspaceSharingSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        workspace_sharing_set(workspace_id=workspace.pk, user=request.user,
+                              public_links=data.validated_data["public_links"])
+        return Response(self._body(request.user, workspace.pk))
+
+    @staticmethod
+    def _body(user, workspace_id) -> dict:
+        return {"public_links": public_links_allowed(workspace_id=workspace_id),
+                "may_change": may_change_sharing(user=user, workspace_id=workspace_id)}

@@ -58,6 +58,13 @@ def public_links_allowed(*, workspace_id) -> bool:
     return WorkspaceSharing.objects.filter(workspace_id=workspace_id, public_links=True).exists()
 
 
+def may_change_sharing(*, user, workspace_id) -> bool:
+    """Whether ``user`` may change ``workspace_id``'s sharing setting: an admin of it, or staff
+    who belong to it."""
+    membership = membership_get(user=user, workspace_id=workspace_id)
+    return membership is not None and (membership.role.is_admin or user.is_staff)
+
+
 def shares_for_thread(*, thread) -> QuerySet[ShareLink]:
     """``thread``'s links that are not revoked (expired ones included), newest first."""
     return (ShareLink.objects.filter(thread=thread, revoked_at__isnull=True)

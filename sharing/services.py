@@ -25,8 +25,14 @@ from chat.models import Message, Thread
 from chat.selectors import membership_get, memberships_for_user
 from chatplatform.errors import ServiceError
 
-from .models import ShareLink
-from .selectors import citations_for_viewer, public_links_allowed, snapshot_branch, visible_item_ids
+from .models import ShareLink, WorkspaceSharing
+from .selectors import (
+    citations_for_viewer,
+    may_change_sharing,
+    public_links_allowed,
+    snapshot_branch,
+    visible_item_ids,
+)
 
 TOKEN_BYTES = 24  # secrets.token_urlsafe(24): 32 URL-safe characters, 192 random bits
 
@@ -164,3 +170,14 @@ def share_continue(*, share: ShareLink, viewer) -> Thread:
             Thread.objects.filter(pk=thread.pk).update(leaf=rows[-1])
             thread.leaf = rows[-1]
     return thread
+
+
+def workspace_sharing_set(*, workspace_id: int, user, public_links: bool) -> bool:
+    """Turn public links of ``workspace_id`` on or off (``user``: an admin of that workspace,
+    or staff who belong to it: ``selectors.may_change_sharing``). Off ends every public link of the workspace at
+    once (they are checked when opened). Returns the new value. ServiceError 403
+    ``not_allowed`` for anyone else."""
+    if not may_change_sharing(user=user, workspace_id=workspace_id):
+        raise ServiceError("not_allowed", _("Only an administrator of the workspace can change this."), 403)
+    WorkspaceSharing.objects.update_or_create(workspace_id=workspace_id, defaults={"public_links": bool(public_links)})
+    return bool(public_links)

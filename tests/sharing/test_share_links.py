@@ -217,3 +217,23 @@ def test_administrators_see_links_without_their_token_revoke_them_and_allow_publ
     assert added.status_code == 302, added.content[:2000]
     soon = (timezone.now() + timedelta(days=1)).isoformat()
     assert make_share(users["alice"], chat["thread"], visibility="public", expires_at=soon)["visibility"] == "public"
+
+
+def test_a_workspace_admin_turns_public_links_on_and_off_through_the_api(users, workspaces, chat):
+    url = f"/api/v1/workspaces/{workspaces['demo'].pk}/sharing/"
+    assert session(users["bob"]).get(url).json() == {"public_links": False, "may_change": False}
+    refused = session(users["bob"]).patch(url, {"public_links": True}, content_type="application/json")
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "not_allowed"
+    assert session(users["dave"]).get(url).status_code == 404  # another workspace's member
+    assert session(users["dave"]).patch(url, {"public_links": True}, content_type="application/json").status_code == 404
+    admin = session(users["admin"])
+    assert admin.patch(url, {"public_links": "maybe"}, content_type="application/json").status_code == 400
+    assert admin.patch(url, {"public_links": True}, content_type="application/json").json() == \
+        {"public_links": True, "may_change": True}
+    listed = session(users["alice"]).get(f"/api/v1/threads/{chat['thread'].pk}/shares/").json()
+    assert listed["public_links_allowed"] is True and listed["may_allow_public"] is False
+    share = make_share(users["alice"], chat["thread"], visibility="public",
+                       expires_at=(timezone.now() + timedelta(days=2)).isoformat())
+    assert session().get(path_of(share)).status_code == 200
+    admin.patch(url, {"public_links": False}, content_type="application/json")
+    assert session().get(path_of(share)).status_code == 410

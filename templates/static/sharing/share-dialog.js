@@ -44,7 +44,8 @@ function expiryChoices(select, publicLink, maxDays) {
 }
 
 async function openDialog() {
-  const urls = {shares: opener.dataset.urlShares, share: opener.dataset.urlShare};
+  const urls = {shares: opener.dataset.urlShares, share: opener.dataset.urlShare,
+                workspaceSharing: opener.dataset.urlWorkspaceSharing};
   const dialog = el("dialog", "app-dialog share-dialog");
   dialog.id = "share-dialog";
   dialog.setAttribute("aria-labelledby", "share-dialog-title");
@@ -135,6 +136,25 @@ async function openDialog() {
       ? gettext("No sign-in needed; the link must expire.")
       : gettext("Turned off for this workspace: an administrator can allow public links."), !state.public_links_allowed);
     workspace.checked = true;
+    if (!state.public_links_allowed && state.may_allow_public) {
+      // A workspace admin may allow public links right here (PATCH /api/v1/workspaces/{id}/sharing/).
+      const allow = button(gettext("Allow public links in this workspace"), "secondary share-allow", async () => {
+        allow.disabled = true;
+        try {
+          await api("PATCH", urlFor(urls.workspaceSharing, state.workspace_id), {public_links: true});
+          state.public_links_allowed = true;
+          publicLink.disabled = false;
+          publicLink.parentElement.querySelector("small").textContent = gettext("No sign-in needed; the link must expire.");
+          allow.remove();
+          say(gettext("Public links are now allowed in this workspace."));
+        } catch (e) {
+          allow.disabled = false;
+          say(e.message, true);
+        }
+      });
+      allow.id = "share-allow-public";
+      publicLink.parentElement.querySelector("span").appendChild(allow);
+    }
     const expiryRow = el("label", "share-expiry", gettext("Expires"));
     const expiry = el("select");
     expiry.id = "share-expiry";
