@@ -58,7 +58,6 @@ def share_page(request, token):
         "owner_name": share.created_by.get_username(),
         "workspace_name": share.thread.workspace.name,
         "login_url": f"{resolve_url(settings.LOGIN_URL)}?{urlencode({'next': request.get_full_path()})}",
-        "knowledge_url": reverse("knowledge:detail", args=["00000000-0000-0000-0000-000000000000"]),
     }))
 
 
