@@ -237,3 +237,13 @@ def test_a_workspace_admin_turns_public_links_on_and_off_through_the_api(users, 
     assert session().get(path_of(share)).status_code == 200
     admin.patch(url, {"public_links": False}, content_type="application/json")
     assert session().get(path_of(share)).status_code == 410
+
+
+def test_continuing_a_public_link_from_another_workspace_copies_it_there_without_sources(users, workspaces, chat):
+    WorkspaceSharing.objects.create(workspace=workspaces["demo"], public_links=True)
+    share = make_share(users["alice"], chat["thread"], visibility="public",
+                       expires_at=(timezone.now() + timedelta(days=1)).isoformat())
+    response = session(users["dave"]).post(path_of(share) + "continue/")
+    copy = Thread.objects.get(owner=users["dave"])
+    assert response.status_code == 302 and copy.workspace == workspaces["other"]
+    assert [m.citations for m in Message.objects.filter(thread=copy, role="assistant")] == [[]]
