@@ -247,3 +247,10 @@ def test_continuing_a_public_link_from_another_workspace_copies_it_there_without
     copy = Thread.objects.get(owner=users["dave"])
     assert response.status_code == 302 and copy.workspace == workspaces["other"]
     assert [m.citations for m in Message.objects.filter(thread=copy, role="assistant")] == [[]]
+
+
+def test_the_schema_lists_the_share_endpoints(users):
+    paths = session(users["alice"]).get("/api/schema/?format=json").json()["paths"]
+    assert {"/api/v1/threads/{thread_id}/shares/", "/api/v1/shares/{share_id}/",
+            "/api/v1/workspaces/{workspace_id}/sharing/"} <= set(paths)
+    assert set(paths["/api/v1/shares/{share_id}/"]) >= {"get", "delete"}
