@@ -17,6 +17,7 @@ the owner's access to the thread (still a member, the thread still there) and th
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass, field
 
 from django.db.models import QuerySet
@@ -157,7 +158,7 @@ def visible_item_ids(*, viewer, workspace_id, item_ids) -> set[str]:
     """Of ``item_ids`` (knowledge items cited in the thread's workspace), those ``viewer`` may
     open: a member of the workspace, the item not another member's private one (hidden items
     are reachable by id, as on the Knowledge pages). Signed out: none."""
-    ids = {str(i) for i in item_ids if i}
+    ids = {str(i) for i in item_ids if i and _is_uuid(i)}
     if not ids or not getattr(viewer, "is_authenticated", False):
         return set()
     if membership_get(user=viewer, workspace_id=workspace_id) is None:
@@ -165,6 +166,17 @@ def visible_item_ids(*, viewer, workspace_id, item_ids) -> set[str]:
     rows = knowledge_item_list_for_user(user=viewer, include_hidden=True).filter(
         workspace_id=workspace_id, pk__in=list(ids)).values_list("pk", flat=True)
     return {str(pk) for pk in rows}
+
+
+def _is_uuid(value) -> bool:
+    """A citation's ``item_id`` is a knowledge item's UUID; anything else (a stored citation
+    edited by hand, an older shape) names nothing the viewer may see — and must not reach a
+    UUID lookup, which would raise."""
+    try:
+        uuid.UUID(str(value))
+    except ValueError:
+        return False
+    return True
 
 
 def citations_for_viewer(citations: list[dict], visible: set[str]) -> list[dict]:

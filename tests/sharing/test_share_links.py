@@ -47,7 +47,8 @@ def chat(users, workspaces, offline):
     answer = message_create(
         thread_id=thread.pk, role="assistant", content="Use **blue-green** [1] and the script [2].\n\n<script>x</script>",
         citations=[{"n": 1, "item_id": str(shared.pk), "chunk_id": None, "title": shared.title},
-                   {"n": 2, "item_id": str(private.pk), "chunk_id": None, "title": private.title}])
+                   {"n": 2, "item_id": str(private.pk), "chunk_id": None, "title": private.title},
+                   {"n": 3, "item_id": "not-a-uuid", "chunk_id": None, "title": "Malformed"}])
     Attachment.objects.create(thread=thread, owner=alice, message=q1, kind="document", filename="plan.md",
                               content_type="text/markdown", size=10)
     thread.refresh_from_db()
