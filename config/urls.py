@@ -20,6 +20,7 @@ from chatplatform.login_throttle import LoginThrottleMixin, PasswordChangeThrott
 from knowledge import api as knowledge_api
 from knowledge import upload_api as knowledge_upload_api
 from openai_api import views as openai_views
+from sharing import api as sharing_api
 from sso.views import PlatformLoginView
 from usage import views as usage_views
 
@@ -39,6 +40,7 @@ api_v1 = [
     path("api-keys/", apikeys_api.ApiKeyListCreateApi.as_view(), name="api-keys"),
     path("api-keys/<str:key_id>/", apikeys_api.ApiKeyDetailApi.as_view(), name="api-key-detail"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
+    path("workspaces/<str:workspace_id>/sharing/", sharing_api.WorkspaceSharingApi.as_view(), name="workspace-sharing"),
     path("me/preferences/", chat_api.PreferencesApi.as_view(), name="preferences"),
     path("folders/", organise_api.FolderListCreateApi.as_view(), name="folders"),
     path("folders/<str:folder_id>/", organise_api.FolderDetailApi.as_view(), name="folder-detail"),
@@ -53,6 +55,8 @@ api_v1 = [
     path("messages/<str:message_id>/regenerate/", chat_api.MessageRegenerateApi.as_view(), name="message-regenerate"),
     path("messages/<str:message_id>/edit/", chat_api.MessageEditApi.as_view(), name="message-edit"),
     path("threads/<str:thread_id>/tools/", ThreadToolsApi.as_view(), name="thread-tools"),
+    path("threads/<str:thread_id>/shares/", sharing_api.ThreadSharesApi.as_view(), name="thread-shares"),
+    path("shares/<str:share_id>/", sharing_api.ShareDetailApi.as_view(), name="share-detail"),
     path("threads/<str:thread_id>/attachments/", attachments_api.ThreadAttachmentsApi.as_view(),
          name="thread-attachments"),
     path("attachments/<str:attachment_id>/", attachments_api.AttachmentDetailApi.as_view(), name="attachment-detail"),
@@ -93,6 +97,7 @@ urlpatterns = [
     path("chat/", include("chat.urls")),
     path("knowledge/", include("knowledge.urls")),
     path("usage/", include("usage.urls")),
+    path("s/", include("sharing.urls")),
     path("metrics", usage_views.metrics, name="metrics"),
     path("api/v1/", include(api_v1)),
     # OpenAI-compatible API (openai_api/): base URL for OpenAI clients is <host>/v1

@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "openai_api",
     "usage",
     "apikeys",
+    "sharing",
     "django_prometheus",
 ]
 
@@ -407,6 +408,10 @@ LOGIN_RATE_LIMIT = env("LOGIN_RATE_LIMIT", default="10/min")  # per client addre
 LOGIN_USERNAME_RATE_LIMIT = env("LOGIN_USERNAME_RATE_LIMIT", default="10/min")  # per username
 # Self-service API keys (apikeys): the most a user may hold that are neither revoked nor expired.
 API_KEYS_MAX_PER_USER = env.int("API_KEYS_MAX_PER_USER", default=25)
+# Share links (sharing/): a public link lives at most this many days; a thread holds at most
+# this many active links (neither revoked nor expired).
+SHARE_PUBLIC_MAX_DAYS = env.int("SHARE_PUBLIC_MAX_DAYS", default=30)
+SHARE_LINKS_MAX_PER_THREAD = env.int("SHARE_LINKS_MAX_PER_THREAD", default=20)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Bearer or Token <key>: the one scheme rule of every door (chatplatform.credentials)
