@@ -52,8 +52,7 @@ async function openDialog() {
   const title = el("h2", "dialog-title", gettext("Share this chat"));
   title.id = "share-dialog-title";
   const intro = el("p", "muted dialog-message", gettext(
-    "A read-only snapshot of the conversation as it is shown now; messages added later are not included. " +
-    "Tool inputs and results are never shown, and sources only to people who may open them."));
+    "A read-only snapshot of the conversation as it is shown now; messages added later are not included. Tool inputs and results are never shown, and sources only to people who may open them."));
   intro.id = "share-dialog-desc";
   dialog.setAttribute("aria-describedby", intro.id);
   const status = el("p", "share-status");
