@@ -19,6 +19,7 @@ from chatplatform.login_throttle import LoginThrottleMixin, PasswordChangeThrott
 from knowledge import api as knowledge_api
 from knowledge import upload_api as knowledge_upload_api
 from openai_api import views as openai_views
+from prompts import api as prompts_api
 from sso.views import PlatformLoginView
 from usage import views as usage_views
 
@@ -37,6 +38,8 @@ api_v1 = [
         throttle_classes=[], parser_classes=api_settings.DEFAULT_PARSER_CLASSES), name="auth-token"),
     path("api-keys/", apikeys_api.ApiKeyListCreateApi.as_view(), name="api-keys"),
     path("api-keys/<str:key_id>/", apikeys_api.ApiKeyDetailApi.as_view(), name="api-key-detail"),
+    path("prompts/", prompts_api.PromptListCreateApi.as_view(), name="prompts"),
+    path("prompts/<str:prompt_id>/", prompts_api.PromptDetailApi.as_view(), name="prompt-detail"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
     path("me/preferences/", chat_api.PreferencesApi.as_view(), name="preferences"),
     path("threads/", chat_api.ThreadListCreateApi.as_view(), name="threads"),
@@ -89,6 +92,7 @@ urlpatterns = [
     path("chat/", include("chat.urls")),
     path("knowledge/", include("knowledge.urls")),
     path("usage/", include("usage.urls")),
+    path("prompts/", include("prompts.urls")),
     path("metrics", usage_views.metrics, name="metrics"),
     path("api/v1/", include(api_v1)),
     # OpenAI-compatible API (openai_api/): base URL for OpenAI clients is <host>/v1

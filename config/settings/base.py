@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "openai_api",
     "usage",
     "apikeys",
+    "prompts",
     "django_prometheus",
 ]
 
