@@ -4,6 +4,7 @@ duplicate check and permissions are the service's (one set of rules for page and
 from __future__ import annotations
 
 from django import forms
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from .services import BODY_MAX, COMMAND_MAX, TITLE_MAX
@@ -18,14 +19,16 @@ class PromptForm(forms.Form):
                             widget=forms.TextInput(attrs={"placeholder": _("Summarize a text")}))
     body = forms.CharField(
         label=_("Prompt"), required=False, max_length=BODY_MAX,
-        help_text=_("Variables: {{name}} asks for a value when the prompt is inserted; {{name|default}} fills "
-                    "in the default unless changed. At most %(n)d characters.") % {"n": BODY_MAX},
         widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "true"}))
     workspace = forms.ChoiceField(label=_("Who can use it"), required=False)
 
     def __init__(self, *args, workspaces=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.workspaces = {str(w.pk): w for w in workspaces}
+        # Formatted here, in the request's language (a lazy string formatted at import would not be).
+        self.fields["body"].help_text = gettext(
+            "Variables: {{name}} asks for a value when the prompt is inserted; {{name|default}} fills in the "
+            "default unless changed. At most %(n)d characters.") % {"n": BODY_MAX}
         self.fields["workspace"].choices = [("", _("Only me (personal)"))] + [
             (str(w.pk), _("Everyone in %(workspace)s") % {"workspace": w.name}) for w in workspaces]
 
