@@ -19,7 +19,13 @@ from rest_framework.views import APIView
 
 from chat.selectors import workspace_get_for_user
 
-from .selectors import SCOPES, prompt_can_edit, prompt_get_for_user, prompt_list_for_user
+from .selectors import (
+    SCOPES,
+    prompt_can_edit,
+    prompt_edit_checker,
+    prompt_get_for_user,
+    prompt_list_for_user,
+)
 from .services import PromptRejected, prompt_create, prompt_delete, prompt_update
 from .variables import prompt_variables
 
@@ -61,7 +67,8 @@ class PromptSerializer(serializers.Serializer):
         return obj.owner.get_username()
 
     def get_can_edit(self, obj) -> bool:
-        return prompt_can_edit(user=self.context["request"].user, prompt=obj)
+        may_edit = self.context.get("may_edit")  # a list's one-query checker
+        return may_edit(obj) if may_edit else prompt_can_edit(user=self.context["request"].user, prompt=obj)
 
 
 class PromptWriteSerializer(serializers.Serializer):
@@ -112,7 +119,8 @@ class PromptListCreateApi(APIView):
         if scope and scope not in SCOPES:
             raise ValidationError({"scope": [_("scope is personal or workspace.")]})
         rows = prompt_list_for_user(user=request.user, workspace=workspace, scope=scope, q=params.get("q", "")[:200])
-        return Response(PromptSerializer(rows, many=True, context={"request": request}).data)
+        context = {"request": request, "may_edit": prompt_edit_checker(user=request.user)}
+        return Response(PromptSerializer(rows, many=True, context=context).data)
 
     @extend_schema(operation_id="prompts_create", request=PromptWriteSerializer, responses={201: PromptSerializer})
     def post(self, request):

@@ -12,6 +12,8 @@ workspace's prompts and keep personal ones.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
 from django.http import Http404
@@ -65,16 +67,27 @@ def prompt_can_share(*, user, workspace: Workspace | int) -> bool:
     return membership is not None and (membership.role.is_admin or membership.role.rank >= MEMBER_RANK)
 
 
-def prompt_can_edit(*, user, prompt: Prompt) -> bool:
-    """Edit or delete ``prompt`` (from :func:`prompt_get_for_user`): see the module docstring."""
+def _may_edit(user, prompt: Prompt, membership) -> bool:
     if not prompt.is_shared:
         return prompt.owner_id == user.pk
-    membership = membership_get(user=user, workspace_id=prompt.workspace_id)
     if membership is None:
         return False
     if membership.role.is_admin:
         return True
     return prompt.owner_id == user.pk and membership.role.rank >= MEMBER_RANK
+
+
+def prompt_can_edit(*, user, prompt: Prompt) -> bool:
+    """Edit or delete ``prompt`` (from :func:`prompt_get_for_user`): see the module docstring."""
+    membership = membership_get(user=user, workspace_id=prompt.workspace_id) if prompt.is_shared else None
+    return _may_edit(user, prompt, membership)
+
+
+def prompt_edit_checker(*, user) -> Callable[[Prompt], bool]:
+    """:func:`prompt_can_edit` for many prompts of one list: the caller's memberships are read
+    once (one query), not once per prompt."""
+    memberships = {m.workspace_id: m for m in memberships_for_user(user=user)}
+    return lambda prompt: _may_edit(user, prompt, memberships.get(prompt.workspace_id))
 
 
 def prompt_workspaces_for_sharing(*, user) -> list[Workspace]:

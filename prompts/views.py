@@ -15,6 +15,7 @@ from .forms import PromptForm
 from .selectors import (
     SCOPES,
     prompt_can_edit,
+    prompt_edit_checker,
     prompt_get_for_user,
     prompt_list_for_user,
     prompt_workspaces_for_sharing,
@@ -29,10 +30,9 @@ def prompt_list(request):
     q = request.GET.get("q", "").strip()[:200]
     scope = request.GET.get("scope", "")
     scope = scope if scope in SCOPES else ""
-    rows = prompt_list_for_user(user=request.user, scope=scope, q=q)
-    prompts = [{"prompt": p, "variables": prompt_variables(p.body), "can_edit": prompt_can_edit(user=request.user,
-                                                                                                   prompt=p)}
-               for p in rows]
+    may_edit = prompt_edit_checker(user=request.user)
+    prompts = [{"prompt": p, "variables": prompt_variables(p.body), "can_edit": may_edit(p)}
+               for p in prompt_list_for_user(user=request.user, scope=scope, q=q)]
     return render(request, "prompts/list.html", {
         "prompts": prompts, "q": q, "scope": scope,
         "has_workspaces": memberships_for_user(user=request.user).exists(),

@@ -132,10 +132,16 @@ def test_body_at_the_limit_is_accepted(users):
     assert len(create(session(users["alice"]), body="y" * 8000)["body"]) == 8000
 
 
-def test_list_filters_by_scope_workspace_and_words(users):
+def test_list_filters_by_scope_workspace_and_words(users, django_assert_max_num_queries):
     alice = session(users["alice"])
     create(alice, command="summarize", title="Summarize a text")
     create(alice, command="bugreport", title="Bug report", body="Steps: {{steps}}", workspace="demo")
+    for n in range(10):
+        create(session(users["admin"]), command=f"shared{n}", workspace="demo")
+    with django_assert_max_num_queries(6):  # session, user, memberships, the list: not one query per prompt
+        listed = alice.get(URL).json()
+    assert len(listed) == 12 and [p["can_edit"] for p in listed].count(True) == 2
+    Prompt.objects.filter(command__startswith="shared").delete()
     assert [p["command"] for p in alice.get(URL + "?scope=personal").json()] == ["summarize"]
     assert [p["command"] for p in alice.get(URL + "?scope=workspace").json()] == ["bugreport"]
     assert [p["command"] for p in alice.get(URL + "?workspace=demo").json()] == ["bugreport", "summarize"]
