@@ -31,7 +31,7 @@ def prompt_list(request):
     scope = request.GET.get("scope", "")
     scope = scope if scope in SCOPES else ""
     may_edit = prompt_edit_checker(user=request.user)
-    prompts = [{"prompt": p, "variables": prompt_variables(p.body), "can_edit": may_edit(p)}
+    prompts = [{"prompt": p, "preview": p.body.strip(), "variables": prompt_variables(p.body), "can_edit": may_edit(p)}
                for p in prompt_list_for_user(user=request.user, scope=scope, q=q)]
     return render(request, "prompts/list.html", {
         "prompts": prompts, "q": q, "scope": scope,

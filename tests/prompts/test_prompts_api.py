@@ -184,3 +184,10 @@ def test_the_page_creates_edits_and_deletes_with_field_errors_in_place(users):
     assert alice.get(f"/prompts/{prompt.pk}/delete/").status_code == 200
     assert alice.post(f"/prompts/{prompt.pk}/delete/").status_code == 302
     assert not Prompt.objects.exists()
+
+
+def test_the_admin_lists_and_finds_prompts(users, django_user_model):
+    create(session(users["alice"]), command="standup", workspace="demo")
+    root = django_user_model.objects.create_superuser("root", password="pw-root")
+    page = session(root).get("/admin/prompts/prompt/?q=standup")
+    assert page.status_code == 200 and "/standup" in page.content.decode()
