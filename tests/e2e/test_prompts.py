@@ -2,7 +2,8 @@
 with the demo's workspace prompts): make a personal prompt with variables on the Prompts page,
 find it with the page's search, then in a composer — the landing page's at 1280, a thread's at
 390 — type "/", filter, pick with the keyboard, fill a variable and see the filled text in
-the box, not sent. Markup in the prompt stays text all the way."""
+the box, not sent; and "Use" on the page opens a seeded prompt in a new chat's composer.
+Markup in the prompt stays text all the way."""
 
 from __future__ import annotations
 
@@ -116,6 +117,18 @@ def test_make_a_prompt_then_insert_it_with_slash_and_fill_its_variable(browser, 
         page.keyboard.press("Escape")
         menu.wait_for(state="hidden")
         assert box.input_value() == "/nothing-like-this"
+
+        # --- "Use" on the Prompts page opens a prompt in a new chat's composer, defaults filled in
+        page.goto("/prompts/")
+        page.get_by_role("link", name="Use /summarize in a new chat").click()
+        page.locator("#prompt-fill").wait_for()
+        assert page.url.endswith("/chat/")  # the link's ?prompt= is spent: a reload does not reopen it
+        assert [f.input_value() for f in page.locator("#prompt-fill input").all()] == \
+            ["5 bullet points", "a busy colleague"]
+        page.keyboard.press("Enter")
+        page.locator("#prompt-fill").wait_for(state="detached")
+        assert page.locator("#input").input_value().startswith("Summarize the text below in 5 bullet points for "
+                                                              "a busy colleague.")
         assert not errors, errors
     finally:
         context.close()

@@ -5,7 +5,7 @@
 // one field per variable (defaults filled in): Tab moves between fields, Enter inserts the
 // filled text into the box — it is not sent — and Escape goes back. Everything shown is set as
 // text (textContent / value), never as markup.
-import { api } from "./api.js";
+import { api, urlFor } from "./api.js";
 import { el } from "./dom.js";
 import { gettext, interpolate } from "./i18n.js";
 import { promptFill, promptMatches, promptVariables } from "./prompt-vars.js";
@@ -225,6 +225,29 @@ function start(form, input) {
   function closeFill() {
     if (fill) { fill.remove(); fill = null; }
   }
+
+  // "Use" on the Prompts page: /chat/?prompt=<id> opens that prompt in the landing composer.
+  async function useFromLink(id) {
+    history.replaceState(null, "", location.pathname);  // a reload does not open it again
+    let p;
+    try {
+      p = await api("GET", urlFor(form.dataset.urlPrompt, id));
+    } catch (e) {
+      menu.hidden = false;
+      list.hidden = true;
+      status.hidden = false;
+      status.textContent = interpolate(gettext("Could not open the prompt: %(reason)s"), {reason: e.message}, true);
+      return;
+    }
+    const select = document.getElementById("landing-workspace");
+    if (p.workspace && select && select.value !== p.workspace) {
+      select.value = p.workspace;  // a workspace prompt starts a chat in its workspace
+      select.dispatchEvent(new Event("change"));
+    }
+    pick(p);
+  }
+  const linked = form.dataset.landing ? new URLSearchParams(location.search).get("prompt") : null;
+  if (linked) useFromLink(linked);
 
   input.addEventListener("input", () => {
     const m = TRIGGER.exec(input.value);
