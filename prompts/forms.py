@@ -18,8 +18,11 @@ class PromptForm(forms.Form):
     title = forms.CharField(label=_("Title"), max_length=TITLE_MAX, required=False,
                             widget=forms.TextInput(attrs={"placeholder": _("Summarize a text")}))
     body = forms.CharField(
-        label=_("Prompt"), required=False, max_length=BODY_MAX,
-        widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "true"}))
+        # The length is the service's to check, after \r\n → \n (a browser posts \r\n; its
+        # maxlength counts a line break as one character, as the service does).
+        # Not stripped: a prompt's trailing blank lines are where the text to work on goes.
+        label=_("Prompt"), required=False, strip=False,
+        widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "true", "maxlength": BODY_MAX}))
     workspace = forms.ChoiceField(label=_("Who can use it"), required=False)
 
     def __init__(self, *args, workspaces=(), **kwargs):

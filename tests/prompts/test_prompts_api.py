@@ -170,6 +170,9 @@ def test_the_page_creates_edits_and_deletes_with_field_errors_in_place(users):
     assert response.status_code == 302
     prompt = Prompt.objects.get()
     assert (prompt.command, prompt.workspace_id) == ("summarize", None)
+    full = alice.post("/prompts/new/", {"command": "full", "title": "Full", "body": "abc\r\n" * 2000,
+                                        "workspace": ""})  # 8000 characters once a line break is one
+    assert full.status_code == 302 and len(Prompt.objects.get(command="full").body) == 8000
     duplicate = alice.post("/prompts/new/", {"command": "summarize", "title": "Again", "body": "x", "workspace": ""})
     assert duplicate.status_code == 200 and "already exists" in duplicate.content.decode()
     assert 'value="Again"' in duplicate.content.decode()  # what was typed is kept
@@ -183,7 +186,7 @@ def test_the_page_creates_edits_and_deletes_with_field_errors_in_place(users):
     assert session(users["dave"]).get(f"/prompts/{prompt.pk}/delete/").status_code == 404
     assert alice.get(f"/prompts/{prompt.pk}/delete/").status_code == 200
     assert alice.post(f"/prompts/{prompt.pk}/delete/").status_code == 302
-    assert not Prompt.objects.exists()
+    assert list(Prompt.objects.values_list("command", flat=True)) == ["full"]
 
 
 def test_the_admin_lists_and_finds_prompts(users, django_user_model):
