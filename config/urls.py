@@ -21,6 +21,7 @@ from knowledge import api as knowledge_api
 from knowledge import upload_api as knowledge_upload_api
 from openai_api import views as openai_views
 from sharing import api as sharing_api
+from prompts import api as prompts_api
 from sso.views import PlatformLoginView
 from usage import views as usage_views
 
@@ -39,6 +40,8 @@ api_v1 = [
         throttle_classes=[], parser_classes=api_settings.DEFAULT_PARSER_CLASSES), name="auth-token"),
     path("api-keys/", apikeys_api.ApiKeyListCreateApi.as_view(), name="api-keys"),
     path("api-keys/<str:key_id>/", apikeys_api.ApiKeyDetailApi.as_view(), name="api-key-detail"),
+    path("prompts/", prompts_api.PromptListCreateApi.as_view(), name="prompts"),
+    path("prompts/<str:prompt_id>/", prompts_api.PromptDetailApi.as_view(), name="prompt-detail"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
     path("workspaces/<str:workspace_id>/sharing/", sharing_api.WorkspaceSharingApi.as_view(), name="workspace-sharing"),
     path("me/preferences/", chat_api.PreferencesApi.as_view(), name="preferences"),
@@ -98,6 +101,7 @@ urlpatterns = [
     path("knowledge/", include("knowledge.urls")),
     path("usage/", include("usage.urls")),
     path("s/", include("sharing.urls")),
+    path("prompts/", include("prompts.urls")),
     path("metrics", usage_views.metrics, name="metrics"),
     path("api/v1/", include(api_v1)),
     # OpenAI-compatible API (openai_api/): base URL for OpenAI clients is <host>/v1

@@ -8,7 +8,7 @@ import grimp
 import networkx as nx
 
 PACKAGES = ("config", "chatplatform", "llm", "chat", "agents", "mcp_client", "knowledge", "openai_api", "usage",
-            "sso", "apikeys", "sharing")
+            "sso", "apikeys", "sharing", "prompts")
 
 
 def _graph() -> nx.DiGraph:

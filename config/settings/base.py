@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "usage",
     "apikeys",
     "sharing",
+    "prompts",
     "django_prometheus",
 ]
 

@@ -99,6 +99,7 @@ class Command(BaseCommand):
         self.stdout.write(f"knowledge: {created} topics imported, {updated} refreshed (Python Language Reference)")
         # Budget defaults live with the usage app (called by name: chat does not import it).
         call_command("seed_usage", stdout=self.stdout)
+        call_command("seed_prompts", stdout=self.stdout)  # the prompt library's demo workspace prompts
         providers = ", ".join(Provider.objects.order_by("slug").values_list("slug", flat=True))
         self.stdout.write(f"providers: {providers}")
         self._mcp_demo()
