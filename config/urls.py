@@ -20,8 +20,8 @@ from chatplatform.login_throttle import LoginThrottleMixin, PasswordChangeThrott
 from knowledge import api as knowledge_api
 from knowledge import upload_api as knowledge_upload_api
 from openai_api import views as openai_views
-from sharing import api as sharing_api
 from prompts import api as prompts_api
+from sharing import api as sharing_api
 from sso.views import PlatformLoginView
 from usage import views as usage_views
 
