@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_POST
 
 from agents.catalogue import provider_health
@@ -23,6 +24,7 @@ from chat.selectors import memberships_for_user
 from chatplatform.errors import ServiceError
 from knowledge.selectors import knowledge_can_create
 
+from .artifacts import artifacts_enabled, frame_headers
 from .models import UserPreferences
 from .selectors import (
     INSTRUCTIONS_MAX_CHARS,
@@ -188,3 +190,21 @@ def preferences(request):
         "default_model": chosen, "model_error": model_error,
         "in_effect": f"{fallback[0].name} · {fallback[1]}" if fallback[0] is not None else "",
     }, status=400 if error or model_error else 200)
+
+
+@login_required
+@xframe_options_sameorigin
+def artifact_frame(request, workspace_id: int):
+    """The artifact preview document (``chat.artifacts``), framed by the chat page in
+    ``<iframe sandbox="allow-scripts">``; the source arrives by ``postMessage``, never in the
+    URL. 404 for a workspace the caller is not a member of; 403 (a short notice, shown in the
+    frame) while the workspace has previews off — checked at every load, not only when the page
+    was drawn. Both answers carry the frame's own CSP (``chat.artifacts.frame_headers``)."""
+    enabled = artifacts_enabled(user=request.user, workspace_id=workspace_id)
+    if enabled is None:
+        raise Http404("No such workspace.")
+    template, status = ("chat/artifact_frame.html", 200) if enabled else ("chat/artifact_refused.html", 403)
+    response = render(request, template, {}, status=status)
+    for header, value in frame_headers(request).items():
+        response[header] = value
+    return response

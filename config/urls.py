@@ -38,6 +38,7 @@ api_v1 = [
     path("api-keys/", apikeys_api.ApiKeyListCreateApi.as_view(), name="api-keys"),
     path("api-keys/<str:key_id>/", apikeys_api.ApiKeyDetailApi.as_view(), name="api-key-detail"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
+    path("workspaces/<str:workspace_id>/", chat_api.WorkspaceDetailApi.as_view(), name="workspace-detail"),
     path("me/preferences/", chat_api.PreferencesApi.as_view(), name="preferences"),
     path("threads/", chat_api.ThreadListCreateApi.as_view(), name="threads"),
     path("threads/<str:thread_id>/", chat_api.ThreadDetailApi.as_view(), name="thread-detail"),
