@@ -20,7 +20,7 @@ const FILES = {
   mermaid: {name: "diagram.mmd", type: "text/plain"},
 };
 
-function kindLabel(kind) {
+export function artifactLabel(kind) {
   return {html: gettext("HTML"), svg: gettext("SVG"), mermaid: gettext("Mermaid diagram")}[kind];
 }
 
@@ -45,7 +45,7 @@ export function previewButton(kind, source) {
   b.type = "button";
   b.className = "preview-code";
   b.textContent = gettext("Preview");
-  b.setAttribute("aria-label", interpolate(gettext("Preview %(kind)s"), {kind: kindLabel(kind)}, true));
+  b.setAttribute("aria-label", interpolate(gettext("Preview %(kind)s"), {kind: artifactLabel(kind)}, true));
   b.addEventListener("click", () => open(kind, source, b));
   return b;
 }
@@ -62,7 +62,7 @@ function open(kind, source, opener) {
   frame.className = "artifact-frame";
   frame.setAttribute("sandbox", "allow-scripts");  // never allow-same-origin, -top-navigation, -popups, -forms
   frame.setAttribute("referrerpolicy", "no-referrer");
-  frame.title = interpolate(gettext("%(kind)s preview"), {kind: kindLabel(kind)}, true);
+  frame.title = interpolate(gettext("%(kind)s preview"), {kind: artifactLabel(kind)}, true);
   current = {frame, kind, source, sent: false, opener};
   panel.querySelector(".artifact-title").textContent = frame.title;
   panel.querySelector(".artifact-body").replaceChildren(frame);

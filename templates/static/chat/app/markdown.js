@@ -6,7 +6,7 @@
 // Preview, when the workspace allows it: artifacts.js), links open in a new tab with
 // rel="noopener noreferrer nofollow", and [n] markers become citation links.
 import { MarkdownIt, DOMPurify, hljs } from "../../vendor/chat-vendor.js";
-import { artifactKind, previewButton } from "./artifacts.js";
+import { artifactKind, artifactLabel, previewButton } from "./artifacts.js";
 import { copyText } from "./clipboard.js";
 
 export { copyText };
@@ -111,7 +111,15 @@ export function renderInto(target, text, {citations = [], highlight = true, arti
     pre.replaceWith(wrap);
     const tools = document.createElement("div");
     tools.className = "code-tools";
-    if (kind) tools.appendChild(previewButton(kind, source));
+    if (kind) {
+      // A block that can be previewed gets a header row (its kind, Preview, Copy) above the code:
+      // two buttons floating over the code would cover its first line.
+      wrap.classList.add("previewable");
+      const label = document.createElement("span");
+      label.className = "code-lang";
+      label.textContent = artifactLabel(kind);
+      tools.append(label, previewButton(kind, source));
+    }
     tools.appendChild(copyButton(pre));
     wrap.appendChild(tools);
     wrap.appendChild(pre);
