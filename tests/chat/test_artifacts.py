@@ -127,3 +127,27 @@ def test_only_an_admin_may_switch_and_only_with_a_boolean(users, workspaces):
     assert missing.status_code == 400 and "artifacts_enabled" in missing.text
     demo.refresh_from_db()
     assert demo.artifacts_enabled is True  # nothing changed by the refusals
+
+
+def test_the_settings_page_switch_is_for_workspace_admins(users, workspaces):
+    demo = workspaces["demo"]
+    admin_page = signed_in(users["admin"])
+    form = admin_page.get("/chat/settings/").content.decode()
+    assert 'id="artifacts-demo"' in form and 'name="artifacts_enabled" checked' in form
+    saved = admin_page.post("/chat/settings/", {"artifacts_workspace": str(demo.pk)})  # box unticked: off
+    assert saved.status_code == 302 and saved["Location"].endswith("?saved=artifacts#artifact-previews")
+    demo.refresh_from_db()
+    assert demo.artifacts_enabled is False
+    assert 'name="artifacts_enabled" checked' not in admin_page.get("/chat/settings/").content.decode()
+
+    member = signed_in(users["alice"])
+    shown = member.get("/chat/settings/").content.decode()
+    assert 'name="artifacts_workspace"' not in shown and "Demo team: off" in shown
+    refused = member.post("/chat/settings/", {"artifacts_workspace": str(demo.pk), "artifacts_enabled": "on"})
+    assert refused.status_code == 403 and "Only a workspace administrator" in refused.content.decode()
+    other = signed_in(users["dave"]).post("/chat/settings/", {"artifacts_workspace": str(demo.pk),
+                                                              "artifacts_enabled": "on"})
+    assert other.status_code == 404
+    assert member.post("/chat/settings/", {"artifacts_workspace": "demo"}).status_code == 404
+    demo.refresh_from_db()
+    assert demo.artifacts_enabled is False  # none of the refusals changed it
