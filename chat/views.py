@@ -33,7 +33,12 @@ from .selectors import (
     thread_list_for_user,
     workspace_get_for_user,
 )
-from .services import custom_instructions_set, default_model_set, thread_create, workspace_artifacts_set
+from .services import (
+    custom_instructions_set,
+    default_model_set,
+    thread_create,
+    workspace_artifacts_set,
+)
 
 _ZERO = "00000000-0000-0000-0000-000000000000"
 
