@@ -11,7 +11,7 @@
 import { copyText } from "./clipboard.js";
 import { gettext, interpolate } from "./i18n.js";
 
-const LANGUAGES = {html: "html", htm: "html", xhtml: "html", svg: "svg", mermaid: "mermaid", mmd: "mermaid"};
+const LANGUAGES = {__proto__: null, html: "html", htm: "html", xhtml: "html", svg: "svg", mermaid: "mermaid", mmd: "mermaid"};
 const SVG_START = /^\s*(?:<\?xml[^>]*>\s*)?(?:<!--[\s\S]*?-->\s*)*<svg[\s>]/i;
 
 const FILES = {
@@ -30,10 +30,15 @@ function frameUrl() {
   return (panel && panel.dataset.frameUrl) || "";
 }
 
-// "html" | "svg" | "mermaid" for a code block that can be previewed here, else null. The
-// fence's language decides; an ``xml`` or unlabelled block is SVG when it is an <svg> element.
+// "html" | "svg" | "mermaid" for a code block that can be previewed here (this page's
+// workspace allows previews), else null.
 export function artifactKind(lang, text) {
-  if (!frameUrl()) return null;
+  return frameUrl() ? codeKind(lang, text) : null;
+}
+
+// "html" | "svg" | "mermaid" for a fenced code block's language and text, else null. The
+// fence's language decides; an ``xml`` or unlabelled block is SVG when it is an <svg> element.
+export function codeKind(lang, text) {
   const name = (lang || "").toLowerCase();
   if (LANGUAGES[name]) return LANGUAGES[name];
   if ((name === "" || name === "xml") && SVG_START.test(text || "")) return "svg";
