@@ -8,7 +8,7 @@ its ``openai`` provider writes the answer): an answer with an HTML, an SVG and a
 * SVG: the image is drawn in the frame; Mermaid: the real Mermaid draws the diagram as SVG;
 * the panel's Copy puts the source on the clipboard, Download saves it as a file;
 * a side panel beside the chat at 1280 px, a full-screen sheet at 390 px;
-* a workspace admin turns previews off (``PATCH /api/v1/workspaces/demo/``): no Preview button.
+* a workspace admin turns previews off on the settings page: no Preview button.
 """
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ def thread_id(platform, upstream):
 
 
 def previews_set(platform, enabled: bool) -> None:
+    """The demo workspace's switch, through its admin's ``PATCH /api/v1/workspaces/demo/``."""
     with flows.http(platform, flows.login_token(platform, "admin")) as client:
         r = client.patch("/api/v1/workspaces/demo/", json={"artifacts_enabled": enabled})
     assert r.status_code == 200 and r.json()["artifacts_enabled"] is enabled, r.text
@@ -187,8 +188,19 @@ def test_artifacts_preview_sandboxed_copy_download_and_the_workspace_switch(brow
         assert refused == set(BLOCKED), errors
         assert [e for e in errors if not any(reason in e for reason in BLOCKED)] == []
 
-        # A workspace admin turns previews off: no Preview button, Copy stays.
-        previews_set(platform, False)
+        # A workspace admin turns previews off on the settings page: no Preview button, Copy stays.
+        admin = browser.new_context(viewport={"width": width, "height": 900}, base_url=platform.base_url)
+        admin.set_default_timeout(STEP_MS)
+        admin_page = admin.new_page()
+        flows.sign_in_page(admin_page, platform, "admin")
+        admin_page.goto("/chat/settings/#artifact-previews")
+        switch = admin_page.locator("#artifacts-demo")
+        switch.locator("input[name=artifacts_enabled]").uncheck()
+        switch.get_by_role("button", name="Save").click()
+        admin_page.locator("#artifacts-saved").wait_for()
+        assert not switch.locator("input[name=artifacts_enabled]").is_checked()
+        admin_page.locator("#artifact-previews").screenshot(path=str(ARTIFACTS / f"artifacts-{width}-settings.png"))
+        admin.close()
         page.reload()
         blocks.nth(3).wait_for()
         assert page.locator(".preview-code").count() == 0 and page.locator("#artifact-panel").count() == 0

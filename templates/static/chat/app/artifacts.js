@@ -70,6 +70,8 @@ function open(kind, source, opener) {
   frame.title = interpolate(gettext("%(kind)s preview"), {kind: artifactLabel(kind)}, true);
   current = {frame, kind, source, sent: false, opener};
   panel.querySelector(".artifact-title").textContent = frame.title;
+  const copy = panel.querySelector(".artifact-copy");
+  if (copy.dataset.label) copy.textContent = copy.dataset.label;  // not "Copied" from the last one
   panel.querySelector(".artifact-body").replaceChildren(frame);
   frame.src = url;
   panel.hidden = false;
