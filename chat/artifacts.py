@@ -34,7 +34,8 @@ def artifacts_enabled(*, user, workspace_id) -> bool | None:
 
 def _absolute(request, path: str) -> str:
     """A static file's absolute URL (a CSP source with a path must name the host: ``'self'``
-    cannot carry one, and the frame's own origin is opaque)."""
+    cannot carry one, and the frame's own origin is opaque). Behind a TLS proxy that Django
+    is not told about this says ``http:``; CSP lets an ``http:`` source match the ``https:`` URL."""
     return path if path.startswith(("http://", "https://")) else request.build_absolute_uri(path)
 
 
