@@ -58,12 +58,15 @@ lint: install-dev
 bench: install-dev
 	$(BIN)/python bench/side_by_side/run.py $(BENCH_ARGS)
 
-## vendor: rebuild templates/static/vendor/ from frontend/package-lock.json (needs Node.js; the
+## vendor: rebuild templates/static/vendor/ (chat-vendor.js; preview-vendor.js, Mermaid for the artifact
+## preview frame only) from frontend/package-lock.json (needs Node.js; the
 ## output is committed, so demo and test never need Node)
 vendor:
 	cd frontend && npm ci --no-audit --no-fund --ignore-scripts && npm rebuild esbuild
 	cd frontend && node_modules/.bin/esbuild vendor-entry.js --bundle --format=esm --minify \
 		--legal-comments=eof --outfile=../templates/static/vendor/chat-vendor.js
+	cd frontend && node_modules/.bin/esbuild preview-vendor-entry.js --bundle --format=iife --minify \
+		--legal-comments=eof --outfile=../templates/static/vendor/preview-vendor.js
 
 clean:
 	rm -rf $(VENV) db.sqlite3 db.sqlite3-* staticfiles

@@ -13,7 +13,7 @@ class MembershipInline(admin.TabularInline):
 class WorkspaceForm(forms.ModelForm):
     class Meta:
         model = Workspace
-        fields = ["name", "slug", "instructions", "default_provider", "default_model"]
+        fields = ["name", "slug", "instructions", "default_provider", "default_model", "artifacts_enabled"]
 
     def clean(self):
         """A default model must be one the provider offers: an enabled model row, or its own
@@ -33,9 +33,9 @@ class WorkspaceForm(forms.ModelForm):
 @admin.register(Workspace)
 class WorkspaceAdmin(admin.ModelAdmin):
     form = WorkspaceForm
-    list_display = ["name", "slug", "created_at"]
+    list_display = ["name", "slug", "artifacts_enabled", "created_at"]
     search_fields = ["name", "slug"]
-    fields = ["name", "slug", "instructions", "default_provider", "default_model"]
+    fields = ["name", "slug", "instructions", "default_provider", "default_model", "artifacts_enabled"]
     inlines = [MembershipInline]
 
 

@@ -8,6 +8,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class Workspace(models.Model):
@@ -30,6 +31,13 @@ class Workspace(models.Model):
     default_model = models.CharField(
         max_length=200, blank=True,
         help_text="Model of the default provider; empty: the provider's default model.",
+    )
+    # Artifacts (issue 55): an answer's HTML, SVG and Mermaid code blocks get a Preview that renders
+    # them in a sandboxed frame (chat.artifacts). Off: no Preview button and the frame is refused.
+    artifacts_enabled = models.BooleanField(
+        _("artifact previews"), default=True,
+        help_text=_("Show a Preview button on HTML, SVG and Mermaid code blocks of answers, rendered in a "
+                    "sandboxed frame beside the chat. Off: no previews in this workspace."),
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.db.models import Max
+from django.http import Http404
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from chatplatform.db import retry_transient, update_rows
+from chatplatform.errors import ServiceError
 
 from .models import Attachment, AttachmentBlob, Message, Thread, UserPreferences, Workspace
+from .selectors import membership_get
 
 TITLE_MAX_CHARS = 60
 _LEAF = object()  # message_create's default parent: the end of the selected branch
@@ -140,3 +144,20 @@ def default_model_set(*, user, provider, model: str = "") -> UserPreferences:
     prefs, _ = UserPreferences.objects.update_or_create(
         user=user, defaults={"default_provider": provider, "default_model": model if provider is not None else ""})
     return prefs
+
+
+def workspace_artifacts_set(*, user, workspace_id, enabled: bool) -> Workspace:
+    """Turn artifact previews (``Workspace.artifacts_enabled``) on or off in ``workspace_id``.
+    Who may: staff, or an admin of that workspace (checked now, at use). Raises Http404 when
+    ``user`` is not a member (staff too: the workspace is not theirs to find here), ServiceError
+    403 ``not_allowed`` for a member who is not an admin. Returns the saved workspace."""
+    membership = membership_get(user=user, workspace_id=workspace_id)
+    if membership is None:
+        raise Http404("No such workspace.")
+    if not (membership.role.is_admin or user.is_staff):
+        raise ServiceError("not_allowed", gettext("Only a workspace administrator can change this setting."),
+                           status=403)
+    workspace = membership.workspace
+    workspace.artifacts_enabled = bool(enabled)
+    workspace.save(update_fields=["artifacts_enabled"])
+    return workspace

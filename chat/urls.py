@@ -10,4 +10,5 @@ urlpatterns = [
     path("settings/", views.preferences, name="preferences"),
     path("approvals/", views.approvals_page, name="approvals"),
     path("<uuid:thread_id>/", views.thread_page, name="thread"),
+    path("artifacts/<int:workspace_id>/frame/", views.artifact_frame, name="artifact-frame"),
 ]

@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_POST
 
 from agents.catalogue import provider_health
@@ -23,6 +24,7 @@ from chat.selectors import memberships_for_user
 from chatplatform.errors import ServiceError
 from knowledge.selectors import knowledge_can_create
 
+from .artifacts import artifacts_enabled, frame_headers
 from .models import UserPreferences
 from .organise import folder_list_for_user, tag_list_for_user, thread_tag_names
 from .selectors import (
@@ -33,7 +35,12 @@ from .selectors import (
     thread_list_for_user,
     workspace_get_for_user,
 )
-from .services import custom_instructions_set, default_model_set, thread_create
+from .services import (
+    custom_instructions_set,
+    default_model_set,
+    thread_create,
+    workspace_artifacts_set,
+)
 
 _ZERO = "00000000-0000-0000-0000-000000000000"
 
@@ -172,13 +179,16 @@ def approvals_page(request):
 @login_required
 def preferences(request):
     """Personal settings: the default model of new chats and custom instructions (each form
-    POSTs its own field, then redirects; an error keeps what was typed), and the workspace
-    instructions the admins set, read-only."""
+    POSTs its own field, then redirects; an error keeps what was typed), the artifact previews
+    switch of each workspace the caller administers (others see it read-only; form fields
+    ``artifacts_workspace`` = the workspace id, ``artifacts_enabled`` = "on" or absent; a member
+    who is not an admin: 403 with the reason), and the workspace instructions the admins set,
+    read-only."""
     text = custom_instructions_for_user(user_id=request.user.pk)
     prefs = UserPreferences.objects.filter(user=request.user).select_related("default_provider").first()
     chosen = (f"{prefs.default_provider.slug}/{prefs.default_model or prefs.default_provider.default_model}"
               if prefs is not None and prefs.default_provider is not None else "")
-    error = model_error = ""
+    error = model_error = artifacts_error = ""
     saved = request.GET.get("saved") == "1"
     if request.method == "POST" and "default_model" in request.POST:
         chosen = request.POST.get("default_model", "")
@@ -189,6 +199,16 @@ def preferences(request):
         else:
             default_model_set(user=request.user, provider=provider, model=model)
             return redirect(reverse("chat:preferences") + "?saved=1")
+    elif request.method == "POST" and "artifacts_workspace" in request.POST:
+        # A workspace admin's switch (chat.services.workspace_artifacts_set checks who, now);
+        # an unchecked box is absent from the form: off.
+        try:
+            workspace_artifacts_set(user=request.user, workspace_id=_workspace_pk(request.POST["artifacts_workspace"]),
+                                    enabled=request.POST.get("artifacts_enabled") == "on")
+        except ServiceError as exc:
+            artifacts_error = exc.message
+        else:
+            return redirect(reverse("chat:preferences") + "?saved=artifacts#artifact-previews")
     elif request.method == "POST":
         text = request.POST.get("custom_instructions", "")
         try:
@@ -202,7 +222,34 @@ def preferences(request):
     fallback = default_model_for(user=request.user, workspace_id=first.workspace_id) if first else (None, "", "")
     return render(request, "chat/preferences.html", {
         "custom_instructions": text, "error": error, "saved": saved, "memberships": memberships,
+        "artifacts_error": artifacts_error, "artifacts_saved": request.GET.get("saved") == "artifacts",
+        "is_staff": request.user.is_staff,
         "max_chars": INSTRUCTIONS_MAX_CHARS, "model_groups": model_choices_for(user=request.user),
         "default_model": chosen, "model_error": model_error,
         "in_effect": f"{fallback[0].name} · {fallback[1]}" if fallback[0] is not None else "",
-    }, status=400 if error or model_error else 200)
+    }, status=400 if error or model_error else 403 if artifacts_error else 200)
+
+
+def _workspace_pk(value: str) -> int:
+    """A workspace id from a form; anything but digits is no workspace of the caller's (404)."""
+    if not (value.isascii() and value.isdigit() and len(value) < 19):
+        raise Http404("No such workspace.")
+    return int(value)
+
+
+@login_required
+@xframe_options_sameorigin
+def artifact_frame(request, workspace_id: int):
+    """The artifact preview document (``chat.artifacts``), framed by the chat page in
+    ``<iframe sandbox="allow-scripts">``; the source arrives by ``postMessage``, never in the
+    URL. 404 for a workspace the caller is not a member of; 403 (a short notice, shown in the
+    frame) while the workspace has previews off — checked at every load, not only when the page
+    was drawn. Both answers carry the frame's own CSP (``chat.artifacts.frame_headers``)."""
+    enabled = artifacts_enabled(user=request.user, workspace_id=workspace_id)
+    if enabled is None:
+        raise Http404("No such workspace.")
+    template, status = ("chat/artifact_frame.html", 200) if enabled else ("chat/artifact_refused.html", 403)
+    response = render(request, template, {}, status=status)
+    for header, value in frame_headers(request).items():
+        response[header] = value
+    return response

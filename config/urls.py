@@ -44,6 +44,7 @@ api_v1 = [
     path("prompts/<str:prompt_id>/", prompts_api.PromptDetailApi.as_view(), name="prompt-detail"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
     path("workspaces/<str:workspace_id>/sharing/", sharing_api.WorkspaceSharingApi.as_view(), name="workspace-sharing"),
+    path("workspaces/<str:workspace_id>/", chat_api.WorkspaceDetailApi.as_view(), name="workspace-detail"),
     path("me/preferences/", chat_api.PreferencesApi.as_view(), name="preferences"),
     path("folders/", organise_api.FolderListCreateApi.as_view(), name="folders"),
     path("folders/<str:folder_id>/", organise_api.FolderDetailApi.as_view(), name="folder-detail"),

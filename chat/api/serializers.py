@@ -20,7 +20,8 @@ class WorkspaceSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Workspace
-        fields = ["id", "slug", "name", "role"]
+        fields = ["id", "slug", "name", "role", "artifacts_enabled"]
+        read_only_fields = ["artifacts_enabled"]
 
     def get_role(self, obj) -> str | None:
         roles = self.context.get("roles", {})
@@ -36,6 +37,13 @@ class StrictBooleanField(serializers.BooleanField):
         if isinstance(data, bool):
             return data
         self.fail("invalid")
+
+
+class WorkspaceUpdateSerializer(serializers.Serializer):
+    """``PATCH /api/v1/workspaces/{id}/``: the settings a workspace admin changes."""
+
+    artifacts_enabled = StrictBooleanField(
+        help_text="Artifact previews: a Preview button on answers' HTML, SVG and Mermaid code blocks.")
 
 
 class ThreadSerializer(serializers.ModelSerializer):

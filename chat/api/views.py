@@ -45,7 +45,13 @@ from chat.selectors import (
     workspace_get_for_user,
     workspace_list_for_user,
 )
-from chat.services import custom_instructions_set, default_model_set, thread_create, thread_delete
+from chat.services import (
+    custom_instructions_set,
+    default_model_set,
+    thread_create,
+    thread_delete,
+    workspace_artifacts_set,
+)
 from chatplatform.api import ApiError
 
 from .serializers import (
@@ -62,6 +68,7 @@ from .serializers import (
     ThreadSerializer,
     ThreadUpdateSerializer,
     WorkspaceSerializer,
+    WorkspaceUpdateSerializer,
     ledger_by_call,
     passages_for,
 )
@@ -79,6 +86,32 @@ class WorkspaceListApi(generics.ListAPIView):
             memberships_for_user(user=self.request.user).values_list("workspace_id", "role__name")
         )
         return context
+
+
+class WorkspaceDetailApi(APIView):
+    """One of the caller's workspaces (id or slug; another's: 404) as in the list, with their
+    role. PATCH ``{"artifacts_enabled": bool}`` — staff or an admin of the workspace (403
+    ``not_allowed`` for other members; 400 for anything but a JSON boolean) — turns artifact
+    previews on or off for every member at once (``chat.artifacts``)."""
+
+    @staticmethod
+    def _body(request, workspace) -> dict:
+        roles = dict(memberships_for_user(user=request.user, workspace_id=workspace.pk)
+                     .values_list("workspace_id", "role__name"))
+        return WorkspaceSerializer(workspace, context={"roles": roles}).data
+
+    @extend_schema(responses=WorkspaceSerializer)
+    def get(self, request, workspace_id):
+        return Response(self._body(request, workspace_get_for_user(user=request.user, workspace=workspace_id)))
+
+    @extend_schema(request=WorkspaceUpdateSerializer, responses=WorkspaceSerializer)
+    def patch(self, request, workspace_id):
+        workspace = workspace_get_for_user(user=request.user, workspace=workspace_id)
+        data = WorkspaceUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        workspace = workspace_artifacts_set(user=request.user, workspace_id=workspace.pk,
+                                            enabled=data.validated_data["artifacts_enabled"])
+        return Response(self._body(request, workspace))
 
 
 class ThreadListCreateApi(generics.ListAPIView):

@@ -64,7 +64,7 @@ export class LiveText {
       this.done.append(...block.childNodes);
       this.doneUpTo = boundary;
     }
-    renderInto(this.tail, this.text.slice(this.doneUpTo));
+    renderInto(this.tail, this.text.slice(this.doneUpTo), {artifacts: false});  // still being written
     this.body.dataset.renderedChars = String(this.text.length);
     performance.mark("chat:rendered");
   }

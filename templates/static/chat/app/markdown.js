@@ -2,10 +2,15 @@
 // markdown-it with the same options (no raw HTML, breaks, tables, strikethrough), then
 // DOMPurify with nh3's allow-list (same tags, same per-tag attributes, http/https/mailto or
 // relative URLs only). Code is highlighted after sanitising (highlight.js only adds spans
-// from text), every code block gets a copy button, links open in a new tab with
+// from text), every code block gets a copy button (HTML, SVG and Mermaid blocks also a
+// Preview, when the workspace allows it: artifacts.js), links open in a new tab with
 // rel="noopener noreferrer nofollow", and [n] markers become citation links.
 import { MarkdownIt, DOMPurify, hljs } from "../../vendor/chat-vendor.js";
 import { gettext, interpolate } from "./i18n.js";
+import { artifactKind, artifactLabel, previewButton } from "./artifacts.js";
+import { copyText } from "./clipboard.js";
+
+export { copyText };
 
 const md = new MarkdownIt("commonmark", {html: false, linkify: false, breaks: true})
   .enable("table").enable("strikethrough");
@@ -42,21 +47,6 @@ function copyButton(pre) {
       () => { b.textContent = gettext("Copy failed"); });
   });
   return b;
-}
-
-export function copyText(text) {
-  if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
-  // Plain-HTTP deployments: the clipboard API is unavailable, the selection fallback still works.
-  return new Promise((resolve, reject) => {
-    const area = document.createElement("textarea");
-    area.value = text;
-    area.className = "offscreen";
-    document.body.appendChild(area);
-    area.select();
-    const ok = document.execCommand("copy");
-    area.remove();
-    if (ok) resolve(); else reject(new Error("copy refused"));
-  });
 }
 
 const CITE = /\[(\d{1,3})\]/g;
@@ -98,7 +88,9 @@ function linkCitations(root, citations) {
 
 // Render ``text`` into ``target`` (replacing its content). ``highlight``: false while a
 // long answer streams fast is fine, but the default highlights every time.
-export function renderInto(target, text, {citations = [], highlight = true} = {}) {
+// ``artifacts``: false for a block still being written (a streamed answer's open tail) — an
+// HTML, SVG or Mermaid block gets its Preview button (artifacts.js) once it is complete.
+export function renderInto(target, text, {citations = [], highlight = true, artifacts = true} = {}) {
   const frag = sanitize(md.render(text || ""));
   frag.querySelectorAll("a[href]").forEach((a) => {
     a.target = "_blank";
@@ -106,8 +98,10 @@ export function renderInto(target, text, {citations = [], highlight = true} = {}
   });
   frag.querySelectorAll("pre").forEach((pre) => {
     const code = pre.querySelector("code");
+    const lang = code ? (code.className.match(/language-([\w+-]+)/) || [])[1] : undefined;
+    const kind = artifacts && code ? artifactKind(lang, code.textContent) : null;
+    const source = code ? code.textContent : "";
     if (code && highlight) {
-      const lang = (code.className.match(/language-([\w+-]+)/) || [])[1];
       if (lang && hljs.getLanguage(lang)) {
         code.innerHTML = hljs.highlight(code.textContent, {language: lang, ignoreIllegals: true}).value;
         code.classList.add("hljs");
@@ -116,7 +110,19 @@ export function renderInto(target, text, {citations = [], highlight = true} = {}
     const wrap = document.createElement("div");
     wrap.className = "code-block";
     pre.replaceWith(wrap);
-    wrap.appendChild(copyButton(pre));
+    const tools = document.createElement("div");
+    tools.className = "code-tools";
+    if (kind) {
+      // A block that can be previewed gets a header row (its kind, Preview, Copy) above the code:
+      // two buttons floating over the code would cover its first line.
+      wrap.classList.add("previewable");
+      const label = document.createElement("span");
+      label.className = "code-lang";
+      label.textContent = artifactLabel(kind);
+      tools.append(label, previewButton(kind, source));
+    }
+    tools.appendChild(copyButton(pre));
+    wrap.appendChild(tools);
     wrap.appendChild(pre);
   });
   frag.querySelectorAll("table").forEach((table) => {
