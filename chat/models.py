@@ -51,6 +51,9 @@ class UserPreferences(models.Model):
     default_provider = models.ForeignKey("agents.Provider", null=True, blank=True, on_delete=models.SET_NULL,
                                          related_name="+")
     default_model = models.CharField(max_length=200, blank=True)
+    # The language of this person's pages and messages (a code of settings.LANGUAGES: "de",
+    # "zh-hans"…); "": the browser's (Accept-Language). chat.language keeps it in the session.
+    language = models.CharField(max_length=16, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

@@ -23,6 +23,13 @@ from chat.selectors import memberships_for_user
 from chatplatform.errors import ServiceError
 from knowledge.selectors import knowledge_can_create
 
+from .language import (
+    browser_language,
+    language_choices,
+    language_for_user,
+    language_remember,
+    language_set,
+)
 from .models import UserPreferences
 from .selectors import (
     INSTRUCTIONS_MAX_CHARS,
@@ -153,16 +160,26 @@ def approvals_page(request):
 
 @login_required
 def preferences(request):
-    """Personal settings: the default model of new chats and custom instructions (each form
+    """Personal settings: the language of the pages, the default model of new chats and custom
+    instructions (each form
     POSTs its own field, then redirects; an error keeps what was typed), and the workspace
     instructions the admins set, read-only."""
     text = custom_instructions_for_user(user_id=request.user.pk)
     prefs = UserPreferences.objects.filter(user=request.user).select_related("default_provider").first()
     chosen = (f"{prefs.default_provider.slug}/{prefs.default_model or prefs.default_provider.default_model}"
               if prefs is not None and prefs.default_provider is not None else "")
-    error = model_error = ""
+    error = model_error = language_error = ""
     saved = request.GET.get("saved") == "1"
-    if request.method == "POST" and "default_model" in request.POST:
+    if request.method == "POST" and "language" in request.POST:
+        try:
+            prefs = language_set(user=request.user, code=request.POST.get("language", ""))
+        except ServiceError as exc:
+            language_error = exc.message
+        else:
+            response = redirect(reverse("chat:preferences") + "?saved=1")
+            language_remember(request, response, prefs.language)
+            return response
+    elif request.method == "POST" and "default_model" in request.POST:
         chosen = request.POST.get("default_model", "")
         try:
             provider, model = model_choice_parse(user=request.user, value=chosen)
@@ -187,4 +204,7 @@ def preferences(request):
         "max_chars": INSTRUCTIONS_MAX_CHARS, "model_groups": model_choices_for(user=request.user),
         "default_model": chosen, "model_error": model_error,
         "in_effect": f"{fallback[0].name} · {fallback[1]}" if fallback[0] is not None else "",
-    }, status=400 if error or model_error else 200)
+        "languages": language_choices(), "language": language_for_user(user_id=request.user.pk),
+        "browser_language": dict(language_choices()).get(browser_language(request), ""),
+        "language_error": language_error,
+    }, status=400 if error or model_error or language_error else 200)
