@@ -8,6 +8,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import pgettext_lazy
 
 
 class Workspace(models.Model):
@@ -79,9 +80,9 @@ class Thread(models.Model):
     """A conversation. Visible to its owner; workspace admins may read it."""
 
     class PromptTier(models.TextChoices):
-        AUTO = "auto", "Auto"
-        FULL = "full", "Full"
-        SMALL = "small", "Small"
+        AUTO = "auto", pgettext_lazy("prompt tier", "Auto")
+        FULL = "full", pgettext_lazy("prompt tier", "Full")
+        SMALL = "small", pgettext_lazy("prompt tier", "Small")
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="threads")

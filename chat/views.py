@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext, ngettext
 from django.views.decorators.http import require_POST
 
 from agents.catalogue import provider_health
@@ -125,21 +126,36 @@ def thread_page(request, thread_id):
         "attach": {**attachment_limits(), "accept": ",".join(accepted_suffixes())},
         "event_vocabulary": vocabulary(),
         "temporary_ttl": _duration(settings.CHAT_TEMPORARY_TTL_S),
-        "instructions_in_effect": [label for label, text in (
-            ("Workspace instructions", thread.workspace.instructions),
-            ("your custom instructions", custom_instructions_for_user(user_id=thread.owner_id)),
-        ) if text.strip()],
+        "instructions_note": _instructions_note(
+            workspace=bool(thread.workspace.instructions.strip()),
+            custom=bool(custom_instructions_for_user(user_id=thread.owner_id).strip())),
     })
     return render(request, "chat/app.html", context)
 
 
 def _duration(seconds: float) -> str:
-    """``CHAT_TEMPORARY_TTL_S`` in words for the temporary chat's marker: "24 hours", "90 minutes"."""
-    for unit, size in (("hour", 3600), ("minute", 60)):
-        if seconds >= size and (seconds % size == 0 or unit == "minute"):
-            n = round(seconds / size)
-            return f"{n} {unit}{'s' if n != 1 else ''}"
-    return f"{round(seconds)} seconds"
+    """``CHAT_TEMPORARY_TTL_S`` in words for the temporary chat's marker, in the request's
+    language: "24 hours", "90 minutes"."""
+    if seconds >= 3600 and seconds % 3600 == 0:
+        n = round(seconds / 3600)
+        return ngettext("%(n)d hour", "%(n)d hours", n) % {"n": n}
+    if seconds >= 60:
+        n = round(seconds / 60)
+        return ngettext("%(n)d minute", "%(n)d minutes", n) % {"n": n}
+    n = round(seconds)
+    return ngettext("%(n)d second", "%(n)d seconds", n) % {"n": n}
+
+
+def _instructions_note(*, workspace: bool, custom: bool) -> str:
+    """Which instructions the assistant gets as context in a chat, as a sentence ("" for none)."""
+    if workspace and custom:
+        return gettext("Workspace instructions and your custom instructions are given to the assistant as context "
+                       "(not as your words).")
+    if workspace:
+        return gettext("Workspace instructions are given to the assistant as context (not as your words).")
+    if custom:
+        return gettext("Your custom instructions are given to the assistant as context (not as your words).")
+    return ""
 
 
 def favicon(request):
