@@ -79,3 +79,36 @@ def user_language_middleware(get_response):
                 response.headers["Content-Language"] = request.LANGUAGE_CODE
             return response
     return middleware
+
+
+def language_from_scope(scope: dict) -> str:
+    """The language of a websocket (an ASGI ``scope``), chosen as for a page: the signed-in
+    person's choice in the session (when authentication has loaded it), the language cookie,
+    ``Accept-Language``, else ``LANGUAGE_CODE``. Never touches the database."""
+    from http.cookies import SimpleCookie
+
+    from django.utils.translation.trans_real import parse_accept_lang_header
+
+    supported = dict(settings.LANGUAGES)
+    session = scope.get("session")
+    loaded = getattr(session, "_session_cache", None) if session is not None else None
+    user = scope.get("user")
+    chosen = loaded.get(SESSION_KEY) if isinstance(loaded, dict) and getattr(user, "is_authenticated", False) else ""
+    headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope.get("headers", [])}
+    cookie = SimpleCookie()
+    try:
+        cookie.load(headers.get("cookie", ""))
+    except Exception:  # noqa: BLE001 — a malformed cookie header: no cookie
+        pass
+    candidates = [chosen or "", cookie[settings.LANGUAGE_COOKIE_NAME].value if settings.LANGUAGE_COOKIE_NAME in cookie else ""]
+    candidates += [code for code, _q in parse_accept_lang_header(headers.get("accept-language", "")) if code != "*"]
+    for code in candidates:
+        if not code:
+            continue
+        try:
+            variant = translation.get_supported_language_variant(code)
+        except LookupError:
+            continue
+        if variant in supported:
+            return variant
+    return settings.LANGUAGE_CODE

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from django.template.defaultfilters import filesizeformat
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -75,8 +77,8 @@ class KnowledgeUploadListCreateApi(generics.ListAPIView):
         except ValueError:
             length = 0
         if length > upload_max_bytes() + _ENVELOPE_BYTES:
-            limit_mb = upload_max_bytes() / (1024 * 1024)
-            raise ApiError("too_large", f"The file is larger than the {limit_mb:.0f} MB limit.", 413)
+            raise ApiError("too_large", _("The file is larger than the %(limit)s limit.") % {
+                "limit": filesizeformat(upload_max_bytes())}, 413)
         data = UploadCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data

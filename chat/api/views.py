@@ -11,6 +11,7 @@ import copy
 
 from django.conf import settings
 from django.db import transaction
+from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
 from rest_framework.authentication import SessionAuthentication
@@ -207,7 +208,7 @@ class ThreadExportApi(APIView):
         thread = thread_get_for_user(user=request.user, thread_id=thread_id)
         kind = request.query_params.get("as", "json")
         if kind not in ("json", "markdown"):
-            raise ApiError("invalid", '"as" must be "json" or "markdown".', 400)
+            raise ApiError("invalid", gettext('"as" must be "json" or "markdown".'), 400)
         name = f"chat-{thread.pk}"
         if kind == "markdown":
             response = HttpResponse(thread_export_markdown(thread=thread), content_type="text/markdown; charset=utf-8")
