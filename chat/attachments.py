@@ -27,7 +27,6 @@ from pathlib import PurePosixPath
 
 from django.conf import settings
 from django.db import transaction
-from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy as _lazy
@@ -35,6 +34,7 @@ from django.utils.translation import ngettext
 
 from chatplatform.errors import ServiceError
 from chatplatform.images import ImageRejected, prepare
+from chatplatform.locale import file_size
 from knowledge.importing import SUFFIXES as DOCUMENT_SUFFIXES
 from knowledge.importing import ImportFailed, extract_bytes
 
@@ -71,7 +71,7 @@ def accepted_suffixes() -> list[str]:
 
 def _size(n: int) -> str:
     """A size for people in the active language ("20.0 MB", "20,0 MB")."""
-    return filesizeformat(n)
+    return file_size(n)
 
 
 def filename_check(name) -> str:

@@ -112,3 +112,11 @@ def language_from_scope(scope: dict) -> str:
         if variant in supported:
             return variant
     return settings.LANGUAGE_CODE
+
+
+def file_size(n: int) -> str:
+    """A byte count for people in the active language ("20.0 MB", "20,0 MB", "1000 bytes"):
+    Django's ``filesizeformat`` with a plain space, as the API's other messages have."""
+    from django.template.defaultfilters import filesizeformat
+
+    return str(filesizeformat(n)).replace("\xa0", " ")

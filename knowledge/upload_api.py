@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-from django.template.defaultfilters import filesizeformat
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
@@ -22,6 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chatplatform.api import ApiError
+from chatplatform.locale import file_size
 
 from .api import default_workspace
 from .models import KnowledgeUpload
@@ -78,7 +78,7 @@ class KnowledgeUploadListCreateApi(generics.ListAPIView):
             length = 0
         if length > upload_max_bytes() + _ENVELOPE_BYTES:
             raise ApiError("too_large", _("The file is larger than the %(limit)s limit.") % {
-                "limit": filesizeformat(upload_max_bytes())}, 413)
+                "limit": file_size(upload_max_bytes())}, 413)
         data = UploadCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data

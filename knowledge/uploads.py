@@ -27,11 +27,11 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 from django.http import Http404
-from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from chat.models import Workspace
+from chatplatform.locale import file_size
 
 from .importing import SUFFIXES, ImportFailed, extract_bytes, max_file_bytes
 from .models import KnowledgeItem, KnowledgeUpload
@@ -79,7 +79,7 @@ def knowledge_upload_check(*, filename: str, size: int) -> None:
     limit = upload_max_bytes()
     if size > limit:
         raise KnowledgeRejected("too_large", _("%(file)s: larger than the %(limit)s limit (%(size)s).") % {
-            "file": filename, "limit": filesizeformat(limit), "size": filesizeformat(size)}, 413)
+            "file": filename, "limit": file_size(limit), "size": file_size(size)}, 413)
     if size == 0:
         raise KnowledgeRejected("empty", _("%(file)s: the file is empty.") % {"file": filename}, 422)
 

@@ -66,7 +66,7 @@ def approval_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:
         if tool_call.decision == "expired":
             raise DecisionRefused("expired", _("This approval request expired before anyone decided it."), 409)
         raise DecisionRefused("not_pending", _("This call is not waiting for a decision (it is %(status)s).") % {
-            "status": tool_call.get_status_display()}, 409)
+            "status": tool_call.status}, 409)
     if tool_call.approvals.filter(user=user).exists():
         raise DecisionRefused("already_decided", _("You already decided this call; it needs another person."), 409)
     check = decider_check(ledger=tool_call, run=run, user=user)

@@ -25,7 +25,6 @@ from django.conf import settings as django_settings
 from django.http import HttpResponse
 from django.http.multipartparser import MultiPartParser as DjangoMultiPartParser
 from django.http.multipartparser import MultiPartParserError
-from django.template.defaultfilters import filesizeformat
 from django.utils.http import content_disposition_header
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
@@ -49,6 +48,7 @@ from chat.models import Attachment
 from chat.selectors import attachment_get_for_user, attachments_pending, thread_get_for_user
 from chatplatform.api import ApiError
 from chatplatform.errors import ServiceError
+from chatplatform.locale import file_size
 
 from .serializers import AttachmentSerializer
 
@@ -127,7 +127,7 @@ class ThreadAttachmentsApi(APIView):
         max_bytes = limits()["max_bytes"]
         if length > max_bytes + _ENVELOPE_BYTES:
             raise ApiError("too_large", _("The file is larger than the %(limit)s limit.") % {
-                "limit": filesizeformat(max_bytes)}, 413)
+                "limit": file_size(max_bytes)}, 413)
         data = AttachmentUploadSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         upload = data.validated_data["file"]
