@@ -171,3 +171,26 @@ def provider_status_for_viewer(status: str, *, detailed: bool) -> str:
     if status.startswith("unreachable"):
         return gettext("unreachable: the provider could not be reached; ask an administrator")
     return gettext("error: the provider refused the platform's check; ask an administrator")
+
+
+def provider_status_text(status: str) -> str:
+    """A provider's health line (:func:`provider_status_for_viewer`) in the active language for a
+    page: the platform's own lines are translated, an upstream detail after ``unreachable:`` or
+    ``error:`` stays as written. The API keeps the English lines (clients compare them)."""
+    head, sep, detail = status.partition(": ")
+    if status == "disabled":
+        return gettext("disabled")
+    if head == "not configured" and detail.startswith("set "):
+        return gettext("not configured: set %(variable)s") % {"variable": detail.removeprefix("set ")}
+    if status == "not configured: enter an API key in the admin":
+        return gettext("not configured: enter an API key in the admin")
+    if head == "not available":
+        return gettext("not available: this version has no adapter for the provider's kind")
+    if status in ("unreachable: the provider could not be reached; ask an administrator",
+                  "error: the provider refused the platform's check; ask an administrator"):
+        return gettext(status)
+    if sep and head == "unreachable":
+        return gettext("unreachable: %(detail)s") % {"detail": detail}
+    if sep and head == "error":
+        return gettext("error: %(detail)s") % {"detail": detail}
+    return status

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 from agents.catalogue import provider_health
 from agents.event_types import vocabulary
 from agents.models import Environment
-from agents.presentation import provider_status_for_viewer, sees_error_details
+from agents.presentation import provider_status_for_viewer, provider_status_text, sees_error_details
 from agents.risk import env_tier
 from agents.selectors import default_model_for, model_choice_parse, model_choices_for, provider_list
 from agents.services import MAX_MESSAGE_CHARS
@@ -58,7 +58,8 @@ def _rail_context(request, *, search: str = "") -> dict:
         "threads": thread_list_for_user(user=request.user, search=search)[:100],
         "search": search,
         "memberships": memberships,
-        "providers": [{"row": p, "status": provider_status_for_viewer(provider_health(p), detailed=detailed)}
+        "providers": [{"row": p, "ok": provider_health(p) == "ok", "status": provider_status_text(
+            provider_status_for_viewer(provider_health(p), detailed=detailed))}
                       for p in providers],
     }
 
