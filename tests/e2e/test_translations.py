@@ -176,15 +176,16 @@ def scans(browser, platform, pages):
     for code, (locale, directory) in [*LANGUAGES.items(), ("ar", ("ar", "ar"))]:
         plain, patterns = catalogue(directory) if code != "ar" else (set(), [])
         session = flows.login_session(platform, "alice")
-        for width in WIDTHS if code != "ar" else (390,):
-            context = browser.new_context(viewport={"width": width, "height": 900}, base_url=platform.base_url,
-                                          locale=locale)
-            context.set_default_timeout(STEP_MS)
-            page = context.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda exc, errors=errors: errors.append(str(exc)))
-            try:
-                flows.sign_in_page(page, platform)
+        context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=platform.base_url,
+                                      locale=locale)
+        context.set_default_timeout(STEP_MS)
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc, errors=errors: errors.append(str(exc)))
+        try:
+            flows.sign_in_page(page, platform)
+            for width in WIDTHS if code != "ar" else (390,):
+                page.set_viewport_size({"width": width, "height": 900})
                 for name, path in pages.items():
                     page.goto(path)
                     _ready(page, name)
@@ -208,9 +209,9 @@ def scans(browser, platform, pages):
                         finding = f"{code} {width}px {name} [{how}, {why}]: {text!r}"
                         if finding not in scan.findings[side]:
                             scan.findings[side].append(finding)
-                assert not errors, errors
-            finally:
-                context.close()
+            assert not errors, errors
+        finally:
+            context.close()
         session.close()
     return scan
 
