@@ -54,11 +54,12 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_permissions_policy.PermissionsPolicyMiddleware",
-    # The browser's language (cookie, Accept-Language) before anything that answers a page — the
-    # 503 page of database_unreachable_middleware is translated too (chatplatform.locale).
-    "chatplatform.locale.locale_middleware",
     "chatplatform.middleware.reject_nul_middleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # The browser's language (cookie, Accept-Language): after the static files (they do not vary
+    # by language), before anything that answers a page — the 503 page of
+    # database_unreachable_middleware is translated too (chatplatform.locale).
+    "chatplatform.locale.locale_middleware",
     "chatplatform.middleware.database_unreachable_middleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -182,6 +182,9 @@ def scans(browser, platform, pages):
         page = context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc, errors=errors: errors.append(str(exc)))
+        # Console errors too (a CSP violation by the catalogue script would be one).
+        page.on("console", lambda msg, errors=errors: errors.append(msg.text)
+                if msg.type == "error" and not msg.text.startswith("Failed to load resource") else None)
         try:
             flows.sign_in_page(page, platform)
             for width in WIDTHS if code != "ar" else (390,):

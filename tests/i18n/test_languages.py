@@ -144,3 +144,18 @@ def test_a_websocket_speaks_the_language_of_its_session_cookie_or_browser(users)
     assert language_from_scope({"headers": headers}) == "ar"
     assert language_from_scope({"headers": headers[:1]}) == "de"
     assert language_from_scope({"headers": [(b"accept-language", b"tlh")]}) == "en"
+
+
+@override_settings(ROOT_URLCONF="tests.bad_input.test_server_error", DEBUG=False)
+def test_the_503_page_and_json_are_in_the_browser_s_language():
+    from django.test import Client
+
+    client = Client(raise_request_exception=False)
+    page = client.get("/page/broken/", headers={"accept-language": "de"})
+    assert page.status_code == 503 and html_tag(page) == '<html lang="de" dir="ltr">'
+    body = page.content.decode()
+    assert "Diese Seite versucht es in 5 Sekunden von selbst erneut." in body
+    assert "es ist nichts verloren gegangen" in body
+    answer = client.get("/api/v1/broken/", headers={"accept-language": "zh-CN"})
+    assert answer.json()["error"]["message"] == \
+        "某个后端服务（数据库或消息代理）暂时无法访问；没有丢失任何内容——请几秒后重试。"
