@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export DJANGO_SETTINGS_MODULE ?= config.settings.local
 
-.PHONY: demo install install-dev migrate seed serve worker test test-services lint bench clean vendor
+.PHONY: demo install install-dev migrate seed serve worker test test-services lint bench clean vendor messages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,18 @@ vendor:
 		--legal-comments=eof --outfile=../templates/static/vendor/chat-vendor.js
 	cd frontend && node_modules/.bin/esbuild preview-vendor-entry.js --bundle --format=iife --minify \
 		--legal-comments=eof --outfile=../templates/static/vendor/preview-vendor.js
+
+## messages: re-extract the marked strings of the pages, messages and page scripts into
+## locale/{de,zh_Hans}/LC_MESSAGES/{django,djangojs}.po and compile the .mo files the platform
+## reads (needs GNU gettext: apt-get install gettext). The .mo files are committed, so demo and
+## test never need gettext; tests/test_translations.py fails when a .po and its .mo disagree.
+LOCALES := -l de -l zh_Hans
+MESSAGES_IGNORE := --ignore=.venv --ignore=tests --ignore=bench --ignore=docs --ignore=frontend \
+	--ignore=staticfiles --ignore=var --ignore=templates/static/vendor
+messages: install
+	$(BIN)/python manage.py makemessages $(LOCALES) -d django --no-location $(MESSAGES_IGNORE) --ignore=templates/static
+	$(BIN)/python manage.py makemessages $(LOCALES) -d djangojs --no-location $(MESSAGES_IGNORE)
+	$(BIN)/python manage.py compilemessages $(LOCALES) --ignore=.venv --ignore=frontend
 
 clean:
 	rm -rf $(VENV) db.sqlite3 db.sqlite3-* staticfiles

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import logging
 
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
+
 from chat.selectors import memberships_for_user
 
 from .models import ToolCall
@@ -89,25 +92,25 @@ OWN_WORDS = frozenset({
 
 #: What a member is told instead of an upstream error: what happened and what to do.
 GENERIC = {
-    "auth_failed": "The AI provider refused the platform's credentials. An administrator needs to check the "
-                   "provider's API key.",
-    "agent_auth": "The agent refused the platform's credentials. An administrator needs to check its API key.",
-    "model_not_found": "The AI provider does not offer this thread's model. Pick another model, or ask an "
-                       "administrator.",
-    "rate_limited": "The AI provider is limiting requests right now. Try again in a minute.",
-    "upstream_error": "The AI provider had an error. Try again in a moment.",
-    "stream_interrupted": "The AI provider's answer broke off. Try again.",
-    "bad_request": "The AI provider rejected the request. Try a shorter or different message, or ask an "
-                   "administrator.",
-    "unreachable": "The AI provider could not be reached. Try again later, or ask an administrator.",
-    "timeout": "The AI provider did not answer in time. Try again later.",
-    "not_configured": "This thread's provider is not set up. Ask an administrator, or pick another provider.",
-    "agent_failed": "The agent could not finish this task. Try again, or ask an administrator.",
-    "agent_unreachable": "The agent could not be reached. Try again later, or ask an administrator.",
-    "agent_timeout": "The agent did not answer in time. Try again later.",
-    "agent_bad_response": "The agent sent an answer the platform could not read. Ask an administrator.",
-    "internal_error": "Something went wrong on the platform. Try again; if it keeps happening, tell an "
-                      "administrator.",
+    "auth_failed": _("The AI provider refused the platform's credentials. An administrator needs to check the "
+                   "provider's API key."),
+    "agent_auth": _("The agent refused the platform's credentials. An administrator needs to check its API key."),
+    "model_not_found": _("The AI provider does not offer this thread's model. Pick another model, or ask an "
+                       "administrator."),
+    "rate_limited": _("The AI provider is limiting requests right now. Try again in a minute."),
+    "upstream_error": _("The AI provider had an error. Try again in a moment."),
+    "stream_interrupted": _("The AI provider's answer broke off. Try again."),
+    "bad_request": _("The AI provider rejected the request. Try a shorter or different message, or ask an "
+                   "administrator."),
+    "unreachable": _("The AI provider could not be reached. Try again later, or ask an administrator."),
+    "timeout": _("The AI provider did not answer in time. Try again later."),
+    "not_configured": _("This thread's provider is not set up. Ask an administrator, or pick another provider."),
+    "agent_failed": _("The agent could not finish this task. Try again, or ask an administrator."),
+    "agent_unreachable": _("The agent could not be reached. Try again later, or ask an administrator."),
+    "agent_timeout": _("The agent did not answer in time. Try again later."),
+    "agent_bad_response": _("The agent sent an answer the platform could not read. Ask an administrator."),
+    "internal_error": _("Something went wrong on the platform. Try again; if it keeps happening, tell an "
+                      "administrator."),
 }
 
 
@@ -117,13 +120,27 @@ def error_for_viewer(error: dict | None, *, detailed: bool) -> dict | None:
     detail already key-scrubbed (``chatplatform.redaction``); everyone else gets, for any code not
     in :data:`OWN_WORDS`, a generic actionable message naming the code
     (``"… (error code: auth_failed)"``), never the upstream text."""
-    if not error or detailed or not isinstance(error, dict):
+    if not error or not isinstance(error, dict):
         return error
+    if detailed:
+        return own_words(error)
     code = str(error.get("code") or "")
     if code in OWN_WORDS:
+        return own_words(error)
+    generic = GENERIC.get(code, _("The reply failed. Try again; if it keeps happening, tell an administrator."))
+    return {**error, "message": gettext("%(message)s (error code: %(code)s)") % {
+        "message": generic, "code": code or "unknown"}}
+
+
+def own_words(error: dict) -> dict:
+    """An error in the platform's own words in the active language: its message was written in
+    English where the run failed (a worker has no reader's language); a message marked there
+    with ``gettext_noop`` is found in the catalogue and translated, any other stays as written."""
+    message = error.get("message")
+    if not isinstance(message, str) or not message:
         return error
-    generic = GENERIC.get(code, "The reply failed. Try again; if it keeps happening, tell an administrator.")
-    return {**error, "message": f"{generic} (error code: {code or 'unknown'})"}
+    translated = gettext(message)
+    return error if translated == message else {**error, "message": translated}
 
 
 def event_for_viewer(event: dict, *, detailed: bool) -> dict:
@@ -152,5 +169,28 @@ def provider_status_for_viewer(status: str, *, detailed: bool) -> str:
     if detailed or not status.startswith(("unreachable", "error")):
         return status
     if status.startswith("unreachable"):
-        return "unreachable: the provider could not be reached; ask an administrator"
-    return "error: the provider refused the platform's check; ask an administrator"
+        return gettext("unreachable: the provider could not be reached; ask an administrator")
+    return gettext("error: the provider refused the platform's check; ask an administrator")
+
+
+def provider_status_text(status: str) -> str:
+    """A provider's health line (:func:`provider_status_for_viewer`) in the active language for a
+    page: the platform's own lines are translated, an upstream detail after ``unreachable:`` or
+    ``error:`` stays as written. The API keeps the English lines (clients compare them)."""
+    head, sep, detail = status.partition(": ")
+    if status == "disabled":
+        return gettext("disabled")
+    if head == "not configured" and detail.startswith("set "):
+        return gettext("not configured: set %(variable)s") % {"variable": detail.removeprefix("set ")}
+    if status == "not configured: enter an API key in the admin":
+        return gettext("not configured: enter an API key in the admin")
+    if head == "not available":
+        return gettext("not available: this version has no adapter for the provider's kind")
+    if status in ("unreachable: the provider could not be reached; ask an administrator",
+                  "error: the provider refused the platform's check; ask an administrator"):
+        return gettext(status)
+    if sep and head == "unreachable":
+        return gettext("unreachable: %(detail)s") % {"detail": detail}
+    if sep and head == "error":
+        return gettext("error: %(detail)s") % {"detail": detail}
+    return status

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Q, QuerySet
 from django.http import Http404
+from django.utils.translation import gettext
 
 from chat.selectors import memberships_for_user, thread_get_for_user
 from chatplatform.config_cache import config_cached
@@ -209,5 +210,5 @@ def model_choice_parse(*, user, value: str, workspace_id=None) -> tuple[Provider
             name = model or provider.default_model
             if any(m.name == name for m in group["models"]):
                 return provider, name
-    raise ServiceError("model_not_allowed", f"{value[:200]!r} is not a model you may use here (pick one of the "
-                                            "listed models).", 400)
+    raise ServiceError("model_not_allowed", gettext("%(value)r is not a model you may use here (pick one of the "
+                                              "listed models).") % {"value": value[:200]}, 400)

@@ -9,6 +9,7 @@ be able to outlive its own revocation.
 from __future__ import annotations
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -68,8 +69,8 @@ class ApiKeyListCreateApi(APIView):
                    operation_id="api_keys_create")
     def post(self, request):
         if _made_with_api_key(request):
-            raise ServiceError("not_allowed", "An API key cannot make API keys: sign in (the settings page) "
-                                              "or use a token from /api/v1/auth/token/.", 403)
+            raise ServiceError("not_allowed", _("An API key cannot make API keys: sign in (the settings page) "
+                                                "or use a token from /api/v1/auth/token/."), 403)
         data = ApiKeyCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         created = api_key_create(user=request.user, name=data.validated_data["name"],

@@ -18,6 +18,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from chat.access import access_changed_notify
 from chatplatform.credentials import KeyRefused
@@ -56,19 +58,21 @@ def api_key_create(*, user, name: str, expires_at=None) -> Created:
     ``API_KEYS_MAX_PER_USER`` keys that are neither revoked nor expired)."""
     name = (name or "").strip()
     if not name:
-        raise ServiceError("invalid", "Give the key a name.", 400)
+        raise ServiceError("invalid", _("Give the key a name."), 400)
     if len(name) > NAME_MAX:
-        raise ServiceError("invalid", f"A key's name is at most {NAME_MAX} characters.", 400)
+        raise ServiceError("invalid", _("A key's name is at most %(n)d characters.") % {"n": NAME_MAX}, 400)
     now = timezone.now()
     if expires_at is not None and expires_at <= now:
-        raise ServiceError("invalid", "The expiry must be in the future.", 400)
+        raise ServiceError("invalid", _("The expiry must be in the future."), 400)
     limit = max_keys_per_user()
     with transaction.atomic():
         # One creation at a time per user, so two at once cannot pass the limit together.
         get_user_model().objects.select_for_update().filter(pk=user.pk).first()
         if ApiKey.objects.filter(_active(now), user=user).count() >= limit:
-            raise ServiceError("too_many_keys", f"You have {limit} active API keys, the most allowed; "
-                                                "revoke one to make another.", 400)
+            raise ServiceError("too_many_keys", ngettext(
+                "You have %(n)d active API key, the most allowed; revoke it to make another.",
+                "You have %(n)d active API keys, the most allowed; revoke one to make another.", limit) % {"n": limit},
+                400)
         key = KEY_PREFIX + secrets.token_urlsafe(32)
         api_key = ApiKey.objects.create(user=user, name=name, prefix=key[:PREFIX_CHARS], key_hash=key_hash(key),
                                         expires_at=expires_at)

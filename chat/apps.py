@@ -7,6 +7,9 @@ class ChatConfig(AppConfig):
 
     def ready(self) -> None:
         # Membership removals, deactivations, token deletions and logouts reach open sockets.
+        from . import language
         from .access import connect_signals
 
         connect_signals()
+        # The language preference is copied into the session at sign-in (chat.language).
+        language.connect_signals()

@@ -28,9 +28,13 @@ from pathlib import PurePosixPath
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _lazy
+from django.utils.translation import ngettext
 
 from chatplatform.errors import ServiceError
 from chatplatform.images import ImageRejected, prepare
+from chatplatform.locale import file_size
 from knowledge.importing import SUFFIXES as DOCUMENT_SUFFIXES
 from knowledge.importing import ImportFailed, extract_bytes, text_encoding
 
@@ -40,8 +44,8 @@ logger = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".webp", ".gif"}
 #: Types refused by name whatever their content, with the reason (never shown inline either way).
-REFUSED_SUFFIXES = {".svg": "SVG images can carry scripts and are not accepted; use PNG, JPEG, WebP or GIF.",
-                    ".svgz": "SVG images can carry scripts and are not accepted; use PNG, JPEG, WebP or GIF."}
+REFUSED_SUFFIXES = {".svg": _lazy("SVG images can carry scripts and are not accepted; use PNG, JPEG, WebP or GIF."),
+                    ".svgz": _lazy("SVG images can carry scripts and are not accepted; use PNG, JPEG, WebP or GIF.")}
 DOCUMENT_TYPES = {".pdf": "application/pdf", ".docx": "application/vnd.openxmlformats-officedocument."
                   "wordprocessingml.document", ".html": "text/html", ".htm": "text/html",
                   ".md": "text/markdown", ".markdown": "text/markdown", ".txt": "text/plain", ".rst": "text/x-rst"}
@@ -66,9 +70,8 @@ def accepted_suffixes() -> list[str]:
 
 
 def _size(n: int) -> str:
-    if n >= 1024 * 1024:
-        return f"{n / (1024 * 1024):.1f} MB".replace(".0 MB", " MB")
-    return f"{n // 1024} KB" if n >= 1024 else f"{n} bytes"
+    """A size for people in the active language ("20.0 MB", "20,0 MB")."""
+    return file_size(n)
 
 
 def filename_check(name) -> str:
@@ -76,13 +79,15 @@ def filename_check(name) -> str:
     255 characters, a path (``/`` or ``\\``), ``.``/``..``, or control characters. Refused, not
     cleaned: the person sees exactly which name was wrong."""
     if not isinstance(name, str) or not name.strip():
-        raise ServiceError("bad_filename", "The file has no name.", 400)
+        raise ServiceError("bad_filename", _("The file has no name."), 400)
     if len(name) > 255:
-        raise ServiceError("bad_filename", "The file name is longer than 255 characters.", 400)
+        raise ServiceError("bad_filename", _("The file name is longer than 255 characters."), 400)
     if "/" in name or "\\" in name or name.strip() in (".", ".."):
-        raise ServiceError("bad_filename", f"{name[:100]!r}: a file name cannot contain a path (/ or \\).", 400)
+        raise ServiceError("bad_filename", _("%(name)r: a file name cannot contain a path (/ or \\).") % {"name": name[:100]},
+                           400)
     if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in name):
-        raise ServiceError("bad_filename", f"{name[:100]!r}: the file name contains control characters.", 400)
+        raise ServiceError("bad_filename", _("%(name)r: the file name contains control characters.") % {"name": name[:100]},
+                           400)
     return name
 
 
@@ -95,13 +100,15 @@ def upload_check(*, filename: str, size: int) -> str:
     if suffix in REFUSED_SUFFIXES:
         raise ServiceError("unsupported_type", f"{filename}: {REFUSED_SUFFIXES[suffix]}", 415)
     if suffix not in IMAGE_SUFFIXES and suffix not in DOCUMENT_SUFFIXES:
-        raise ServiceError("unsupported_type", f"{filename}: files of type {suffix or '(none)'} cannot be attached "
-                                               f"(use {', '.join(accepted_suffixes())}).", 415)
+        raise ServiceError("unsupported_type", _("%(file)s: files of type %(suffix)s cannot be attached (use %(accepted)s).")
+                           % {"file": filename, "suffix": suffix or _("(none)"), "accepted": ", ".join(accepted_suffixes())},
+                           415)
     limit = limits()["max_bytes"]
     if size > limit:
-        raise ServiceError("too_large", f"{filename}: larger than the {_size(limit)} limit ({_size(size)}).", 413)
+        raise ServiceError("too_large", _("%(file)s: larger than the %(limit)s limit (%(size)s).") % {
+            "file": filename, "limit": _size(limit), "size": _size(size)}, 413)
     if size == 0:
-        raise ServiceError("empty", f"{filename}: the file is empty.", 422)
+        raise ServiceError("empty", _("%(file)s: the file is empty.") % {"file": filename}, 422)
     return Attachment.Kind.IMAGE if suffix in IMAGE_SUFFIXES else Attachment.Kind.DOCUMENT
 
 
@@ -109,11 +116,14 @@ def _document_magic_check(filename: str, suffix: str, raw: bytes) -> None:
     """Refuse a document whose bytes are not its type (a PDF must start like one, a .docx is a
     zip, text has no NUL bytes unless a byte-order mark says UTF-16/32), before any parser sees it."""
     if suffix == ".pdf" and b"%PDF-" not in raw[:1024]:
-        raise ServiceError("content_mismatch", f"{filename}: the content is not a PDF (no PDF header).", 415)
+        raise ServiceError("content_mismatch", _("%(file)s: the content is not a PDF (no PDF header).") % {"file": filename},
+                           415)
     if suffix == ".docx" and not raw.startswith(b"PK\x03\x04"):
-        raise ServiceError("content_mismatch", f"{filename}: the content is not a Word .docx document.", 415)
+        raise ServiceError("content_mismatch", _("%(file)s: the content is not a Word .docx document.") % {"file": filename},
+                           415)
     if suffix not in (".pdf", ".docx") and b"\x00" in raw and not text_encoding(raw):
-        raise ServiceError("content_mismatch", f"{filename}: the content is binary, not {suffix} text.", 415)
+        raise ServiceError("content_mismatch", _("%(file)s: the content is binary, not %(suffix)s text.") % {
+            "file": filename, "suffix": suffix}, 415)
 
 
 def attachment_create(*, user, thread: Thread, filename: str, data: bytes, keep_in_knowledge: bool = False) -> Attachment:
@@ -137,12 +147,16 @@ def attachment_create(*, user, thread: Thread, filename: str, data: bytes, keep_
         raise ServiceError("images_not_supported", images_refusal(thread), 400)
     _drop_stale_pending(user=user)
     if attachments_pending(user=user, thread_id=thread.pk).count() >= lim["max_files"]:
-        raise ServiceError("too_many_files", f"{filename}: at most {lim['max_files']} files can be attached to one "
-                                             "message.", 400)
+        raise ServiceError("too_many_files", ngettext(
+            "%(file)s: at most %(n)d file can be attached to one message.",
+            "%(file)s: at most %(n)d files can be attached to one message.", lim["max_files"]) % {
+            "file": filename, "n": lim["max_files"]}, 400)
     unsent = Attachment.objects.filter(owner=user, message__isnull=True).count()
     if unsent >= lim["max_files"] * PENDING_CHATS:
-        raise ServiceError("too_many_files", f"{filename}: you have {unsent} files attached and not sent in your "
-                                             "chats; send or remove some first.", 429, retry_after=60)
+        raise ServiceError("too_many_files", ngettext(
+            "%(file)s: you have %(n)d file attached and not sent in your chats; send or remove some first.",
+            "%(file)s: you have %(n)d files attached and not sent in your chats; send or remove some first.",
+            unsent) % {"file": filename, "n": unsent}, 429, retry_after=60)
     suffix = PurePosixPath(filename).suffix.lower()
     fields: dict = {}
     blob: dict = {"data": data}
@@ -187,7 +201,7 @@ def keep_in_knowledge_base(*, user, attachment: Attachment, data: bytes | None =
     from knowledge.uploads import knowledge_upload_create
 
     if attachment.kind != Attachment.Kind.DOCUMENT:
-        raise ServiceError("not_a_document", "Only documents can be kept in the knowledge base.", 400)
+        raise ServiceError("not_a_document", _("Only documents can be kept in the knowledge base."), 400)
     if data is None:
         data = attachment_bytes(attachment_id=attachment.pk)
     try:
@@ -208,7 +222,7 @@ def attachment_delete(*, attachment: Attachment) -> None:
     """Remove a pending attachment (a chip taken out of the composer). ``ServiceError``
     ``already_sent`` (409) once it belongs to a message: a sent message keeps its files."""
     if attachment.message_id is not None:
-        raise ServiceError("already_sent", "This file was sent with a message and stays with it.", 409)
+        raise ServiceError("already_sent", _("This file was sent with a message and stays with it."), 409)
     attachment.delete()
 
 
@@ -221,5 +235,8 @@ def thread_takes_images(thread: Thread) -> bool:
 
 def images_refusal(thread: Thread) -> str:
     name = (thread.model or "").strip() or (thread.provider.default_model if thread.provider else "")
-    who = f"The model {name!r}" if name else "This chat's model"
-    return f"{who} cannot read images; pick a model marked “vision” to send images, or attach a document instead."
+    if name:
+        return _("The model %(name)r cannot read images; pick a model marked “vision” to send images, or attach a "
+                 "document instead.") % {"name": name}
+    return _("This chat's model cannot read images; pick a model marked “vision” to send images, or attach a "
+             "document instead.")

@@ -16,6 +16,7 @@ import time
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.http import Http404
+from django.utils.translation import gettext
 from rest_framework.exceptions import ValidationError
 
 from agents.event_types import check_event
@@ -202,7 +203,7 @@ class ThreadConsumer(ClosesOnLayerLoss, ReceiveLoopsMixin, AsyncJsonWebsocketCon
             await self.send_error("unknown_type", f"Unknown frame type {content['type']!r}. Known: {known}.")
             return
         if await adatabase_down():  # known down: say so now, not after DB_POOL_TIMEOUT_S
-            await self.send_error("service_unavailable", UNAVAILABLE_MESSAGE, retry_after=5)
+            await self.send_error("service_unavailable", gettext(UNAVAILABLE_MESSAGE), retry_after=5)
             return
         try:  # the re-check and the action in one database hop
             replies = await db_async(ws_actions.frame_act)(
@@ -229,7 +230,7 @@ class ThreadConsumer(ClosesOnLayerLoss, ReceiveLoopsMixin, AsyncJsonWebsocketCon
             # not acted on — say so, keep the socket (the page keeps the message to send again).
             logger.warning("websocket %s: %s not acted on: %s: %s", self.thread_id, content["type"],
                            type(exc).__name__, exc)
-            await self.send_error("service_unavailable", UNAVAILABLE_MESSAGE, retry_after=5)
+            await self.send_error("service_unavailable", gettext(UNAVAILABLE_MESSAGE), retry_after=5)
 
     async def resume(self, frame: dict) -> None:
         """``run.resume {run_id, after_seq}``: the run's logged events after ``after_seq``."""

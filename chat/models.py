@@ -9,6 +9,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 
 class Workspace(models.Model):
@@ -59,6 +60,9 @@ class UserPreferences(models.Model):
     default_provider = models.ForeignKey("agents.Provider", null=True, blank=True, on_delete=models.SET_NULL,
                                          related_name="+")
     default_model = models.CharField(max_length=200, blank=True)
+    # The language of this person's pages and messages (a code of settings.LANGUAGES: "de",
+    # "zh-hans"…); "": the browser's (Accept-Language). chat.language keeps it in the session.
+    language = models.CharField(max_length=16, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
@@ -84,9 +88,9 @@ class Thread(models.Model):
     """A conversation. Visible to its owner; workspace admins may read it."""
 
     class PromptTier(models.TextChoices):
-        AUTO = "auto", "Auto"
-        FULL = "full", "Full"
-        SMALL = "small", "Small"
+        AUTO = "auto", pgettext_lazy("prompt tier", "Auto")
+        FULL = "full", pgettext_lazy("prompt tier", "Full")
+        SMALL = "small", pgettext_lazy("prompt tier", "Small")
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="threads")

@@ -7,6 +7,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.http import Http404
 from django.utils import timezone
+from django.utils.formats import number_format
 from django.utils.translation import gettext
 
 from chatplatform.db import retry_transient, update_rows
@@ -113,8 +114,9 @@ def custom_instructions_set(*, user, text: str) -> UserPreferences:
 
     text = (text or "").strip()
     if len(text) > INSTRUCTIONS_MAX_CHARS:
-        raise ServiceError("too_long", f"Custom instructions are limited to {INSTRUCTIONS_MAX_CHARS} characters "
-                                       f"({len(text)} given).", 400)
+        raise ServiceError("too_long", gettext("Custom instructions are limited to %(limit)s characters (%(n)s given).") % {
+            "limit": number_format(INSTRUCTIONS_MAX_CHARS, force_grouping=True),
+            "n": number_format(len(text), force_grouping=True)}, 400)
     prefs, _ = UserPreferences.objects.update_or_create(user=user, defaults={"custom_instructions": text})
     return prefs
 

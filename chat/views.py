@@ -7,13 +7,14 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext, ngettext
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_POST
 
 from agents.catalogue import provider_health
 from agents.event_types import vocabulary
 from agents.models import Environment
-from agents.presentation import provider_status_for_viewer, sees_error_details
+from agents.presentation import provider_status_for_viewer, provider_status_text, sees_error_details
 from agents.risk import env_tier
 from agents.selectors import default_model_for, model_choice_parse, model_choices_for, provider_list
 from agents.services import MAX_MESSAGE_CHARS
@@ -25,6 +26,13 @@ from chatplatform.errors import ServiceError
 from knowledge.selectors import knowledge_can_create
 
 from .artifacts import artifacts_enabled, frame_headers
+from .language import (
+    browser_language,
+    language_choices,
+    language_for_user,
+    language_remember,
+    language_set,
+)
 from .models import UserPreferences
 from .organise import folder_list_for_user, tag_list_for_user, thread_tag_names
 from .selectors import (
@@ -72,7 +80,8 @@ def _rail_context(request, *, search: str = "") -> dict:
         "rail_workspaces": [{"slug": m.workspace.slug, "name": m.workspace.name} for m in memberships],
         "search": search,
         "memberships": memberships,
-        "providers": [{"row": p, "status": provider_status_for_viewer(provider_health(p), detailed=detailed)}
+        "providers": [{"row": p, "ok": provider_health(p) == "ok", "status": provider_status_text(
+            provider_status_for_viewer(provider_health(p), detailed=detailed))}
                       for p in providers],
     }
 
@@ -143,21 +152,36 @@ def thread_page(request, thread_id):
         # The ⚙ menu's folder and tags: the owner's own (an admin reading the chat sees neither).
         "thread_tags": thread_tag_names(thread) if can_write else [],
         "workspace_folders": [f for f in context["folders"] if f.workspace_id == thread.workspace_id],
-        "instructions_in_effect": [label for label, text in (
-            ("Workspace instructions", thread.workspace.instructions),
-            ("your custom instructions", custom_instructions_for_user(user_id=thread.owner_id)),
-        ) if text.strip()],
+        "instructions_note": _instructions_note(
+            workspace=bool(thread.workspace.instructions.strip()),
+            custom=bool(custom_instructions_for_user(user_id=thread.owner_id).strip())),
     })
     return render(request, "chat/app.html", context)
 
 
 def _duration(seconds: float) -> str:
-    """``CHAT_TEMPORARY_TTL_S`` in words for the temporary chat's marker: "24 hours", "90 minutes"."""
-    for unit, size in (("hour", 3600), ("minute", 60)):
-        if seconds >= size and (seconds % size == 0 or unit == "minute"):
-            n = round(seconds / size)
-            return f"{n} {unit}{'s' if n != 1 else ''}"
-    return f"{round(seconds)} seconds"
+    """``CHAT_TEMPORARY_TTL_S`` in words for the temporary chat's marker, in the request's
+    language: "24 hours", "90 minutes"."""
+    if seconds >= 3600 and seconds % 3600 == 0:
+        n = round(seconds / 3600)
+        return ngettext("%(n)d hour", "%(n)d hours", n) % {"n": n}
+    if seconds >= 60:
+        n = round(seconds / 60)
+        return ngettext("%(n)d minute", "%(n)d minutes", n) % {"n": n}
+    n = round(seconds)
+    return ngettext("%(n)d second", "%(n)d seconds", n) % {"n": n}
+
+
+def _instructions_note(*, workspace: bool, custom: bool) -> str:
+    """Which instructions the assistant gets as context in a chat, as a sentence ("" for none)."""
+    if workspace and custom:
+        return gettext("Workspace instructions and your custom instructions are given to the assistant as context "
+                       "(not as your words).")
+    if workspace:
+        return gettext("Workspace instructions are given to the assistant as context (not as your words).")
+    if custom:
+        return gettext("Your custom instructions are given to the assistant as context (not as your words).")
+    return ""
 
 
 def favicon(request):
@@ -178,19 +202,28 @@ def approvals_page(request):
 
 @login_required
 def preferences(request):
-    """Personal settings: the default model of new chats and custom instructions (each form
-    POSTs its own field, then redirects; an error keeps what was typed), the artifact previews
-    switch of each workspace the caller administers (others see it read-only; form fields
-    ``artifacts_workspace`` = the workspace id, ``artifacts_enabled`` = "on" or absent; a member
-    who is not an admin: 403 with the reason), and the workspace instructions the admins set,
-    read-only."""
+    """Personal settings: the language of the pages, the default model of new chats and custom
+    instructions (each form POSTs its own field, then redirects; an error keeps what was typed),
+    the artifact previews switch of each workspace the caller administers (others see it
+    read-only; form fields ``artifacts_workspace`` = the workspace id, ``artifacts_enabled`` =
+    "on" or absent; a member who is not an admin: 403 with the reason), and the workspace
+    instructions the admins set, read-only."""
     text = custom_instructions_for_user(user_id=request.user.pk)
     prefs = UserPreferences.objects.filter(user=request.user).select_related("default_provider").first()
     chosen = (f"{prefs.default_provider.slug}/{prefs.default_model or prefs.default_provider.default_model}"
               if prefs is not None and prefs.default_provider is not None else "")
-    error = model_error = artifacts_error = ""
+    error = model_error = artifacts_error = language_error = ""
     saved = request.GET.get("saved") == "1"
-    if request.method == "POST" and "default_model" in request.POST:
+    if request.method == "POST" and "language" in request.POST:
+        try:
+            prefs = language_set(user=request.user, code=request.POST.get("language", ""))
+        except ServiceError as exc:
+            language_error = exc.message
+        else:
+            response = redirect(reverse("chat:preferences") + "?saved=1")
+            language_remember(request, response, prefs.language)
+            return response
+    elif request.method == "POST" and "default_model" in request.POST:
         chosen = request.POST.get("default_model", "")
         try:
             provider, model = model_choice_parse(user=request.user, value=chosen)
@@ -227,7 +260,10 @@ def preferences(request):
         "max_chars": INSTRUCTIONS_MAX_CHARS, "model_groups": model_choices_for(user=request.user),
         "default_model": chosen, "model_error": model_error,
         "in_effect": f"{fallback[0].name} · {fallback[1]}" if fallback[0] is not None else "",
-    }, status=400 if error or model_error else 403 if artifacts_error else 200)
+        "languages": language_choices(), "language": language_for_user(user_id=request.user.pk),
+        "browser_language": dict(language_choices()).get(browser_language(request), ""),
+        "language_error": language_error,
+    }, status=400 if error or model_error or language_error else 403 if artifacts_error else 200)
 
 
 def _workspace_pk(value: str) -> int:

@@ -10,6 +10,7 @@ becomes an ``error`` event in the consumer; the socket stays open.
 from __future__ import annotations
 
 from django.http import Http404
+from django.utils.translation import gettext as _
 
 from agents.approvals.selectors import tool_call_get_for_decider
 from agents.audit import audit_record
@@ -38,7 +39,7 @@ def message_send(*, user, thread: Thread, frame: dict) -> list[dict]:
     data = RunCreateSerializer(data=frame)
     data.is_valid(raise_exception=True)
     if not thread_may_write(thread=thread, user=user):
-        raise ServiceError("not_allowed", "You cannot send messages in this thread.", 403)
+        raise ServiceError("not_allowed", _("You cannot send messages in this thread."), 403)
     created = run_create(thread=thread, user=user, **data.validated_data)
     queued = {"run_id": str(created.run.pk),
               "user_message_id": str(created.user_message.pk) if created.user_message else None}
@@ -55,13 +56,13 @@ def _thread_run(*, user, thread_id: str, run_id):
     """The run ``run_id`` of this thread, visible to ``user``; ServiceError ``not_found``
     (``invalid_frame`` when the frame names no run)."""
     if not isinstance(run_id, str) or not run_id.strip():
-        raise ServiceError("invalid_frame", '"run_id" must name a run: its id as a string.', 400)
+        raise ServiceError("invalid_frame", _('"run_id" must name a run: its id as a string.'), 400)
     try:
         run = run_get_for_user(user=user, run_id=run_id)
     except Http404 as exc:
-        raise ServiceError("not_found", "No such run.", 404) from exc
+        raise ServiceError("not_found", _("No such run."), 404) from exc
     if str(run.thread_id) != thread_id:
-        raise ServiceError("not_found", "No such run.", 404)
+        raise ServiceError("not_found", _("No such run."), 404)
     return run
 
 
@@ -128,9 +129,9 @@ def approval_decide(*, user, thread: Thread, frame: dict) -> list[dict]:
     try:
         tool_call = tool_call_get_for_decider(user=user, tool_call_id=frame.get("tool_call_id"))
     except Http404 as exc:
-        raise ServiceError("not_found", "No such tool call.", 404) from exc
+        raise ServiceError("not_found", _("No such tool call."), 404) from exc
     if tool_call.run.thread_id != thread.pk:
-        raise ServiceError("not_found", "No such tool call.", 404)
+        raise ServiceError("not_found", _("No such tool call."), 404)
     try:
         tool_call_decide(tool_call=tool_call, user=user, decision=data.validated_data["decision"])
     except ServiceError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from django.http import Http404
+from django.utils.translation import gettext, gettext_noop
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -24,8 +25,9 @@ class ApiError(exceptions.APIException):
         self.extra_headers = headers or {}
 
 
-UNAVAILABLE_MESSAGE = ("A backing service (database or broker) is not reachable right now; nothing was lost — "
-                       "try again in a few seconds.")
+# In English; each use translates it (gettext) into the language of the one it answers.
+UNAVAILABLE_MESSAGE = gettext_noop("A backing service (database or broker) is not reachable right now; nothing was "
+                                   "lost — try again in a few seconds.")
 
 
 def flatten_detail(detail) -> str:
@@ -46,9 +48,9 @@ def exception_handler(exc, context):
         exc = ApiError(exc.code, exc.message, exc.status, headers=headers)
     elif is_unavailable(exc):
         logger.warning("service unavailable: %s: %s", type(exc).__name__, exc)
-        exc = ApiError("service_unavailable", UNAVAILABLE_MESSAGE, 503, headers={"Retry-After": "5"})
+        exc = ApiError("service_unavailable", gettext(UNAVAILABLE_MESSAGE), 503, headers={"Retry-After": "5"})
     if isinstance(exc, Http404):
-        exc = exceptions.NotFound(str(exc) or "Not found.")
+        exc = exceptions.NotFound(str(exc) or gettext("Not found."))
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
@@ -149,9 +151,9 @@ def unavailable_response(request):
     from django.template.loader import render_to_string
 
     if request.path.startswith(("/api/", "/v1/")):
-        response = JsonResponse({"error": {"code": "service_unavailable", "message": UNAVAILABLE_MESSAGE}}, status=503)
+        response = JsonResponse({"error": {"code": "service_unavailable", "message": gettext(UNAVAILABLE_MESSAGE)}}, status=503)
     else:
-        response = HttpResponse(render_to_string("503.html", {"message": UNAVAILABLE_MESSAGE}),
+        response = HttpResponse(render_to_string("503.html", {"message": gettext(UNAVAILABLE_MESSAGE)}),
                                 status=503, content_type="text/html; charset=utf-8")
         response["Refresh"] = "5"  # the browser reloads the page by itself
     response["Retry-After"] = "5"

@@ -22,6 +22,9 @@ from typing import Any
 
 from channels.exceptions import StopConsumer
 from channels.layers import get_channel_layer
+from django.utils import translation
+
+from .locale import language_from_scope
 
 
 async def dispatch_each(sources: list[Callable[[], Awaitable[Any]]],
@@ -74,6 +77,9 @@ class ReceiveLoopsMixin:
             self.channel_receive = functools.partial(self.channel_layer.receive, self.channel_name)
             sources.append(self.channel_receive)
         self.base_send = send
+        # The socket's messages (errors, approval sentences) in its person's language: activated
+        # before the receive loops start, so each loop's context carries it.
+        translation.activate(language_from_scope(scope))
         try:
             await dispatch_each(sources, self.dispatch)
         except StopConsumer:

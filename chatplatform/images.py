@@ -24,6 +24,9 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
+from django.utils.formats import number_format
+from django.utils.translation import gettext as _
+
 #: Formats accepted, as Pillow names them → the media type sent to a model.
 MEDIA_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
 THUMBNAIL_EDGE_PX = 320
@@ -73,19 +76,22 @@ def inspect(raw: bytes, *, max_pixels: int) -> ImageInfo:
         with Image.open(io.BytesIO(raw), formats=None) as img:
             fmt, (width, height) = img.format, img.size
     except Image.DecompressionBombError as exc:  # Pillow's own guard, beyond twice its MAX_IMAGE_PIXELS
-        raise ImageRejected("image_too_large", f"the image has more than {max_pixels:,} pixels — a decompression "
-                                               "bomb?") from exc
+        raise ImageRejected("image_too_large", _("the image has more than %(max)s pixels — a decompression bomb?") % {
+            "max": number_format(max_pixels, force_grouping=True)}) from exc
     except Exception as exc:  # UnidentifiedImageError, a truncated header, …
-        raise ImageRejected("not_an_image", "the file is not a PNG, JPEG, WebP or GIF image "
-                                            "(its content does not match an image format)") from exc
+        raise ImageRejected("not_an_image", _("the file is not a PNG, JPEG, WebP or GIF image "
+                                              "(its content does not match an image format)")) from exc
     if fmt not in MEDIA_TYPES:
-        raise ImageRejected("unsupported_image", f"{fmt or 'this'} images are not accepted (use PNG, JPEG, WebP or GIF)")
+        raise ImageRejected("unsupported_image", _("%(format)s images are not accepted (use PNG, JPEG, WebP or GIF)") % {
+            "format": fmt or "?"})
     if width <= 0 or height <= 0:
-        raise ImageRejected("not_an_image", "the image has no pixels")
+        raise ImageRejected("not_an_image", _("the image has no pixels"))
     if width * height > max_pixels:
         raise ImageRejected(
             "image_too_large",
-            f"the image is {width:,} × {height:,} pixels (at most {max_pixels:,} pixels) — a decompression bomb?",
+            _("the image is %(width)s × %(height)s pixels (at most %(max)s pixels) — a decompression bomb?") % {
+                "width": number_format(width, force_grouping=True), "height": number_format(height, force_grouping=True),
+                "max": number_format(max_pixels, force_grouping=True)},
         )
     return ImageInfo(media_type=MEDIA_TYPES[fmt], width=width, height=height)
 
@@ -113,7 +119,7 @@ def prepare(raw: bytes, *, max_pixels: int, model_edge_px: int) -> PreparedImage
     except ImageRejected:
         raise
     except Exception as exc:  # truncated or corrupt pixel data, a bomb past the header check
-        raise ImageRejected("not_an_image", f"the image cannot be read ({type(exc).__name__})") from exc
+        raise ImageRejected("not_an_image", _("the image cannot be read (%(error)s)") % {"error": type(exc).__name__}) from exc
     model_data, model_type, smaller = b"", "", frame
     if needs_copy:
         # One resampling pass from the full image (BICUBIC: LANCZOS costs half as much again

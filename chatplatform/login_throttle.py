@@ -31,6 +31,7 @@ import math
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 from django.utils.html import escape
+from django.utils.translation import gettext
 from rest_framework.exceptions import Throttled
 from rest_framework.throttling import SimpleRateThrottle
 
@@ -46,7 +47,7 @@ class LoginThrottled(Throttled):
 
     def __init__(self, wait: float):
         super().__init__(wait=math.ceil(wait),
-                         detail=f"Too many sign-in attempts. Try again in {math.ceil(wait)} s.")
+                         detail=gettext("Too many sign-in attempts. Try again in %(s)d s.") % {"s": math.ceil(wait)})
 
 
 class _LoginThrottle(SimpleRateThrottle):
@@ -173,9 +174,10 @@ class LoginThrottledMiddleware:
         if request.path.startswith(("/api/", "/v1/")):
             response = JsonResponse({"error": {"code": "throttled", "message": message}}, status=429)
         else:
+            title, back = gettext("Too many sign-in attempts"), gettext("Back")
             response = HttpResponse(
-                "<!doctype html><title>Too many sign-in attempts</title>"
-                f"<p>{escape(message)}</p><p><a href=\"{escape(request.get_full_path())}\">Back</a></p>",
+                f"<!doctype html><title>{escape(title)}</title>"
+                f"<p>{escape(message)}</p><p><a href=\"{escape(request.get_full_path())}\">{escape(back)}</a></p>",
                 status=429, content_type="text/html; charset=utf-8")
         response["Retry-After"] = str(exception.wait)
         return response

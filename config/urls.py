@@ -1,8 +1,13 @@
+from datetime import UTC, datetime
+
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.views.decorators.cache import cache_control
 from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import last_modified
 from django.views.generic import RedirectView
+from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.settings import api_settings
@@ -24,6 +29,9 @@ from prompts import api as prompts_api
 from sharing import api as sharing_api
 from sso.views import PlatformLoginView
 from usage import views as usage_views
+
+# The catalogue changes only with a deploy (a new process): it is as new as the process.
+STARTED_AT = datetime.now(UTC)
 
 
 class ThrottledLoginView(LoginThrottleMixin, PlatformLoginView):
@@ -108,6 +116,11 @@ urlpatterns = [
     # OpenAI-compatible API (openai_api/): base URL for OpenAI clients is <host>/v1
     path("v1/chat/completions", csrf_exempt(openai_views.chat_completions), name="openai-chat-completions"),
     path("v1/models", csrf_exempt(openai_views.models), name="openai-models"),
+    # The page scripts' translations (locale/*/LC_MESSAGES/djangojs.po, LOCALE_PATHS) in the
+    # request's language: base.html loads it before the modules. The same for a day in a
+    # browser cache (it varies by the language cookie and Accept-Language).
+    path("jsi18n/", cache_control(max_age=86400, public=False)(
+        last_modified(lambda request, **kw: STARTED_AT)(JavaScriptCatalog.as_view())), name="javascript-catalog"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
@@ -139,7 +140,7 @@ def default_workspace(user, value):
         return workspace_get_for_user(user=user, workspace=value)
     memberships = list(memberships_for_user(user=user)[:2])
     if len(memberships) != 1:
-        raise ApiError("invalid", "workspace: say which workspace (slug or id).", 400)
+        raise ApiError("invalid", _("workspace: say which workspace (slug or id)."), 400)
     return memberships[0].workspace
 
 
@@ -223,9 +224,9 @@ class KnowledgeSearchApi(APIView):
         try:
             top_k = int(params.get("top_k") or 8)
         except ValueError as exc:
-            raise ApiError("invalid", "top_k must be an integer.", 400) from exc
+            raise ApiError("invalid", _("top_k must be an integer."), 400) from exc
         if not 1 <= top_k <= MAX_TOP_K:
-            raise ApiError("invalid", f"top_k must be between 1 and {MAX_TOP_K}.", 400)
+            raise ApiError("invalid", _("top_k must be between 1 and %(n)d.") % {"n": MAX_TOP_K}, 400)
         workspace = params.get("workspace")
         hits = knowledge_search_for_user(
             user=request.user,

@@ -34,6 +34,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from django.http import Http404
+from django.utils.translation import gettext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
@@ -291,7 +292,7 @@ class KnowledgeMCPApp:
                 raise
             # The database (or Redis) is unreachable: the API's JSON 503, not a bare 500.
             logger.warning("mcp: service unavailable: %s: %s", type(exc).__name__, exc)
-            await _reply(send, 503, "service_unavailable", UNAVAILABLE_MESSAGE, [(b"retry-after", b"5")])
+            await _reply(send, 503, "service_unavailable", gettext(UNAVAILABLE_MESSAGE), [(b"retry-after", b"5")])
             return
         if user is None:
             await _reply(send, 401, refusal.code if refusal else "not_authenticated",

@@ -17,6 +17,8 @@ import re
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import transaction
+from django.utils.formats import number_format
+from django.utils.translation import gettext as _
 
 from chat.models import Message, Workspace
 from chatplatform.errors import ServiceError
@@ -61,7 +63,7 @@ def normalize_type(value: str | None) -> str:
     unless it is 1–40 chars of letters, digits, ``-`` or ``_``."""
     text = (value or "").strip().lower() or KnowledgeItem.Type.NOTE
     if not TYPE_RE.match(text):
-        raise KnowledgeRejected("invalid", "type must be 1–40 letters, digits, '-' or '_'.")
+        raise KnowledgeRejected("invalid", _("type must be 1–40 letters, digits, '-' or '_'."))
     return text
 
 
@@ -72,7 +74,7 @@ def _clean_url(url: str | None) -> str:
     try:
         URLValidator(schemes=["http", "https"])(url)
     except ValidationError as exc:
-        raise KnowledgeRejected("invalid", "url must be an http(s) URL.") from exc
+        raise KnowledgeRejected("invalid", _("url must be an http(s) URL.")) from exc
     return url[:200]
 
 
@@ -80,9 +82,10 @@ def _clean_text(title: str | None, content: str | None) -> tuple[str, str]:
     title = " ".join((title or "").split())[:300]
     content = content or ""
     if not content.strip():
-        raise KnowledgeRejected("invalid", "content is empty.")
+        raise KnowledgeRejected("invalid", _("content is empty."))
     if len(content) > MAX_CONTENT_CHARS:
-        raise KnowledgeRejected("too_large", f"content is longer than {MAX_CONTENT_CHARS} characters.", 413)
+        raise KnowledgeRejected("too_large", _("content is longer than %(n)s characters.") % {
+            "n": number_format(MAX_CONTENT_CHARS, force_grouping=True)}, 413)
     return title or "Untitled", content
 
 
@@ -175,7 +178,8 @@ def knowledge_item_update(*, item: KnowledgeItem, **changes) -> KnowledgeItem:
 # --- acting for a person ------------------------------------------------------------------
 def _require_create(user, workspace) -> None:
     if not knowledge_can_create(user=user, workspace=workspace):
-        raise KnowledgeRejected("forbidden", "Your role in this workspace can read the knowledge base but not change it.", 403)
+        raise KnowledgeRejected("forbidden", _("Your role in this workspace can read the knowledge base but not change it."),
+                                403)
 
 
 def knowledge_item_create_for_user(*, user, workspace: Workspace, **fields) -> KnowledgeItem:
@@ -184,7 +188,7 @@ def knowledge_item_create_for_user(*, user, workspace: Workspace, **fields) -> K
     _require_create(user, workspace)
     unknown = set(fields) - EDITABLE_FIELDS
     if unknown:
-        raise KnowledgeRejected("invalid", f"unknown fields: {', '.join(sorted(unknown))}")
+        raise KnowledgeRejected("invalid", _("unknown fields: %(fields)s") % {"fields": ", ".join(sorted(unknown))})
     return knowledge_item_create(workspace=workspace, owner=user, **fields)
 
 
@@ -193,12 +197,12 @@ def knowledge_item_update_for_user(*, user, item: KnowledgeItem, **changes) -> K
     workspace admin; others → 403. Only the owner may make an item private or public
     (an admin turning someone's item private would hide it from themselves)."""
     if not knowledge_item_can_edit(user=user, item=item):
-        raise KnowledgeRejected("forbidden", "Only the item's owner or a workspace admin can change it.", 403)
+        raise KnowledgeRejected("forbidden", _("Only the item's owner or a workspace admin can change it."), 403)
     unknown = set(changes) - EDITABLE_FIELDS
     if unknown:
-        raise KnowledgeRejected("invalid", f"unknown fields: {', '.join(sorted(unknown))}")
+        raise KnowledgeRejected("invalid", _("unknown fields: %(fields)s") % {"fields": ", ".join(sorted(unknown))})
     if "is_private" in changes and bool(changes["is_private"]) != item.is_private and item.owner_id != user.pk:
-        raise KnowledgeRejected("forbidden", "Only the item's owner can change whether it is private.", 403)
+        raise KnowledgeRejected("forbidden", _("Only the item's owner can change whether it is private."), 403)
     return knowledge_item_update(item=item, **changes)
 
 
@@ -206,7 +210,7 @@ def knowledge_item_update_for_user(*, user, item: KnowledgeItem, **changes) -> K
 def knowledge_item_delete_for_user(*, user, item: KnowledgeItem) -> None:
     """Delete ``item`` (and its chunks): same rule as editing."""
     if not knowledge_item_can_edit(user=user, item=item):
-        raise KnowledgeRejected("forbidden", "Only the item's owner or a workspace admin can delete it.", 403)
+        raise KnowledgeRejected("forbidden", _("Only the item's owner or a workspace admin can delete it."), 403)
     workspace_id, item_id = item.workspace_id, item.pk
     item.delete()
     knowledge_changed_publish(workspace_id=workspace_id, item_ids=[item_id])
@@ -242,7 +246,7 @@ def knowledge_item_save_from_message(
     workspace = message.thread.workspace
     _require_create(user, workspace)
     if message.role not in (Message.Role.USER, Message.Role.ASSISTANT) or not message.content.strip():
-        raise KnowledgeRejected("invalid", "Only a user or assistant message with text can be saved.")
+        raise KnowledgeRejected("invalid", _("Only a user or assistant message with text can be saved."))
     return knowledge_item_create(
         workspace=workspace,
         owner=user,
@@ -261,7 +265,7 @@ def knowledge_search_language_set(*, workspace: Workspace, language: str) -> int
     content through the chunk trigger). Returns the number of chunks re-indexed. Raises
     KnowledgeRejected (400) for a language PostgreSQL does not ship."""
     if language not in SEARCH_LANGUAGES:
-        raise KnowledgeRejected("invalid", f"unknown search language {language!r}")
+        raise KnowledgeRejected("invalid", _("unknown search language %(language)r") % {"language": language})
     KnowledgeSettings.objects.update_or_create(workspace=workspace, defaults={"search_language": language})
     return KnowledgeChunk.objects.filter(workspace=workspace).update(language=language)
 

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -20,6 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chatplatform.api import ApiError
+from chatplatform.locale import file_size
 
 from .api import default_workspace
 from .models import KnowledgeUpload
@@ -75,8 +77,8 @@ class KnowledgeUploadListCreateApi(generics.ListAPIView):
         except ValueError:
             length = 0
         if length > upload_max_bytes() + _ENVELOPE_BYTES:
-            limit_mb = upload_max_bytes() / (1024 * 1024)
-            raise ApiError("too_large", f"The file is larger than the {limit_mb:.0f} MB limit.", 413)
+            raise ApiError("too_large", _("The file is larger than the %(limit)s limit.") % {
+                "limit": file_size(upload_max_bytes())}, 413)
         data = UploadCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data

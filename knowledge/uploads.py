@@ -28,8 +28,10 @@ from django.conf import settings
 from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from chat.models import Workspace
+from chatplatform.locale import file_size
 
 from .importing import SUFFIXES, ImportFailed, extract_bytes, max_file_bytes
 from .models import KnowledgeItem, KnowledgeUpload
@@ -63,11 +65,6 @@ def clean_filename(name: str) -> str:
     return base
 
 
-def _mib(n: int) -> str:
-    if n >= 1024 * 1024:
-        return f"{n / (1024 * 1024):.1f} MB".replace(".0 MB", " MB")
-    return f"{n // 1024} KB" if n >= 1024 else f"{n} bytes"
-
 
 def knowledge_upload_check(*, filename: str, size: int) -> None:
     """Reject early what can never import. Raises KnowledgeRejected: ``unsupported_type``
@@ -76,13 +73,15 @@ def knowledge_upload_check(*, filename: str, size: int) -> None:
     if not filename or suffix not in SUFFIXES:
         allowed = ", ".join(sorted(SUFFIXES))
         raise KnowledgeRejected(
-            "unsupported_type", f"{filename or 'The file'}: unsupported file type {suffix or '(none)'} (use {allowed}).", 415
+            "unsupported_type", _("%(file)s: unsupported file type %(suffix)s (use %(allowed)s).") % {
+                "file": filename or _("The file"), "suffix": suffix or _("(none)"), "allowed": allowed}, 415
         )
     limit = upload_max_bytes()
     if size > limit:
-        raise KnowledgeRejected("too_large", f"{filename}: larger than the {_mib(limit)} limit ({_mib(size)}).", 413)
+        raise KnowledgeRejected("too_large", _("%(file)s: larger than the %(limit)s limit (%(size)s).") % {
+            "file": filename, "limit": file_size(limit), "size": file_size(size)}, 413)
     if size == 0:
-        raise KnowledgeRejected("empty", f"{filename}: the file is empty.", 422)
+        raise KnowledgeRejected("empty", _("%(file)s: the file is empty.") % {"file": filename}, 422)
 
 
 def knowledge_upload_create(
@@ -103,7 +102,8 @@ def knowledge_upload_create(
     from .services import normalize_tags, normalize_type
 
     if not knowledge_can_create(user=user, workspace=workspace):
-        raise KnowledgeRejected("forbidden", "Your role in this workspace can read the knowledge base but not add to it.", 403)
+        raise KnowledgeRejected("forbidden", _("Your role in this workspace can read the knowledge base but not add to "
+                                  "it."), 403)
     filename = clean_filename(filename)
     knowledge_upload_check(filename=filename, size=len(data))
     pending = KnowledgeUpload.objects.filter(owner=user, status__in=[Status.QUEUED, Status.IMPORTING]).count()

@@ -11,11 +11,17 @@ from django.contrib.auth import views as auth_views
 from django.core.exceptions import SuspiciousOperation
 from django.http import Http404, HttpResponseRedirect
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
 from .discovery import DiscoveryFailed, oidc_setting
 
 SESSION_ERROR_KEY = "sso_error"
+
+
+# settings.OIDC_BUTTON_LABEL's default, for the catalogue: shown translated unless an admin set another.
+DEFAULT_BUTTON_LABEL = gettext_noop("Sign in with single sign-on")
 
 
 def _fail(request, reason: str) -> HttpResponseRedirect:
@@ -39,7 +45,7 @@ class SSOStartView(OIDCAuthenticationRequestView):
         try:
             self.OIDC_OP_AUTH_ENDPOINT = self.get_settings("OIDC_OP_AUTHORIZATION_ENDPOINT")
         except DiscoveryFailed as exc:
-            return _fail(request, f"Single sign-on is unavailable: {exc}")
+            return _fail(request, _("Single sign-on is unavailable: %(error)s") % {"error": exc})
         self.OIDC_RP_CLIENT_ID = self.get_settings("OIDC_RP_CLIENT_ID")
         return super().get(request)
 
@@ -52,17 +58,17 @@ class SSOCallbackView(OIDCAuthenticationCallbackView):
         if request.GET.get("error"):
             description = request.GET.get("error_description") or request.GET["error"]
             super().get(request)  # drops the state, logs out
-            return _fail(request, f"The identity provider refused the sign-in: {description[:200]}")
+            return _fail(request, _("The identity provider refused the sign-in: %(reason)s") % {"reason": description[:200]})
         try:
             return super().get(request)
         except SuspiciousOperation:
-            return _fail(request, "The sign-in could not be verified (unknown or reused state). Please try again.")
+            return _fail(request, _("The sign-in could not be verified (unknown or reused state). Please try again."))
 
     def login_failure(self):
-        reason = getattr(self.request, "sso_error", "") or "the sign-in could not be completed"
+        reason = getattr(self.request, "sso_error", "") or _("the sign-in could not be completed")
         if self.request.user.is_authenticated:
             auth.logout(self.request)
-        return _fail(self.request, f"Single sign-on failed: {reason.rstrip('.')}.")
+        return _fail(self.request, _("Single sign-on failed: %(reason)s.") % {"reason": reason.rstrip(".")})
 
 
 class PlatformLoginView(auth_views.LoginView):
@@ -75,7 +81,7 @@ class PlatformLoginView(auth_views.LoginView):
         context = super().get_context_data(**kwargs)
         context.update({
             "sso_enabled": settings.OIDC_ENABLED,
-            "sso_label": settings.OIDC_BUTTON_LABEL,
+            "sso_label": _(settings.OIDC_BUTTON_LABEL),  # the default label is translated (DEFAULT_BUTTON_LABEL)
             "sso_error": self.request.session.pop(SESSION_ERROR_KEY, ""),
             "password_login": settings.PASSWORD_LOGIN_ENABLED,
         })
@@ -83,5 +89,5 @@ class PlatformLoginView(auth_views.LoginView):
 
     def post(self, request, *args, **kwargs):
         if not settings.PASSWORD_LOGIN_ENABLED:
-            return _fail(request, "Password sign-in is turned off; use single sign-on.")
+            return _fail(request, _("Password sign-in is turned off; use single sign-on."))
         return super().post(request, *args, **kwargs)

@@ -13,6 +13,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, HttpResponseForbidden, JsonResponse
 from django.shortcuts import render
+from django.utils.translation import pgettext_lazy
 from django.views.decorators.http import require_GET
 
 from chat.selectors import thread_get_for_user
@@ -44,10 +45,16 @@ def _usage(request, *, own: bool) -> tuple[dict, datetime, datetime, int, str]:
     return data, since, until, days, group
 
 
+# The groupings as the page names them (the query keeps the English keys).
+GROUP_LABELS = {"workspace": pgettext_lazy("usage grouped by", "workspace"), "user": pgettext_lazy("usage grouped by", "user"),
+                "model": pgettext_lazy("usage grouped by", "model"), "provider": pgettext_lazy("usage grouped by", "provider")}
+
+
 def _page(request, *, own: bool):
     data, _, _, days, group = _usage(request, own=own)
     return render(request, "usage/usage.html", {
-        "own": own, "days": days, "group": group, "groups": list(GROUPS), "data": data,
+        "own": own, "days": days, "group": group, "group_label": GROUP_LABELS.get(group, group),
+        "groups": [(g, GROUP_LABELS.get(g, g)) for g in GROUPS], "data": data,
         "day_choices": [7, 30, 90, 365],
     })
 

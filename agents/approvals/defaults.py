@@ -15,12 +15,16 @@ The most specific rule wins, so prod calls take the production rules; calls no r
 (a read tool set to "always", a call over its per-tool limit) fall back to the requester.
 """
 
-# name, risk, env_tier, approver_kind, approvals_needed, requester_counts, expires_s
+from django.utils.translation import gettext_noop
+
+# name, risk, env_tier, approver_kind, approvals_needed, requester_counts, expires_s. The names
+# are stored in English and translated where they are shown (policy.rule_name), as the
+# fallback's "Approval" is.
 DEFAULT_RULES = [
-    ("Write", "write", "", "requester", 1, True, 86400),
-    ("Production write", "write", "prod", "workspace_admins", 1, False, 3600),
-    ("Dangerous", "dangerous", "", "requester", 1, True, 3600),
-    ("Production dangerous", "dangerous", "prod", "workspace_admins", 2, False, 3600),
+    (gettext_noop("Write"), "write", "", "requester", 1, True, 86400),
+    (gettext_noop("Production write"), "write", "prod", "workspace_admins", 1, False, 3600),
+    (gettext_noop("Dangerous"), "dangerous", "", "requester", 1, True, 3600),
+    (gettext_noop("Production dangerous"), "dangerous", "prod", "workspace_admins", 2, False, 3600),
 ]
 
 

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Q
+from django.utils.translation import gettext, gettext_noop, ngettext
 
 from agents.models import ApprovalPolicy, Run, ToolCall
 from chat.models import Membership
@@ -54,7 +55,7 @@ class ApprovalRule:
                    expires_s=int(data.get("expires_s", 0)))
 
 
-FALLBACK = ApprovalRule(rule="Approval", policy_id=None, approver_kind=K.REQUESTER, role="", approvals_needed=1,
+FALLBACK = ApprovalRule(rule=gettext_noop("Approval"), policy_id=None, approver_kind=K.REQUESTER, role="", approvals_needed=1,
                         requester_counts=True, expires_s=0)
 """When no enabled rule matches: the requester (or a workspace admin) decides, no expiry
 beyond ``APPROVAL_DEFAULT_EXPIRES_S``."""
@@ -97,30 +98,45 @@ def _role_qualifies(rule: ApprovalRule, membership: Membership | None) -> bool:
     return membership.role.is_admin  # workspace admins; and admins under "the requester"
 
 
+def rule_name(rule: ApprovalRule) -> str:
+    """The rule's name in the active language: the seeded names (``defaults.DEFAULT_RULES``) are
+    translated; a name an admin gave is shown as written."""
+    return gettext(rule.rule) if rule.rule else rule.rule
+
+
 def role_label(rule: ApprovalRule) -> str:
     """The group that may approve, in plain words (no requester clause)."""
     if rule.approver_kind == K.ROLE:
-        return f"the {rule.role} role"
-    return "workspace admins"
+        return gettext("the %(role)s role") % {"role": rule.role}
+    return gettext("workspace admins")
 
 
 def approvers_phrase(rule: ApprovalRule, requester: str) -> str:
     """Who may approve, e.g. "a workspace admin other than alice", "two people with the
-    prod-approver role other than alice", "alice or a workspace admin"."""
+    prod-approver role other than alice", "alice or a workspace admin" (active language)."""
+    values = {"requester": requester, "role": rule.role}
     if rule.approver_kind == K.REQUESTER:
-        return f"{requester} or a workspace admin"
-    group = (f"someone with the {rule.role} role" if rule.approvals_needed == 1
-             else f"two people with the {rule.role} role") if rule.approver_kind == K.ROLE else (
-        "a workspace admin" if rule.approvals_needed == 1 else "two workspace admins")
-    return group if rule.requester_counts else f"{group} other than {requester}"
+        return gettext("%(requester)s or a workspace admin") % values
+    one = rule.approvals_needed == 1
+    if rule.approver_kind == K.ROLE:
+        if rule.requester_counts:
+            return (gettext("someone with the %(role)s role") if one
+                    else gettext("two people with the %(role)s role")) % values
+        return (gettext("someone with the %(role)s role other than %(requester)s") if one
+                else gettext("two people with the %(role)s role other than %(requester)s")) % values
+    if rule.requester_counts:
+        return gettext("a workspace admin") if one else gettext("two workspace admins")
+    return (gettext("a workspace admin other than %(requester)s") if one
+            else gettext("two workspace admins other than %(requester)s")) % values
 
 
 def waiting_text(rule: ApprovalRule, requester: str) -> str:
     """The card's sentence: "Production write: needs 1 approval from a workspace admin other
-    than alice". It is the rule only: how many approved so far is said once, on its own line
-    (``approvals_so_far``, ``approved_by``), never repeated in it."""
+    than alice" (active language). It is the rule only: how many approved so far is said once,
+    on its own line (``approvals_so_far``, ``approved_by``), never repeated in it."""
     n = rule.approvals_needed
-    return f"{rule.rule}: needs {n} approval{'s' if n != 1 else ''} from {approvers_phrase(rule, requester)}"
+    return ngettext("%(rule)s: needs %(n)d approval from %(who)s", "%(rule)s: needs %(n)d approvals from %(who)s",
+                    n) % {"rule": rule_name(rule), "n": n, "who": approvers_phrase(rule, requester)}
 
 
 @dataclass(frozen=True)
@@ -143,18 +159,19 @@ def decider_check(*, ledger: ToolCall, run: Run, user) -> DeciderCheck:
     role = membership.role.name if membership else ""
     is_requester = run.user_id == user.pk
     if membership is None:
-        return DeciderCheck(False, "You are not a member of this call's workspace.", role, is_requester)
+        return DeciderCheck(False, gettext("You are not a member of this call's workspace."), role, is_requester)
     if rule.approver_kind == K.REQUESTER:
         if is_requester or membership.role.is_admin:
             return DeciderCheck(True, "", role, is_requester)
-        return DeciderCheck(False, f"Only {approvers_phrase(rule, run.user.get_username())} may decide this call.",
-                            role, is_requester)
+        return DeciderCheck(False, gettext("Only %(who)s may decide this call.") % {
+            "who": approvers_phrase(rule, run.user.get_username())}, role, is_requester)
     if is_requester and not rule.requester_counts:
-        return DeciderCheck(False, f"{rule.rule}: the requester cannot approve their own call; it needs "
-                            f"{approvers_phrase(rule, run.user.get_username())}.", role, True)
+        return DeciderCheck(False, gettext("%(rule)s: the requester cannot approve their own call; it needs %(who)s.")
+                            % {"rule": rule_name(rule), "who": approvers_phrase(rule, run.user.get_username())},
+                            role, True)
     if not _role_qualifies(rule, membership):
-        return DeciderCheck(False, f"{rule.rule}: only {role_label(rule)} may decide this call "
-                            f"(your role here is {role}).", role, is_requester)
+        return DeciderCheck(False, gettext("%(rule)s: only %(who)s may decide this call (your role here is %(role)s).")
+                            % {"rule": rule_name(rule), "who": role_label(rule), "role": role}, role, is_requester)
     return DeciderCheck(True, "", role, is_requester)
 
 

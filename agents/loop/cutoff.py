@@ -8,7 +8,10 @@ complete JSON is the model's mistake and gets the usual "fix it and call again" 
 
 from __future__ import annotations
 
-OUTPUT_LIMIT_REASON = (
+from django.utils.translation import gettext_noop
+
+# Stored in English; translated for each reader (agents.presentation.own_words).
+OUTPUT_LIMIT_REASON = gettext_noop(
     "The model's reply reached its output limit in the middle of a tool call, so the call was "
     "not run. Ask for a shorter change, or raise the model's output limit."
 )

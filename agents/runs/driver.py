@@ -30,6 +30,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
+from django.utils.translation import gettext_noop
 
 from agents.backends import Outcome, Turn, backend_for
 from agents.events import RunEmitter
@@ -381,12 +382,15 @@ def run_fail_not_started(*, run_id, expected_queued_at, busy: bool = False) -> b
     a worker claimed it meanwhile. ``busy``: every worker stayed busy for
     ``RUN_QUEUE_MAX_WAIT_S`` while the broker held the run's turn (the message says so)."""
     run = Run.objects.get(pk=run_id)  # still current if the update below takes it: nobody writes a queued run
-    error = ({"code": "interrupted", "message": "The run was interrupted: its worker stopped and no worker took it "
-                                                "up again; try again, or ask an admin to check the workers."}
+    # The platform's own words, in English here; translated for each reader
+    # (agents.presentation.own_words).
+    error = ({"code": "interrupted", "message": gettext_noop(
+                "The run was interrupted: its worker stopped and no worker took it up again; try again, or ask "
+                "an admin to check the workers.")}
              if run.started_at is not None else
              {"code": "not_started", "message": busy_message()} if busy else
-             {"code": "not_started", "message": "No worker picked this run up; try again, or ask an admin to "
-                                                "check the workers and the broker."})
+             {"code": "not_started", "message": gettext_noop(
+                 "No worker picked this run up; try again, or ask an admin to check the workers and the broker.")})
     if not lifecycle.run_fail_unclaimed(run_id=run_id, expected_queued_at=expected_queued_at, error=error):
         return False
     emitter = RunEmitter.for_run(run)

@@ -8,6 +8,8 @@ from datetime import timedelta
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.formats import number_format
+from django.utils.translation import gettext as _
 
 from agents.approvals.expiry import approval_expire
 from agents.approvals.policy import decider_check
@@ -53,7 +55,7 @@ def approval_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:
     ``COUNTDOWN_S`` of the request (409 ``countdown``). A refused decision is audited.
     """
     if decision not in ("approve", "deny"):
-        raise DecisionRefused("invalid", 'decision must be "approve" or "deny".', 400)
+        raise DecisionRefused("invalid", _('decision must be "approve" or "deny".'), 400)
     run = tool_call.run
     if tool_call.status == ToolCall.Status.AWAITING_APPROVAL and run.status == Run.Status.RUNNING:
         _await_park(run)  # a decision sent the moment approval.requested arrived
@@ -62,10 +64,11 @@ def approval_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:
         tool_call.refresh_from_db()
     if tool_call.status != ToolCall.Status.AWAITING_APPROVAL or run.status != Run.Status.AWAITING_APPROVAL:
         if tool_call.decision == "expired":
-            raise DecisionRefused("expired", "This approval request expired before anyone decided it.", 409)
-        raise DecisionRefused("not_pending", f"This call is not waiting for a decision (it is {tool_call.status}).", 409)
+            raise DecisionRefused("expired", _("This approval request expired before anyone decided it."), 409)
+        raise DecisionRefused("not_pending", _("This call is not waiting for a decision (it is %(status)s).") % {
+            "status": tool_call.status}, 409)
     if tool_call.approvals.filter(user=user).exists():
-        raise DecisionRefused("already_decided", "You already decided this call; it needs another person.", 409)
+        raise DecisionRefused("already_decided", _("You already decided this call; it needs another person."), 409)
     check = decider_check(ledger=tool_call, run=run, user=user)
     if not check.allowed:
         audit_record(kind=AuditEvent.Kind.DECISION_REFUSED, user=user, run=run,
@@ -79,31 +82,33 @@ def approval_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:
         ready_at = (tool_call.requested_at or now) + timedelta(seconds=COUNTDOWN_S)
         if now < ready_at:
             wait = (ready_at - now).total_seconds()
-            raise DecisionRefused("countdown", f"Dangerous call: approve is possible in {wait:.1f} s.", 409)
+            raise DecisionRefused("countdown", _("Dangerous call: approve is possible in %(s)s s.") % {
+                "s": number_format(wait, 1)}, 409)
     try:
         with transaction.atomic():
             lock_user_then_thread(thread_id=run.thread_id)  # a decision and a new message in the thread never interleave
             # Decisions on one thread are serialised by that lock: count what landed before it.
             fresh = ToolCall.objects.filter(pk=tool_call.pk).values("status", "approvals_so_far").first()
             if fresh is None or fresh["status"] != ToolCall.Status.AWAITING_APPROVAL:
-                raise DecisionRefused("not_pending", "This call was decided a moment ago.", 409)
+                raise DecisionRefused("not_pending", _("This call was decided a moment ago."), 409)
             if tool_call.approvals.filter(user=user).exists():
-                raise DecisionRefused("already_decided", "You already decided this call; it needs another person.",
+                raise DecisionRefused("already_decided", _("You already decided this call; it needs another person."),
                                       409)
             so_far = fresh["approvals_so_far"]
             final = decision == "deny" or so_far + 1 >= tool_call.approvals_needed
             if final:
                 if not lifecycle.tool_call_decide(ledger=tool_call, decision=decision, user=user, so_far=so_far):
-                    raise DecisionRefused("not_pending", "This call was decided a moment ago.", 409)
+                    raise DecisionRefused("not_pending", _("This call was decided a moment ago."), 409)
                 if not lifecycle.run_requeue_decided(run_id=run.pk):
-                    raise DecisionRefused("not_pending", "This run is no longer waiting.", 409)
+                    raise DecisionRefused("not_pending", _("This run is no longer waiting."), 409)
             elif not lifecycle.tool_call_count_approval(ledger=tool_call, so_far=so_far):
-                raise DecisionRefused("not_pending", "Someone else decided this call a moment ago.", 409)
+                raise DecisionRefused("not_pending", _("Someone else decided this call a moment ago."), 409)
             decision_record(tool_call, run, user=user, decision=decision, role=check.role, as_requester=check.as_requester,
                     so_far=so_far + (decision == "approve"))
             transaction.on_commit(lambda: _publish_decision(tool_call.pk, run.pk, user, decision, final))
     except IntegrityError as exc:  # the same person, twice at once: the unique row refused the second
-        raise DecisionRefused("already_decided", "You already decided this call; it needs another person.", 409) from exc
+        raise DecisionRefused("already_decided", _("You already decided this call; it needs another person."),
+                              409) from exc
     tool_call.refresh_from_db()
     return tool_call
 

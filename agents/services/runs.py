@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from agents.backends import abandon_waiting
 from agents.events import RunEmitter
@@ -59,8 +60,8 @@ def run_cancel(*, run: Run, user) -> Run:
     ``run_finished`` (409; the message says "already cancelled" when a cancel came first).
     """
     if not _may_manage(run, user):
-        raise RunRejected("not_allowed", "Only the person who started this run or an admin of its workspace can "
-                                         "cancel it.", 403)
+        raise RunRejected("not_allowed", _("Only the person who started this run or an admin of its workspace can "
+                                           "cancel it."), 403)
     # The calls were not executed; the run may have written text (a lost attempt's).
     if end_waiting_run(run, reason=CANCELLED_RESULT, decision="cancelled", run_message="Cancelled by the user."):
         return run
@@ -68,8 +69,8 @@ def run_cancel(*, run: Run, user) -> Run:
         # A Stop that lost a race with another Stop says so, not "finished" (four Stops at once
         # across two web processes: three were told the cancelled run had finished).
         status = Run.objects.filter(pk=run.pk).values_list("status", flat=True).first()
-        message = ("This run was already cancelled." if status == Run.Status.CANCELLED
-                   else "This run has already finished.")
+        message = (_("This run was already cancelled.") if status == Run.Status.CANCELLED
+                   else _("This run has already finished."))
         raise RunRejected("run_finished", message, 409)
     run_id = run.pk
     transaction.on_commit(lambda: run_check_now(run_id))

@@ -8,6 +8,9 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.formats import number_format
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from agents.locks import lock_user_then_thread
 from agents.metering import meter
@@ -69,14 +72,16 @@ def run_create(
                                        thread_id=thread.pk)
     attachment_ids = list(dict.fromkeys(str(a) for a in attachments or ()))
     if len(attachment_ids) > settings.CHAT_ATTACHMENT_MAX_FILES:
-        raise RunRejected("too_many_files", f"At most {settings.CHAT_ATTACHMENT_MAX_FILES} files can be attached "
-                                            "to one message.", 400)
+        raise RunRejected("too_many_files", ngettext(
+            "At most %(n)d file can be attached to one message.", "At most %(n)d files can be attached to one message.",
+            settings.CHAT_ATTACHMENT_MAX_FILES) % {"n": settings.CHAT_ATTACHMENT_MAX_FILES}, 400)
     if (tool_results or attachment_ids) and isinstance(content, str) and not content.strip():
         content = ""
     elif not isinstance(content, str) or not content.strip():
-        raise RunRejected("empty_message", "The message is empty.")
+        raise RunRejected("empty_message", _("The message is empty."))
     if len(content) > MAX_MESSAGE_CHARS:
-        raise RunRejected("message_too_long", f"The message is longer than {MAX_MESSAGE_CHARS} characters.", 413)
+        raise RunRejected("message_too_long", _("The message is longer than %(n)s characters.") % {
+            "n": number_format(MAX_MESSAGE_CHARS, force_grouping=True)}, 413)
     model_check(thread=thread, user=user)
     with transaction.atomic():
         # Concurrent sends are serialised per user and per thread (row locks on PostgreSQL;
@@ -88,16 +93,19 @@ def run_create(
                                        | Q(user=user, status__in=ACTIVE)).order_by())
         unfinished = [run for run in rows if run.thread_id == thread.pk]
         if any(run.status in ACTIVE for run in unfinished):
-            raise RunRejected("run_in_progress", "A reply is still being written in this thread.", 409)
+            raise RunRejected("run_in_progress", _("A reply is still being written in this thread."), 409)
         active = sum(1 for run in rows if run.user_id == user.pk and run.status in ACTIVE)
         if active >= settings.MAX_ACTIVE_RUNS_PER_USER:
             raise RunRejected(
                 "too_many_active_runs",
-                f"You already have {active} replies being written; wait for one to finish.", 429, retry_after=5,
+                ngettext("You already have %(n)d reply being written; wait for it to finish.",
+                         "You already have %(n)d replies being written; wait for one to finish.", active) % {"n": active},
+                429, retry_after=5,
             )
         wait = rate_limit_hit(key=f"runs:{user.pk}", spec=settings.RUN_RATE_LIMIT)
         if wait:
-            raise RunRejected("rate_limited", f"Too many messages; try again in {wait:.0f} s.", 429, retry_after=wait)
+            raise RunRejected("rate_limited", _("Too many messages; try again in %(s)d s.") % {"s": round(wait)}, 429,
+                              retry_after=wait)
         meter().before_run(user=user, thread=thread)  # budgets: a hard limit reached → 429
         files = _pending_attachments(thread=thread, user=user, ids=attachment_ids)
         for waiting in unfinished:  # all waiting for a decision (the active ones were refused above)
@@ -130,7 +138,7 @@ def run_create(
         try:  # no savepoint: a failure here ends the whole transaction (re-raised below)
             run.save(force_insert=True)
         except IntegrityError as exc:  # another send won a race the locks did not see
-            raise RunRejected("run_in_progress", "A reply is still being written in this thread.", 409) from exc
+            raise RunRejected("run_in_progress", _("A reply is still being written in this thread."), 409) from exc
         if not thread.title and (content or files):  # message_create moved updated_at already
             thread.title = title_from_message(content or ", ".join(f.filename for f in files))
             thread.save(update_fields=["title", "updated_at"])
@@ -151,14 +159,14 @@ def _pending_attachments(*, thread: Thread, user, ids: list[str]) -> list[Attach
         rows = {}
     missing = [i for i in ids if i not in rows]
     if missing:
-        raise RunRejected("not_found", "An attached file is gone (removed, already sent, or not yours): "
-                                                  "attach it again.", 404, attachment_ids=missing)
+        raise RunRejected("not_found", _("An attached file is gone (removed, already sent, or not yours): "
+                                         "attach it again."), 404, attachment_ids=missing)
     files = [rows[i] for i in ids]
     if any(f.kind == Attachment.Kind.IMAGE for f in files) and not model_takes_images(
             provider=thread.provider, model=thread.model, memo=thread):
         name = (thread.model or "").strip() or (thread.provider.default_model if thread.provider else "")
-        raise RunRejected("images_not_supported", f"The model {name!r} cannot read images; pick a model marked "
-                                                  "“vision”, or remove the images.", 400)
+        raise RunRejected("images_not_supported", _("The model %(name)r cannot read images; pick a model marked "
+                                                    "“vision”, or remove the images.") % {"name": name}, 400)
     return files
 
 
@@ -175,8 +183,8 @@ def model_check(*, thread: Thread, user) -> None:
         name = (thread.model or "").strip() or provider.default_model
         raise RunRejected(
             "model_not_allowed",
-            f"The model {name!r} of {provider.name} is not enabled for your role; pick another model for this "
-            "thread, or ask an administrator to enable it.", 403,
+            _("The model %(name)r of %(provider)s is not enabled for your role; pick another model for this "
+              "thread, or ask an administrator to enable it.") % {"name": name, "provider": provider.name}, 403,
         )
 
 
@@ -185,7 +193,7 @@ def ensure_no_open_run(thread: Thread) -> None:
     if Run.objects.filter(thread=thread, status__in=[
         Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.AWAITING_APPROVAL,
     ]).exists():
-        raise RunRejected("run_in_progress", "Stop or finish the current reply first.", 409)
+        raise RunRejected("run_in_progress", _("Stop or finish the current reply first."), 409)
 
 
 def _lock_for_send(*, user, thread_id) -> Thread:
@@ -217,7 +225,7 @@ def message_regenerate(*, message: Message, user, **run_options) -> RunCreated:
     ensure_no_open_run(thread)
     question = _turn_question(message)
     if question is None:
-        raise RunRejected("no_question", "There is no question before this message to answer again.", 400)
+        raise RunRejected("no_question", _("There is no question before this message to answer again."), 400)
     Thread.objects.filter(pk=thread.pk).update(leaf=question)
     return run_create(thread=thread, user=user, content=question.content, user_message=question, **run_options)
 
@@ -231,7 +239,7 @@ def message_edit(*, message: Message, user, content: str, **run_options) -> RunC
     ``run_in_progress`` (409), and those of ``run_create`` (empty, too long, rate limits).
     """
     if message.role != Message.Role.USER:
-        raise RunRejected("not_a_question", "Only your own messages can be edited.", 400)
+        raise RunRejected("not_a_question", _("Only your own messages can be edited."), 400)
     thread = _lock_for_send(user=user, thread_id=message.thread_id)
     ensure_no_open_run(thread)
     if isinstance(content, str) and content.strip():

@@ -26,6 +26,7 @@ from django.http import HttpResponse
 from django.http.multipartparser import MultiPartParser as DjangoMultiPartParser
 from django.http.multipartparser import MultiPartParserError
 from django.utils.http import content_disposition_header
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -47,6 +48,7 @@ from chat.models import Attachment
 from chat.selectors import attachment_get_for_user, attachments_pending, thread_get_for_user
 from chatplatform.api import ApiError
 from chatplatform.errors import ServiceError
+from chatplatform.locale import file_size
 
 from .serializers import AttachmentSerializer
 
@@ -124,7 +126,8 @@ class ThreadAttachmentsApi(APIView):
             length = 0
         max_bytes = limits()["max_bytes"]
         if length > max_bytes + _ENVELOPE_BYTES:
-            raise ApiError("too_large", f"The file is larger than the {max_bytes / (1024 * 1024):.0f} MB limit.", 413)
+            raise ApiError("too_large", _("The file is larger than the %(limit)s limit.") % {
+                "limit": file_size(max_bytes)}, 413)
         data = AttachmentUploadSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         upload = data.validated_data["file"]
@@ -185,7 +188,7 @@ class AttachmentThumbnailApi(APIView):
                                              fields=["kind", "filename"])
         thumbnail = attachment_bytes(attachment_id=attachment.pk, field="thumbnail")
         if attachment.kind != Attachment.Kind.IMAGE or not thumbnail:
-            raise ApiError("not_found", "This attachment has no thumbnail.", 404)
+            raise ApiError("not_found", _("This attachment has no thumbnail."), 404)
         return _file_response(thumbnail, content_type="image/webp",
                               filename=attachment.filename.rsplit(".", 1)[0] + ".webp", as_attachment=False)
 

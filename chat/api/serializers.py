@@ -337,6 +337,10 @@ class PreferencesSerializer(serializers.Serializer):
         help_text='The model your new chats start with, as "provider/model" (or "provider": its default model); '
                   '"": none of your own (the workspace\'s default, else the first configured provider). Must be a '
                   "model you may use (else 400 model_not_allowed).")
+    language = serializers.CharField(
+        allow_blank=True, max_length=16, required=False,
+        help_text='The language of your pages and messages: a code the site offers ("de", "zh-hans"…); "": your '
+                  "browser's (else 400 language_not_supported).")
 
 
 class BranchSelectSerializer(serializers.Serializer):

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import copy
 
+from django.conf import settings
 from django.db import transaction
+from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -29,6 +32,7 @@ from agents.services import (
 )
 from agents.temporary_chats import temporary_chats_close
 from chat.export import thread_export_json, thread_export_markdown
+from chat.language import language_remember, language_set
 from chat.models import Thread, UserPreferences
 from chat.organise import folder_get_for_user, thread_organise, thread_organise_check
 from chat.selectors import (
@@ -252,7 +256,7 @@ class ThreadExportApi(APIView):
         thread = thread_get_for_user(user=request.user, thread_id=thread_id)
         kind = request.query_params.get("as", "json")
         if kind not in ("json", "markdown"):
-            raise ApiError("invalid", '"as" must be "json" or "markdown".', 400)
+            raise ApiError("invalid", gettext('"as" must be "json" or "markdown".'), 400)
         name = f"chat-{thread.pk}"
         if kind == "markdown":
             response = HttpResponse(thread_export_markdown(thread=thread), content_type="text/markdown; charset=utf-8")
@@ -323,11 +327,14 @@ def _run_context(request, run) -> dict:
 
 
 class PreferencesApi(APIView):
-    """The caller's chat preferences: ``{"custom_instructions": str, "default_model": str}``.
+    """The caller's chat preferences: ``{"custom_instructions": str, "default_model": str,
+    "language": str}``.
     ``custom_instructions`` (≤ 4000 chars; over that → 400 ``too_long``, nothing saved) are given
     to the assistant as context in every chat; ``default_model`` (``"provider/model"``, ``""``:
     none of their own) is the model their new chats start with (not one they may use → 400
-    ``model_not_allowed``, nothing saved). PATCH changes the fields it names."""
+    ``model_not_allowed``, nothing saved); ``language`` (a code of ``settings.LANGUAGES``, ``""``: the
+    browser's) is the language of their pages and messages (another → 400 ``language_not_supported``).
+    PATCH changes the fields it names."""
 
     @staticmethod
     def _body(user) -> dict:
@@ -335,7 +342,8 @@ class PreferencesApi(APIView):
         chosen = ""
         if prefs is not None and prefs.default_provider is not None:
             chosen = f"{prefs.default_provider.slug}/{prefs.default_model or prefs.default_provider.default_model}"
-        return {"custom_instructions": custom_instructions_for_user(user_id=user.pk), "default_model": chosen}
+        return {"custom_instructions": custom_instructions_for_user(user_id=user.pk), "default_model": chosen,
+                "language": prefs.language if prefs is not None and prefs.language in dict(settings.LANGUAGES) else ""}
 
     @extend_schema(responses=PreferencesSerializer)
     def get(self, request):
@@ -352,4 +360,10 @@ class PreferencesApi(APIView):
                 default_model_set(user=request.user, provider=provider, model=model)
             if "custom_instructions" in values:
                 custom_instructions_set(user=request.user, text=values["custom_instructions"])
-        return Response(self._body(request.user))
+            if "language" in values:
+                language_set(user=request.user, code=values["language"])
+        response = Response(self._body(request.user))
+        if "language" in values and isinstance(request.successful_authenticator, SessionAuthentication):
+            # A signed-in browser (not a token) speaks the new language from its next page on.
+            language_remember(request._request, response, response.data["language"])
+        return response

@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",
     "channels",
     "rest_framework",
     "rest_framework.authtoken",
@@ -58,11 +59,17 @@ MIDDLEWARE = [
     "django_permissions_policy.PermissionsPolicyMiddleware",
     "chatplatform.middleware.reject_nul_middleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # The browser's language (cookie, Accept-Language): after the static files (they do not vary
+    # by language), before anything that answers a page — the 503 page of
+    # database_unreachable_middleware is translated too (chatplatform.locale).
+    "chatplatform.locale.locale_middleware",
     "chatplatform.middleware.database_unreachable_middleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # A signed-in person's language preference (Settings) wins over the browser's.
+    "chatplatform.locale.user_language_middleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     # A sign-in beyond its budget, at a door that does not show it itself (the admin): 429.
     "chatplatform.login_throttle.LoginThrottledMiddleware",
@@ -116,6 +123,7 @@ TEMPLATES = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
@@ -145,7 +153,23 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 
-LANGUAGE_CODE = "en-us"
+# --- Languages (docs/design.md §9; `make messages` re-extracts and compiles locale/) ---------
+# The page's language: the person's choice in Settings, else the browser's (Accept-Language),
+# else LANGUAGE_CODE. Names are shown in their own language. Translations live in the repo's
+# locale/ (django.po for pages and messages, djangojs.po for the page scripts, served by
+# /jsi18n/). EXTRA_LANGUAGES ("ar,he") offers more languages; without a translation their pages
+# stay English, laid out in their direction (right-to-left for ar, he, fa, ur).
+LANGUAGE_CODE = "en"
+LANGUAGES = [
+    ("en", "English"),
+    ("de", "Deutsch"),
+    ("zh-hans", "简体中文"),
+]
+_language_names = {"ar": "العربية", "he": "עברית", "fa": "فارسی", "ur": "اردو", "fr": "Français",
+                   "es": "Español", "ja": "日本語"}
+LANGUAGES += [(code, _language_names.get(code, code)) for code in env.list("EXTRA_LANGUAGES", default=[])
+              if code not in dict(LANGUAGES)]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -91,7 +91,7 @@ def test_preferences_api_sets_and_refuses_the_default_model(users, roles, offlin
                                                              "custom_instructions": "lost?"}, format="json")
     assert response.status_code == 400 and response.json()["error"]["code"] == "model_not_allowed"
     assert api(alice).get("/api/v1/me/preferences/").json() == {"custom_instructions": "",
-                                                                "default_model": "offline/rule-based"}
+                                                                "default_model": "offline/rule-based", "language": ""}
     api(alice).patch("/api/v1/me/preferences/", {"default_model": ""}, format="json")
     assert UserPreferences.objects.get(user=alice).default_provider is None
 

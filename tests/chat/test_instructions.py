@@ -25,7 +25,7 @@ def test_instructions_go_to_the_system_prompt_only(users, workspaces, openai_pro
     workspaces["demo"].save(update_fields=["instructions"])
     assert api(alice).patch("/api/v1/me/preferences/", {"custom_instructions": "  I am a data engineer; be brief.  "},
                             format="json").json() == {"custom_instructions": "I am a data engineer; be brief.",
-                                                      "default_model": ""}
+                                                      "default_model": "", "language": ""}
     thread = make_thread(alice, workspaces["demo"], openai_provider)
     fake_openai.script(text_chunks("Noted."))
     sink = sink_for(thread.pk)
@@ -55,7 +55,8 @@ def test_other_users_and_workspaces_get_none_of_it(users, workspaces, openai_pro
     system = fake_openai.requests[-1]["messages"][0]["content"]
     assert "alice's secret preference" not in system and "demo-only house rules" not in system
     assert "standing preferences" not in system and "Workspace instructions" not in system
-    assert api(users["dave"]).get("/api/v1/me/preferences/").json() == {"custom_instructions": "", "default_model": ""}
+    assert api(users["dave"]).get("/api/v1/me/preferences/").json() == {"custom_instructions": "", "default_model": "",
+                                                                        "language": ""}
 
 
 def test_too_long_instructions_are_refused_and_nothing_is_saved(users, client):
@@ -64,13 +65,13 @@ def test_too_long_instructions_are_refused_and_nothing_is_saved(users, client):
     response = api(alice).patch("/api/v1/me/preferences/", {"custom_instructions": "x" * 4001}, format="json")
     assert response.status_code == 400 and response.json()["error"]["code"] == "too_long"
     assert api(alice).get("/api/v1/me/preferences/").json() == {"custom_instructions": "keep this",
-                                                                 "default_model": ""}
+                                                                 "default_model": "", "language": ""}
     # The settings page says why and keeps the typed text.
     client.force_login(alice)
     page = client.post("/chat/settings/", {"custom_instructions": "y" * 4001})
     assert page.status_code == 400
     html = page.content.decode()
-    assert "limited to 4000 characters (4001 given)" in html and "y" * 4001 in html
+    assert "limited to 4,000 characters (4,001 given)" in html and "y" * 4001 in html
     ok = client.post("/chat/settings/", {"custom_instructions": "Use metric units."})
     assert ok.status_code == 302 and ok["Location"] == "/chat/settings/?saved=1"
     assert "Use metric units." in client.get("/chat/settings/?saved=1").content.decode()
