@@ -8,6 +8,7 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.settings import api_settings
 
 from apikeys import api as apikeys_api
+from assistants import api as assistants_api
 from chat import views as chat_views
 from chat.api import attachments as attachments_api
 from chat.api import views as chat_api
@@ -37,6 +38,11 @@ api_v1 = [
         throttle_classes=[], parser_classes=api_settings.DEFAULT_PARSER_CLASSES), name="auth-token"),
     path("api-keys/", apikeys_api.ApiKeyListCreateApi.as_view(), name="api-keys"),
     path("api-keys/<str:key_id>/", apikeys_api.ApiKeyDetailApi.as_view(), name="api-key-detail"),
+    path("assistants/", assistants_api.AssistantListCreateApi.as_view(), name="assistants"),
+    path("assistants/tools/", assistants_api.AssistantToolsApi.as_view(), name="assistant-tools"),
+    path("assistants/<str:assistant_id>/", assistants_api.AssistantDetailApi.as_view(), name="assistant-detail"),
+    path("assistants/<str:assistant_id>/moderate/", assistants_api.AssistantModerateApi.as_view(),
+         name="assistant-moderate"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
     path("me/preferences/", chat_api.PreferencesApi.as_view(), name="preferences"),
     path("threads/", chat_api.ThreadListCreateApi.as_view(), name="threads"),

@@ -9,8 +9,9 @@ pipeline) and refuses for roles that may not change the knowledge base.
 
 from __future__ import annotations
 
+from agents.presets import preset_knowledge_scope
 from agents.tools import ToolContext, ToolError, ToolOutput, tool
-from chat.models import Workspace
+from chat.models import Thread, Workspace
 
 from .grounding import run_sources_number
 from .selectors import knowledge_can_create, knowledge_search
@@ -37,6 +38,14 @@ SNIPPET_CHARS = 900
         "additionalProperties": False,
     },
 )
+def _assistant_scope(ctx: ToolContext) -> dict | None:
+    """The knowledge scope of the chat's assistant (``agents.presets``), None for none."""
+    thread = Thread.objects.filter(pk=ctx.thread_id).only("id", "assistant_id", "workspace_id").first()
+    if thread is None or thread.assistant_id is None:
+        return None
+    return preset_knowledge_scope(thread=thread, user=_user(ctx.user_id))
+
+
 def search_knowledge(*, ctx: ToolContext, query: str, top_k: int = 8, type: str | None = None) -> ToolOutput:
     """``{"query", "hits": [{"n", "item_id", "title", "type", "snippet"}], "summary"}``;
     snippets ≤ 900 chars. Citations ``[{"n", "item_id", "chunk_id", "title"}]`` go to the
@@ -44,7 +53,7 @@ def search_knowledge(*, ctx: ToolContext, query: str, top_k: int = 8, type: str 
     hits = knowledge_search(
         workspace=ctx.workspace_id, user=ctx.user_id, query=query, top_k=top_k,
         include_private=ctx.include_private, include_hidden=True, types=[type] if type else None,
-        mode="question", per_item=1,
+        mode="question", per_item=1, scope=_assistant_scope(ctx),
     )
     numbers = run_sources_number(run_id=ctx.run_id, hits=hits)
     numbered = [

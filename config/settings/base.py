@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "openai_api",
     "usage",
     "apikeys",
+    "assistants",
     "django_prometheus",
 ]
 
