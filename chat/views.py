@@ -187,4 +187,6 @@ def preferences(request):
         "max_chars": INSTRUCTIONS_MAX_CHARS, "model_groups": model_choices_for(user=request.user),
         "default_model": chosen, "model_error": model_error,
         "in_effect": f"{fallback[0].name} · {fallback[1]}" if fallback[0] is not None else "",
+        # a new assistant starts on the model a new chat would (the assistants section)
+        "assistant_model": f"{fallback[0].slug}/{fallback[1]}" if fallback[0] is not None else "",
     }, status=400 if error or model_error else 200)
