@@ -9,6 +9,8 @@ pipeline) and refuses for roles that may not change the knowledge base.
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
+
 from agents.presets import preset_knowledge_scope
 from agents.tools import ToolContext, ToolError, ToolOutput, tool
 from chat.models import Thread, Workspace
@@ -18,6 +20,17 @@ from .selectors import knowledge_can_create, knowledge_search
 from .services import KnowledgeRejected, knowledge_item_create
 
 SNIPPET_CHARS = 900
+
+
+def _assistant_scope(ctx: ToolContext) -> dict | None:
+    """The knowledge scope of the chat's assistant (``agents.presets``), None for none."""
+    try:
+        thread = Thread.objects.filter(pk=ctx.thread_id).only("id", "assistant_id", "workspace_id").first()
+    except ValidationError:  # not a thread id (a tool called outside a chat): no assistant
+        thread = None
+    if thread is None or thread.assistant_id is None:
+        return None
+    return preset_knowledge_scope(thread=thread, user=_user(ctx.user_id))
 
 
 @tool(
@@ -38,14 +51,6 @@ SNIPPET_CHARS = 900
         "additionalProperties": False,
     },
 )
-def _assistant_scope(ctx: ToolContext) -> dict | None:
-    """The knowledge scope of the chat's assistant (``agents.presets``), None for none."""
-    thread = Thread.objects.filter(pk=ctx.thread_id).only("id", "assistant_id", "workspace_id").first()
-    if thread is None or thread.assistant_id is None:
-        return None
-    return preset_knowledge_scope(thread=thread, user=_user(ctx.user_id))
-
-
 def search_knowledge(*, ctx: ToolContext, query: str, top_k: int = 8, type: str | None = None) -> ToolOutput:
     """``{"query", "hits": [{"n", "item_id", "title", "type", "snippet"}], "summary"}``;
     snippets ≤ 900 chars. Citations ``[{"n", "item_id", "chunk_id", "title"}]`` go to the
