@@ -6,7 +6,7 @@ assistant or another user's private one is a 404. Writes call one service each."
 from __future__ import annotations
 
 from django.utils.translation import gettext_lazy as _
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -35,11 +35,11 @@ from .services import (
 class AssistantSerializer(serializers.Serializer):
     id = serializers.UUIDField(read_only=True)
     model_id = serializers.SerializerMethodField(help_text='The id on /v1 and in the model picker: "assistant:<id>".')
-    workspace = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    workspace = serializers.CharField(source="workspace.slug", read_only=True)
     owner = serializers.SerializerMethodField()
     name = serializers.CharField()
     description = serializers.CharField()
-    provider = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    provider = serializers.CharField(source="provider.slug", read_only=True, allow_null=True, default=None)
     model = serializers.CharField()
     instructions = serializers.CharField()
     tools = serializers.ListField(child=serializers.CharField())
@@ -155,7 +155,9 @@ class AssistantToolsApi(APIView):
     """GET ``?workspace=``: the tools the caller may put in an assistant there."""
 
     @extend_schema(parameters=[OpenApiParameter("workspace", str, required=True)],
-                   responses=serializers.ListField(child=serializers.DictField()), operation_id="assistants_tools")
+                   responses=inline_serializer("AssistantTool", {"name": serializers.CharField(),
+                                                                 "description": serializers.CharField()}, many=True),
+                   operation_id="assistants_tools")
     def get(self, request):
         workspace = workspace_get_for_user(user=request.user, workspace=request.query_params.get("workspace", ""))
         return Response(tool_choices_for(user=request.user, workspace_id=workspace.pk))
