@@ -5,6 +5,8 @@ assistant or another user's private one is a 404. Writes call one service each."
 
 from __future__ import annotations
 
+from django.utils.functional import lazy
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -30,6 +32,9 @@ from .services import (
     assistant_moderate,
     assistant_update,
 )
+
+# Formatted when shown (a lazy string formatted at import would be fixed in the default language).
+_name_too_long = lazy(lambda: gettext("An assistant's name is at most %(n)d characters.") % {"n": NAME_MAX}, str)
 
 
 class AssistantSerializer(serializers.Serializer):
@@ -67,7 +72,7 @@ class AssistantWriteSerializer(serializers.Serializer):
     # The page shows these words as they are (DESIGN §6: a field message).
     name = serializers.CharField(max_length=NAME_MAX, error_messages={
         "blank": _("Give the assistant a name."), "required": _("Give the assistant a name."),
-        "max_length": _("An assistant's name is at most %(n)d characters.") % {"n": NAME_MAX}})
+        "max_length": _name_too_long()})
     description = serializers.CharField(max_length=DESCRIPTION_MAX, required=False, allow_blank=True)
     provider = serializers.SlugRelatedField(slug_field="slug", queryset=Provider.objects.filter(enabled=True),
                                             error_messages={"does_not_exist": _("No enabled provider %(value)s."),
