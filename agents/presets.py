@@ -119,3 +119,24 @@ def preset_knowledge_scope(*, thread, user) -> dict | None:
     except PresetRefused:
         return {"tags": [], "items": []}
     return preset.knowledge if preset is not None else None
+
+
+def preset_tools_for_call(*, thread_id, user_id) -> frozenset[str] | None:
+    """The tool names the preset of thread ``thread_id`` allows ``user_id`` now, for code that
+    has only a tool call's scope (``ToolContext``); None: no preset (or not a thread id); a
+    preset that may not be used now allows none."""
+    from django.core.exceptions import ValidationError
+
+    from chat.models import Thread
+
+    try:
+        thread = Thread.objects.filter(pk=thread_id).only("id", "assistant_id", "workspace_id").first()
+    except (ValidationError, ValueError):
+        return None
+    if thread is None or thread.assistant_id is None:
+        return None
+    try:
+        preset = preset_for_thread(thread=thread, user=user_id)
+    except PresetRefused:
+        return frozenset()
+    return preset.tools if preset is not None else None

@@ -195,3 +195,47 @@ def test_the_knowledge_scope_narrows_retrieval(alice_api, users, offline, worksp
     hits = knowledge_search(workspace=workspaces["demo"], user=users["alice"], query="rocket", scope=scope)
     assert sorted(h.item_id for h in hits) == sorted([str(a.pk), str(b.pk)])
     assert KnowledgeItem.objects.count() == 3
+
+
+def test_v1_lists_and_refuses_assistants_like_models(alice_api, api_for, users, offline):
+    from chatplatform.errors import ServiceError
+    from openai_api.services import completion_start, model_list
+
+    made = create(alice_api, visibility="workspace").json()
+    private = create(alice_api, name="Mine").json()
+    assert {f"assistant:{made['id']}", f"assistant:{private['id']}"} <= {m["id"] for m in model_list(user=users["alice"])}
+    assert f"assistant:{private['id']}" not in {m["id"] for m in model_list(user=users["bob"])}
+    assert not [m for m in model_list(user=users["dave"]) if m["id"].startswith("assistant:")]
+    body = {"model": f"assistant:{private['id']}", "messages": [{"role": "user", "content": "hi"}]}
+    with pytest.raises(ServiceError) as refused:  # another user's private one: as an unknown model
+        completion_start(user=users["bob"], body=body)
+    assert (refused.value.code, refused.value.status) == ("model_not_found", 404)
+    Assistant.objects.filter(pk=made["id"]).update(disabled=True)
+    assert f"assistant:{made['id']}" not in {m["id"] for m in model_list(user=users["alice"])}
+    with pytest.raises(ServiceError) as refused:
+        completion_start(user=users["bob"], body={**body, "model": f"assistant:{made['id']}"})
+    assert (refused.value.code, refused.value.status) == ("assistant_disabled", 403)
+    assert not Thread.objects.filter(owner=users["bob"]).exists()
+
+
+def test_show_capabilities_lists_only_the_assistants_tools(alice_api, users, offline, workspaces):
+    from agents.builtin_tools import show_capabilities
+    from agents.tools import ToolContext
+
+    made = create(alice_api, tools=["show_capabilities", "list_knowledge_tags"]).json()
+    assert "id" in made, made
+    thread = make_thread(users["alice"], workspaces["demo"], offline, assistant_id=made["id"])
+    ctx = ToolContext(workspace_id=workspaces["demo"].pk, thread_id=str(thread.pk), user_id=users["alice"].pk,
+                      run_id="r", role="member")
+    shown = show_capabilities(ctx=ctx)
+    assert sorted(t["name"] for t in shown["available"]) == ["list_knowledge_tags", "show_capabilities"]
+    assert {"name": "search_knowledge", "reason": "not one of the assistant's tools"} in shown["unavailable"]
+
+
+def test_the_admin_lists_features_and_disables(alice_api, client, django_user_model):
+    made = create(alice_api).json()
+    root = django_user_model.objects.create_superuser("root", "root@example.com", "pw-root")
+    client.force_login(root)
+    assert "Helper" in client.get("/admin/assistants/assistant/").content.decode()
+    client.post("/admin/assistants/assistant/", {"action": "disable", "_selected_action": [made["id"]]})
+    assert Assistant.objects.get(pk=made["id"]).disabled is True
