@@ -23,6 +23,7 @@ from .selectors import (
     assistant_get_for_user,
     assistants_for_user,
     tool_choices_for,
+    workspace_admin,
 )
 from .services import (
     DESCRIPTION_MAX,
@@ -55,6 +56,7 @@ class AssistantSerializer(serializers.Serializer):
     featured = serializers.BooleanField()
     disabled = serializers.BooleanField()
     can_edit = serializers.SerializerMethodField()
+    can_moderate = serializers.SerializerMethodField(help_text="The caller is an admin of its workspace.")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
@@ -66,6 +68,9 @@ class AssistantSerializer(serializers.Serializer):
 
     def get_can_edit(self, obj) -> bool:
         return assistant_can_edit(user=self.context["user"], assistant=obj)
+
+    def get_can_moderate(self, obj) -> bool:
+        return workspace_admin(user=self.context["user"], workspace_id=obj.workspace_id)
 
 
 class AssistantWriteSerializer(serializers.Serializer):

@@ -93,6 +93,8 @@ def test_feature_and_disable_are_a_workspace_admins(alice_api, api_for, users):
     url = f"/api/v1/assistants/{made['id']}/moderate/"
     assert alice_api.post(url, {"featured": True}, format="json").status_code == 403
     admin = api_for(users["admin"])
+    assert (made["can_moderate"], admin.get(f"/api/v1/assistants/{made['id']}/").json()["can_moderate"]) == \
+        (False, True)
     response = admin.post(url, {"featured": True, "disabled": True}, format="json")
     assert response.status_code == 200 and (response.json()["featured"], response.json()["disabled"]) == (True, True)
     # the picker leaves a disabled one out; the list keeps it (marked) for its owner

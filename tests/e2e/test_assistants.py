@@ -79,6 +79,8 @@ def test_make_an_assistant_pick_it_see_its_starters_and_send(browser, platform, 
 
         page.goto("/chat/")
         page.click("#model-picker-button")
+        page.locator("#model-group-assistants").wait_for()
+        shot("picker")
         page.fill("#model-search", name)
         page.locator("#model-list [role=option]", has_text=name).click()
         assert page.locator("#model-picker-label").inner_text() == name

@@ -59,12 +59,17 @@ function start(section) {
     head.append(el("span", "muted", " · " + meta.join(" · ")));
     li.append(head);
     if (a.description) li.append(el("p", "muted", a.description));
+    const actions = el("div", "actions");
     if (a.can_edit) {
-      const actions = el("div", "actions");
       actions.append(button(gettext("Edit"), "link", () => edit(a)),
                      button(gettext("Delete"), "link delete", () => remove(a)));
-      li.append(actions);
     }
+    if (a.can_moderate) {  // a workspace admin: feature it in the picker, or disable it for everyone
+      actions.append(
+        button(a.featured ? gettext("Unfeature") : gettext("Feature"), "link", () => moderate(a, {featured: !a.featured})),
+        button(a.disabled ? gettext("Enable") : gettext("Disable"), "link", () => moderate(a, {disabled: !a.disabled})));
+    }
+    if (actions.childElementCount) li.append(actions);
     return li;
   }
 
@@ -103,6 +108,15 @@ function start(section) {
     showError("");
     loadTools(a.tools);
     field("name").focus();
+  }
+
+  async function moderate(a, change) {
+    try {
+      await api("POST", urlFor(d.urlDetail, a.id) + "moderate/", change);
+      await refresh();
+    } catch (e) {
+      showError(e.message);
+    }
   }
 
   async function remove(a) {
