@@ -182,6 +182,7 @@ def test_a_disabled_assistant_refuses_sends_but_its_chat_can_switch_model(alice_
     assert alice_api.post(url + "runs/", {"content": "again"}, format="json").status_code == 202
 
 
+@pytest.mark.db_backends  # the scope is SQL of each backend (knowledge/search.py)
 def test_the_knowledge_scope_narrows_retrieval(alice_api, users, offline, workspaces):
     from knowledge.selectors import knowledge_search
 
