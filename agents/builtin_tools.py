@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agents.pipeline import policy_defaults, policy_views, required_role_for, tool_pipeline
+from agents.presets import preset_tools_for_call
 from agents.tools import ToolContext, tool, tool_sources
 
 
@@ -25,6 +26,7 @@ def show_capabilities(*, ctx: ToolContext) -> dict:
         object_type=(ctx.ui_context or {}).get("objectType"),
         allow_model_save=ctx.allow_model_save,
         policies=policies,
+        only=preset_tools_for_call(thread_id=ctx.thread_id, user_id=ctx.user_id),  # the chat's assistant's
     )
     available = []
     for spec in offer.tools:

@@ -129,10 +129,14 @@ def role_allows(policy: PolicyView, role_name: str) -> bool:
 
 
 def tool_pipeline(
-    *, role_name: str, object_type: str | None, allow_model_save: bool, policies: dict[str, PolicyView]
+    *, role_name: str, object_type: str | None, allow_model_save: bool, policies: dict[str, PolicyView],
+    only: frozenset[str] | None = None,
 ) -> Offer:
     """The offered tool set for one request, in four steps: enabled → RBAC (the user's role
     in the thread's workspace) → context affinity → model-save consent.
+
+    ``only``: the names a thread's preset allows (``agents.presets``; None: no narrowing) —
+    applied after the caller's role, so a preset never adds a tool, it only takes away.
 
     Context affinity: when the UI context names an object type that some allowed tool has an
     affinity for, only those tools (plus always-offered ones such as ``show_capabilities``)
@@ -149,6 +153,8 @@ def tool_pipeline(
             offer.excluded[spec.name] = "on the chat denylist" if chat_denylisted(spec) else "disabled by policy"
         elif not role_allows(policy, role_name):
             offer.excluded[spec.name] = f"role {role_name!r} not allowed"
+        elif only is not None and spec.name not in only:
+            offer.excluded[spec.name] = "not one of the assistant's tools"
         else:
             allowed.append(spec)
     affine = {
@@ -193,8 +199,10 @@ def required_role_for(policy: PolicyView) -> str:
     return role.name if role else sorted(policy.allowed_roles)[0]
 
 
-def tool_guard(*, name: str, role_name: str, policies: dict[str, PolicyView], offered: list[str]) -> Guard:
-    """Check one call at invocation time, whether or not the tool was offered.
+def tool_guard(*, name: str, role_name: str, policies: dict[str, PolicyView], offered: list[str],
+               only: frozenset[str] | None = None) -> Guard:
+    """Check one call at invocation time, whether or not the tool was offered. ``only``: the
+    thread's preset's tools (``tool_pipeline``); a call outside them is ``disabled``.
 
     A hallucinated or replayed call for a tool the role lacks is ``permission_denied`` — it
     never becomes an approval request (DESIGN §1, ss-tools row).
@@ -220,4 +228,6 @@ def tool_guard(*, name: str, role_name: str, policies: dict[str, PolicyView], of
             required_role=required_role_for(policy),
             alternatives=alternatives,
         )
+    if only is not None and name not in only:
+        return Guard("disabled", f"Tool {name!r} is not one of the tools of this chat's assistant.")
     return Guard("ok")

@@ -98,6 +98,10 @@ class Thread(models.Model):
     title = models.CharField(max_length=200, blank=True)
     provider = models.ForeignKey("agents.Provider", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     model = models.CharField(max_length=200, blank=True)
+    # The workspace assistant (a preset: instructions, tools, knowledge scope) the chat runs
+    # under; picked like a model, cleared by picking a plain model (agents.presets).
+    assistant = models.ForeignKey("assistants.Assistant", null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="+")
     grounded = models.BooleanField(default=True)
     allow_model_save = models.BooleanField(default=False)
     include_private_in_ai = models.BooleanField(default=False)

@@ -83,7 +83,7 @@ def title_from_message(content: str) -> str:
     return (line[: cut if cut > 20 else TITLE_MAX_CHARS - 1]).rstrip() + "…"
 
 
-THREAD_FIELDS = ("title", "provider", "model", "grounded", "allow_model_save", "include_private_in_ai",
+THREAD_FIELDS = ("title", "provider", "model", "assistant_id", "grounded", "allow_model_save", "include_private_in_ai",
                  "prompt_tier", "ui_context", "pinned", "archived")
 
 

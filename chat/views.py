@@ -260,6 +260,8 @@ def preferences(request):
         "max_chars": INSTRUCTIONS_MAX_CHARS, "model_groups": model_choices_for(user=request.user),
         "default_model": chosen, "model_error": model_error,
         "in_effect": f"{fallback[0].name} · {fallback[1]}" if fallback[0] is not None else "",
+        # a new assistant starts on the model a new chat would (the assistants section)
+        "assistant_model": f"{fallback[0].slug}/{fallback[1]}" if fallback[0] is not None else "",
         "languages": language_choices(), "language": language_for_user(user_id=request.user.pk),
         "browser_language": dict(language_choices()).get(browser_language(request), ""),
         "language_error": language_error,

@@ -13,6 +13,7 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.settings import api_settings
 
 from apikeys import api as apikeys_api
+from assistants import api as assistants_api
 from chat import views as chat_views
 from chat.api import attachments as attachments_api
 from chat.api import organise as organise_api
@@ -50,6 +51,11 @@ api_v1 = [
     path("api-keys/<str:key_id>/", apikeys_api.ApiKeyDetailApi.as_view(), name="api-key-detail"),
     path("prompts/", prompts_api.PromptListCreateApi.as_view(), name="prompts"),
     path("prompts/<str:prompt_id>/", prompts_api.PromptDetailApi.as_view(), name="prompt-detail"),
+    path("assistants/", assistants_api.AssistantListCreateApi.as_view(), name="assistants"),
+    path("assistants/tools/", assistants_api.AssistantToolsApi.as_view(), name="assistant-tools"),
+    path("assistants/<str:assistant_id>/", assistants_api.AssistantDetailApi.as_view(), name="assistant-detail"),
+    path("assistants/<str:assistant_id>/moderate/", assistants_api.AssistantModerateApi.as_view(),
+         name="assistant-moderate"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
     path("workspaces/<str:workspace_id>/sharing/", sharing_api.WorkspaceSharingApi.as_view(), name="workspace-sharing"),
     path("workspaces/<str:workspace_id>/", chat_api.WorkspaceDetailApi.as_view(), name="workspace-detail"),

@@ -28,6 +28,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.grounding import Grounding
+from agents.presets import preset_knowledge_scope
 from chatplatform.db import savepoint_if_nested
 
 from .models import RunSources
@@ -109,6 +110,7 @@ def grounding_for_run(*, run, tier: str = "full") -> Grounding:
             hits = knowledge_search(
                 workspace=run.thread.workspace_id, user=run.user_id, query=query, top_k=max(1, top_k),
                 include_private=run.include_private, include_hidden=True, mode="question", per_item=PER_ITEM,
+                scope=preset_knowledge_scope(thread=run.thread, user=run.user),  # the chat's assistant's
             )
     except Exception as exc:
         logger.warning("grounding skipped for run %s: retrieval failed (%s: %s)", run.pk, type(exc).__name__, exc)

@@ -39,6 +39,7 @@ results afterwards.
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass, field
 
 from django.db import connection
@@ -191,6 +192,11 @@ class Filters:
     include_hidden: bool
     types: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    # With ``scoped``: only items carrying one of ``scope_tags`` OR listed in ``scope_items``
+    # (a chat assistant's knowledge scope), besides the filters above; an empty scope matches nothing.
+    scope_tags: tuple[str, ...] = ()
+    scope_items: tuple[str, ...] = ()
+    scoped: bool = False
 
 
 Row = tuple  # (chunk_id, item_id, title, content, score, type)
@@ -241,6 +247,22 @@ def _filter_sql(f: Filters, *, true: str, false: str) -> tuple[str, list]:
                 "EXISTS (SELECT 1 FROM json_each(i.tags) t WHERE t.value IN (" + ", ".join(["%s"] * len(f.tags)) + "))"
             )
             params.extend(f.tags)
+    if f.scoped:
+        scope: list[str] = []
+        if f.scope_tags:
+            if connection.vendor == "postgresql":
+                scope.append("i.tags ?| %s::text[]")
+                params.append(list(f.scope_tags))
+            else:
+                scope.append("EXISTS (SELECT 1 FROM json_each(i.tags) t WHERE t.value IN ("
+                             + ", ".join(["%s"] * len(f.scope_tags)) + "))")
+                params.extend(f.scope_tags)
+        if f.scope_items:
+            scope.append("i.id IN (" + ", ".join(["%s"] * len(f.scope_items)) + ")")
+            # SQLite stores a UUID as 32 hex digits, PostgreSQL as a uuid
+            params.extend(uuid.UUID(i).hex if connection.vendor != "postgresql" else str(uuid.UUID(i))
+                          for i in f.scope_items)
+        item_sql.append("(" + " OR ".join(scope) + ")" if scope else "1 = 0")
     if item_sql:
         sql.append("EXISTS (SELECT 1 FROM knowledge_knowledgeitem i WHERE i.id = c.item_id AND "
                    + " AND ".join(item_sql) + ")")

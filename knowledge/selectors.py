@@ -18,6 +18,7 @@ workspace admins edit or delete any item of the workspace they can see.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass
 
@@ -75,8 +76,12 @@ def knowledge_search(
     include_hidden: bool = True,
     mode: str = "question",
     per_item: int | None = None,
+    scope: dict | None = None,
 ) -> list[Hit]:
     """Top ``top_k`` chunks of ``workspace`` (a Workspace or its pk) for ``query``, best first.
+
+    ``scope`` (a chat assistant's knowledge scope, ``agents.presets``): ``{"tags": [...],
+    "items": [item ids]}`` keeps only items carrying one of the tags or listed; None: all.
 
     ``user`` (a User, its pk or None) is whose private items ``include_private`` adds — only
     theirs. ``include_hidden`` (default True: the AI's view) keeps hidden items. ``types``
@@ -96,6 +101,8 @@ def knowledge_search(
         types=tuple(t for t in (types or ()) if t),
         tags=tuple(t.lower() for t in (tags or ()) if t),
     )
+    if scope is not None:
+        filters = _scoped(filters, scope)
     rows = hybrid_rows(query=query or "", filters=filters, mode=mode, fetch=max(top_k * 4 if per_item else top_k,
                                                                                HYBRID_POOL))
     hits: list[Hit] = []
@@ -264,6 +271,19 @@ def rerank_by_title(rows: list, query: str) -> list:
     promoted.sort(key=lambda r: (first_seen[r[1]], ordinals.get(r[0], 0)))
     chosen = {r[0] for r in promoted}
     return promoted + [r for r in rows if r[0] not in chosen]
+
+
+def _scoped(filters: Filters, scope: dict) -> Filters:
+    """``filters`` narrowed to a knowledge scope ``{"tags", "items"}`` (ids that are not
+    UUIDs are dropped: they match nothing)."""
+    items = []
+    for raw in scope.get("items") or ():
+        try:
+            items.append(str(uuid.UUID(str(raw))))
+        except ValueError:
+            continue
+    return dataclasses.replace(filters, scoped=True, scope_items=tuple(items),
+                               scope_tags=tuple(str(t).lower() for t in scope.get("tags") or () if t))
 
 
 def knowledge_search_for_user(

@@ -9,14 +9,28 @@ pipeline) and refuses for roles that may not change the knowledge base.
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
+
+from agents.presets import preset_knowledge_scope
 from agents.tools import ToolContext, ToolError, ToolOutput, tool
-from chat.models import Workspace
+from chat.models import Thread, Workspace
 
 from .grounding import run_sources_number
 from .selectors import knowledge_can_create, knowledge_search
 from .services import KnowledgeRejected, knowledge_item_create
 
 SNIPPET_CHARS = 900
+
+
+def _assistant_scope(ctx: ToolContext) -> dict | None:
+    """The knowledge scope of the chat's assistant (``agents.presets``), None for none."""
+    try:
+        thread = Thread.objects.filter(pk=ctx.thread_id).only("id", "assistant_id", "workspace_id").first()
+    except ValidationError:  # not a thread id (a tool called outside a chat): no assistant
+        thread = None
+    if thread is None or thread.assistant_id is None:
+        return None
+    return preset_knowledge_scope(thread=thread, user=_user(ctx.user_id))
 
 
 @tool(
@@ -44,7 +58,7 @@ def search_knowledge(*, ctx: ToolContext, query: str, top_k: int = 8, type: str 
     hits = knowledge_search(
         workspace=ctx.workspace_id, user=ctx.user_id, query=query, top_k=top_k,
         include_private=ctx.include_private, include_hidden=True, types=[type] if type else None,
-        mode="question", per_item=1,
+        mode="question", per_item=1, scope=_assistant_scope(ctx),
     )
     numbers = run_sources_number(run_id=ctx.run_id, hits=hits)
     numbered = [

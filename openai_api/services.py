@@ -40,6 +40,7 @@ from django.http import Http404
 from agents.loop.prompt import lost_attempt
 from agents.models import LLMModel, Provider, Run
 from agents.presentation import sees_error_details
+from agents.presets import preset_model_ids, preset_pick
 from agents.provider_keys import key_status
 from agents.selectors import (
     default_model_for,
@@ -274,6 +275,30 @@ def model_resolve(*, name: str, user=None, workspace: str = "") -> tuple[Provide
     return provider, model
 
 
+ASSISTANT_PREFIX = "assistant:"  # a workspace assistant's model id (agents.presets)
+
+
+def _str(value) -> str | None:
+    return None if value is None else str(value)
+
+
+def assistant_resolve(*, name: str, user):
+    """The ``agents.presets.Pick`` of a model id ``assistant:<id>``: ApiRejected
+    ``model_not_found`` (404) for one the caller may not see (another workspace's, another
+    user's private one, unknown); ``assistant_disabled`` (403), ``model_not_allowed`` (403:
+    its model is not enabled for the caller's role) with the reason."""
+    if user is None:
+        raise ApiRejected("model_not_found", f"The model {_shown(name)} does not exist or you do not have access "
+                          "to it (see GET /v1/models).", 404)
+    try:
+        return preset_pick(user=user, preset_id=name[len(ASSISTANT_PREFIX):])
+    except Http404 as exc:
+        raise ApiRejected("model_not_found", f"The model {_shown(name)} does not exist or you do not have access "
+                          "to it (see GET /v1/models).", 404) from exc
+    except ServiceError as exc:
+        raise ApiRejected(exc.code, exc.message, exc.status) from exc
+
+
 def _usable(provider: Provider, model: str, roles) -> bool:
     """Whether ``model`` of ``provider`` may run for a caller with ``roles``
     (``agents.selectors.model_allowed``); ``roles`` None (no caller): unless an administrator
@@ -315,7 +340,7 @@ def model_list(*, user=None) -> list[dict]:
     """``GET /v1/models`` entries: each enabled provider that is set up (its key is there:
     ``key_status``; a run on any other could only fail) with its default model, and each of
     its enabled models, as ``provider/model`` — with ``user``, only what one of their roles
-    may use."""
+    may use, and the workspace assistants they may use, as ``assistant:<id>``."""
     roles = role_names_for_user(user=user) if user is not None else None
     out = []
     for provider in Provider.objects.filter(enabled=True).order_by("slug"):
@@ -327,6 +352,8 @@ def model_list(*, user=None) -> list[dict]:
         for m in model_list_for_provider(provider=provider, role_names=roles):
             out.append({"id": model_id(provider, m.name), "object": "model", "created": created,
                         "owned_by": provider.slug})
+    if user is not None:  # the workspace assistants the caller may use, as "assistant:<id>"
+        out.extend({k: v for k, v in entry.items() if k != "name"} for entry in preset_model_ids(user=user))
     return out
 
 
@@ -436,7 +463,12 @@ def completion_start(*, user, body: dict, thread_header: str = "", workspace_hea
         tools = []
     if not isinstance(body.get("model"), str | None):
         raise ApiRejected("invalid_request_error", "model must be a string.", param="model")
-    provider, model = model_resolve(name=body.get("model") or "", user=user, workspace=workspace_header)
+    name = (body.get("model") or "").strip()
+    pick = assistant_resolve(name=name, user=user) if name.startswith(ASSISTANT_PREFIX) else None
+    if pick is not None:
+        provider, model = pick.provider, pick.model or pick.provider.default_model
+    else:
+        provider, model = model_resolve(name=name, user=user, workspace=workspace_header)
     _refuse_platform_names(tools)
     prefix, tail = _split(messages)
     content, results = _new_part(tail)
@@ -460,7 +492,8 @@ def completion_start(*, user, body: dict, thread_header: str = "", workspace_hea
             if known is not None and memberships_for_user(user=user, workspace_id=known.thread.workspace_id).exists():
                 thread = known.thread
             else:
-                workspace = _workspace_for(user, workspace_header, provider, model)
+                workspace = (Workspace.objects.get(pk=pick.workspace_id) if pick is not None
+                             else _workspace_for(user, workspace_header, provider, model))
                 first_user = next((m["content"] for m in messages if m["role"] == "user" and m["content"].strip()), "")
                 thread = thread_create(workspace=workspace, owner=user, provider=provider, model=model,
                                        title=title_from_message(first_user) if first_user else "API chat")
@@ -468,9 +501,13 @@ def completion_start(*, user, body: dict, thread_header: str = "", workspace_hea
                 _import_history(thread, prefix)
                 content, results = _new_part(tail, _instructions(prefix))
         _check_results(thread, results)
-        if (thread.provider_id, thread.model) != (provider.pk, model):
-            thread.provider, thread.model = provider, model
-            thread.save(update_fields=["provider", "model", "updated_at"])
+        assistant_id = pick.preset_id if pick is not None else None
+        if pick is not None and thread.workspace_id != pick.workspace_id:  # another workspace's thread
+            raise ApiRejected("model_not_found", f"The model {_shown(name)} does not exist in this thread's workspace "
+                              "(see GET /v1/models).", 404)
+        if (thread.provider_id, thread.model, _str(thread.assistant_id)) != (provider.pk, model, assistant_id):
+            thread.provider, thread.model, thread.assistant_id = provider, model, assistant_id
+            thread.save(update_fields=["provider", "model", "assistant", "updated_at"])
         try:
             attachments = _store_images(thread, user, images) if images else None
             created = run_create(thread=thread, user=user, content=content, tool_results=results,
@@ -480,7 +517,7 @@ def completion_start(*, user, body: dict, thread_header: str = "", workspace_hea
         if tools:
             ApiRun.objects.create(run=created.run, tools=[{"name": t.name, "description": t.description,
                                                             "parameters": t.parameters} for t in tools])
-    return Started(run_id=str(created.run.pk), thread_id=str(thread.pk), model_id=model_id(provider, model),
+    return Started(run_id=str(created.run.pk), thread_id=str(thread.pk), model_id=name if pick is not None else model_id(provider, model),
                    created=int(time.time()), messages=messages, client_tool_names={t.name for t in tools},
                    detailed=sees_error_details(user=user, workspace_id=thread.workspace_id))
 

@@ -30,6 +30,7 @@ from agents.loop.tiers import history_window, run_plan
 from agents.metering import DispatchRefused, granted_output_tokens, meter
 from agents.models import Run
 from agents.pipeline import policy_views, tool_pipeline
+from agents.presets import PresetRefused, preset_block, preset_for_thread
 from agents.provider_keys import provider_for
 from agents.replay import fill_from_log
 from agents.round_cost import round_cost
@@ -208,21 +209,35 @@ class _Loop:
             self.pending_citations[:0] = self.grounding.citations
         return self.grounding
 
+    def _preset(self):
+        """The thread's preset (``agents.presets``: a workspace assistant) for the run's caller,
+        read afresh for every model request like the policies: disabling an assistant, or its
+        creator losing a tool's role, applies to the next round. Raises ``ProviderError``
+        (the preset's refusal code) when it may not be used now."""
+        try:
+            self.preset = preset_for_thread(thread=self.thread, user=self.run.user)
+        except PresetRefused as exc:
+            raise ProviderError(exc.code, exc.message) from exc
+        return self.preset
+
     def _offer(self):
         """The tools offered now (policies are read afresh for every model request)."""
         self.policies = policy_views()
+        preset = self._preset()
+        self.only = preset.tools if preset is not None else None
         offer = tool_pipeline(
             role_name=self.role_name,
             object_type=(self.run.ui_context or {}).get("objectType"),
             allow_model_save=self.thread.allow_model_save,
             policies=self.policies,
+            only=self.only,
         )
         self.offered = offer.names
         return offer
 
     def _stream(self, assistant: Message) -> Streamed:
         adapter = provider_for(self.run.provider)
-        offer = self._offer()
+        offer = self._offer()  # may raise ProviderError: the thread's assistant was disabled
         if getattr(self, "plan", None) is None:  # prompt tier and request options, once per turn
             self.plan = run_plan(thread=self.thread, provider=self.run.provider, model_name=self.run.model)
         plan = self.plan
@@ -235,7 +250,7 @@ class _Loop:
                 ui_context=self.run.ui_context,
                 extra_blocks=[*instruction_blocks(user_id=self.run.user_id, workspace_id=self.thread.workspace_id,
                                                   workspace=self.thread.workspace),
-                              grounding.block],
+                              preset_block(self.preset), grounding.block],
             ),
             # The branch up to this (new, so leaf) assistant message, without it.
             messages=history_window(
@@ -339,7 +354,10 @@ class _Loop:
 
     def _execute_calls(self, assistant: Message) -> str:
         if not hasattr(self, "offered"):
-            self._offer()
+            try:
+                self._offer()
+            except ProviderError:  # the assistant may not be used now: no call of its runs; the
+                self.policies, self.offered, self.only = policy_views(), [], frozenset()  # next round fails
         answered = answered_ids(assistant)
         for call in assistant.tool_calls:
             if call["id"] in answered or call["name"] in self.client_names:
@@ -350,6 +368,7 @@ class _Loop:
                 outcome = execute_tool_call(
                     run=self.run, assistant=assistant, call=call, ctx=self.ctx,
                     offered=self.offered, policies=self.policies, emitter=self.emitter, tick=self.turn.cancelled,
+                    only=self.only,
                 )
             if outcome.pending:
                 return "awaiting_approval"  # later calls wait until this one is decided

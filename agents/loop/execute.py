@@ -139,6 +139,7 @@ def execute_tool_call(
     policies: dict[str, PolicyView],
     emitter: RunEmitter,
     tick: Callable[[], bool] = lambda: False,
+    only: frozenset[str] | None = None,
 ) -> CallOutcome:
     """Run one tool call at most once and persist its tool message.
 
@@ -178,7 +179,7 @@ def execute_tool_call(
         )
 
     # The invocation guard runs for every call, offered or not, and again after approval.
-    guard = tool_guard(name=name, role_name=ctx.role, policies=policies, offered=offered)
+    guard = tool_guard(name=name, role_name=ctx.role, policies=policies, offered=offered, only=only)
     if guard.kind == "permission_denied":
         emitter.emit("permission.denied", tool=name, required_role=guard.required_role,
                      alternatives=list(guard.alternatives))

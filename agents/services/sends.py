@@ -15,6 +15,7 @@ from django.utils.translation import ngettext
 from agents.locks import lock_user_then_thread
 from agents.metering import meter
 from agents.models import Run
+from agents.presets import preset_for_thread
 from agents.runs.executors import enqueue_run
 from agents.selectors import model_allowed, model_takes_images, role_names_for_user
 from agents.ui_context import ui_context_accept
@@ -58,7 +59,9 @@ def run_create(
     ``UIContextError`` (413/422, audited) for a context it cannot accept; and
     ``DispatchRefused`` ``budget_exceeded`` (429 + ``retry_after``: a budget's hard limit
     is reached; ``agents.metering``); ``model_not_allowed`` (403) when the thread's model is
-    not enabled for the user's role in its workspace (``selectors.model_allowed``).
+    not enabled for the user's role in its workspace (``selectors.model_allowed``);
+    ``agents.presets.PresetRefused`` (``assistant_disabled`` 403, ``assistant_not_found`` 404)
+    when the thread's assistant may not be used now.
     ``user_message`` (a user message of ``thread`` at the end of the selected branch) re-runs
     that turn instead of appending a new question: regenerate and retry (:func:`message_regenerate`).
     ``attachments``: ids of the user's pending attachments of this thread (``chat.attachments``),
@@ -83,6 +86,7 @@ def run_create(
         raise RunRejected("message_too_long", _("The message is longer than %(n)s characters.") % {
             "n": number_format(MAX_MESSAGE_CHARS, force_grouping=True)}, 413)
     model_check(thread=thread, user=user)
+    preset_for_thread(thread=thread, user=user)  # a disabled or no longer visible assistant: PresetRefused
     with transaction.atomic():
         # Concurrent sends are serialised per user and per thread (row locks on PostgreSQL;
         # SQLite's IMMEDIATE transactions serialise writers): the checks below cannot race.

@@ -70,6 +70,7 @@ def thread_duplicate(*, thread: Thread, owner) -> Thread:
         title=f"{thread.title or 'Chat'} (copy)"[:200],
         provider=thread.provider,
         model=thread.model,
+        assistant_id=thread.assistant_id,
         grounded=thread.grounded,
         allow_model_save=thread.allow_model_save,
         include_private_in_ai=thread.include_private_in_ai,

@@ -20,6 +20,7 @@ from agents.catalogue import lists_models, provider_health, refresh_if_stale, se
 from agents.loop.tiers import resolve_tier
 from agents.models import LLMModel, Provider
 from agents.presentation import provider_status_for_viewer, sees_error_details
+from agents.presets import preset_choices
 from agents.selectors import (
     default_model_for,
     model_choices_for,
@@ -140,16 +141,33 @@ class ModelDefaultSerializer(serializers.Serializer):
     source = serializers.ChoiceField(choices=["user", "workspace", "platform", "offline"])
 
 
+class AssistantChoiceSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text='"assistant:<assistant id>"')
+    assistant_id = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    featured = serializers.BooleanField()
+    shared = serializers.BooleanField()
+    provider = serializers.CharField()
+    model = serializers.CharField()
+    starter_prompts = serializers.ListField(child=serializers.CharField())
+    usable = serializers.BooleanField(help_text="Its model is enabled for the caller's role.")
+
+
 class ModelChoicesSerializer(serializers.Serializer):
     default = ModelDefaultSerializer(allow_null=True)
     providers = ModelChoiceGroupSerializer(many=True)
+    assistants = AssistantChoiceSerializer(many=True)
 
 
 def model_choice_payload(*, user, workspace_id) -> dict:
     """``GET /api/v1/models/``'s body (also given to the chat pages): ``{"default": {provider,
     model, id, source} | null, "providers": [{slug, name, kind, agent, models: [{id, name,
-    label, supports_tools, vision, parameter_size, auto_tier}]}]}`` — the set-up providers by
-    name, each with the models the user's role may use (``agents.selectors.model_choices_for``)."""
+    label, supports_tools, vision, parameter_size, auto_tier}]}], "assistants": [{id, assistant_id,
+    name, description, featured, shared, provider, model, starter_prompts, usable}]}`` — the set-up
+    providers by name, each with the models the user's role may use
+    (``agents.selectors.model_choices_for``), and the workspace assistants the user may pick there
+    (``agents.presets``; not the disabled ones)."""
     provider, model, source = default_model_for(user=user, workspace_id=workspace_id) if workspace_id else (None, "", "")
     groups = []
     for group in model_choices_for(user=user, workspace_id=workspace_id):
@@ -164,7 +182,8 @@ def model_choice_payload(*, user, workspace_id) -> dict:
                        "models": models})
     default = ({"provider": provider.slug, "model": model, "id": f"{provider.slug}/{model}", "source": source}
                if provider is not None else None)
-    return {"default": default, "providers": groups}
+    return {"default": default, "providers": groups,
+            "assistants": preset_choices(user=user, workspace_id=workspace_id)}
 
 
 class ModelChoicesApi(APIView):

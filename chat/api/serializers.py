@@ -55,11 +55,13 @@ class ThreadSerializer(serializers.ModelSerializer):
         help_text="The id of the owner's folder this chat is in, or null (null to anyone but its owner).")
     tags = serializers.SerializerMethodField(
         help_text="The owner's tags on this chat, by name ([] to anyone but its owner).")
+    assistant = serializers.UUIDField(source="assistant_id", read_only=True, allow_null=True,
+                                      help_text="The workspace assistant the chat runs under, or null.")
 
     class Meta:
         model = Thread
         fields = [
-            "id", "workspace", "title", "provider", "model", "grounded", "allow_model_save",
+            "id", "workspace", "title", "provider", "model", "assistant", "grounded", "allow_model_save",
             "include_private_in_ai", "ui_context", "prompt_tier", "pinned", "archived", "temporary", "folder",
             "tags", "leaf_id", "created_at", "updated_at",
         ]
@@ -85,6 +87,9 @@ class ThreadCreateSerializer(serializers.Serializer):
         slug_field="slug", queryset=Provider.objects.filter(enabled=True), required=False, allow_null=True
     )
     model = serializers.CharField(required=False, allow_blank=True, max_length=200, default="")
+    assistant = serializers.UUIDField(required=False, allow_null=True,
+                                      help_text="A workspace assistant: the chat runs under it, on its model "
+                                                "(provider and model are then ignored).")
     grounded = serializers.BooleanField(required=False, default=True)
     allow_model_save = serializers.BooleanField(required=False, default=False)
     include_private_in_ai = serializers.BooleanField(required=False, default=False)
@@ -99,6 +104,9 @@ class ThreadUpdateSerializer(serializers.Serializer):
     title = serializers.CharField(required=False, allow_blank=True, max_length=200)
     provider = serializers.SlugRelatedField(slug_field="slug", queryset=Provider.objects.filter(enabled=True), required=False)
     model = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    assistant = serializers.UUIDField(required=False, allow_null=True,
+                                      help_text="Run under this workspace assistant (on its model); null: none. "
+                                                "Changing provider or model without it leaves the assistant.")
     grounded = serializers.BooleanField(required=False)
     allow_model_save = serializers.BooleanField(required=False)
     include_private_in_ai = serializers.BooleanField(required=False)

@@ -1,6 +1,6 @@
 """``GET /api/v1/threads/{id}/tools/``: the tools the chat offers the caller in one thread —
 built-ins and external MCP servers' — computed by the same pipeline that builds each model
-request (policy, role, thread settings), with the reason for each tool left out."""
+request (policy, role, thread settings, the chat's assistant), with the reason for each tool left out."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.pipeline import policy_defaults, policy_views, tool_pipeline
+from agents.presets import PresetRefused, preset_for_thread
 from chat.selectors import role_name_in, thread_get_for_user
 
 
@@ -19,8 +20,13 @@ def thread_tools_for_user(*, user, thread) -> dict:
     permission-checked). The role is the user's in the thread's workspace."""
     role = role_name_in(user=user, workspace_id=thread.workspace_id)
     policies = policy_views()
+    try:
+        preset = preset_for_thread(thread=thread, user=user)
+        only = preset.tools if preset is not None else None
+    except PresetRefused:  # the chat's assistant may not be used now: nothing would be offered
+        only = frozenset()
     offer = tool_pipeline(role_name=role, object_type=None, allow_model_save=thread.allow_model_save,
-                          policies=policies)
+                          policies=policies, only=only)
     tools = []
     for spec in offer.tools:
         policy = policies.get(spec.name) or policy_defaults(spec)

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.presentation import sees_error_details
+from agents.presets import preset_pick
 from agents.selectors import default_model_for, model_choice_parse, run_get_for_user
 from agents.services import (
     message_edit,
@@ -148,7 +149,11 @@ class ThreadListCreateApi(generics.ListAPIView):
         data.is_valid(raise_exception=True)
         values = dict(data.validated_data)
         workspace = workspace_get_for_user(user=request.user, workspace=values.pop("workspace"))
-        if "provider" not in request.data:  # none named: the default (the user's, the workspace's, the platform's)
+        assistant = values.pop("assistant", None)
+        if assistant is not None:  # a workspace assistant: its model (404 / 403 when it may not be used)
+            pick = preset_pick(user=request.user, preset_id=str(assistant), workspace_id=workspace.pk)
+            values.update(provider=pick.provider, model=pick.model, assistant_id=pick.preset_id)
+        elif "provider" not in request.data:  # none named: the default (the user's, the workspace's, the platform's)
             values["provider"], default_model, _ = default_model_for(user=request.user, workspace_id=workspace.pk)
             values["model"] = values.get("model") or default_model
         if values.get("model"):  # no model: the provider's default, always usable
@@ -174,6 +179,14 @@ class ThreadDetailApi(APIView):
         # Folder and tags are checked before anything is written: the PATCH saves all or nothing.
         organise = {k: changes.pop(k) for k in ("folder", "tags") if k in changes}
         organising = thread_organise_check(thread=thread, user=request.user, **organise)
+        if changes.get("assistant") is not None:  # picked like a model: its model comes with it
+            pick = preset_pick(user=request.user, preset_id=str(changes.pop("assistant")),
+                               workspace_id=thread.workspace_id)
+            changes.update(provider=pick.provider, model=pick.model, assistant_id=pick.preset_id)
+        elif "assistant" in changes:
+            changes["assistant_id"] = changes.pop("assistant")  # null: the chat leaves its assistant
+        elif "model" in changes or "provider" in changes:
+            changes["assistant_id"] = None  # a plain model picked: the assistant is left
         if "model" in changes or "provider" in changes:
             # A model the caller's role may not use is refused now, not at every later send.
             candidate = copy.copy(thread)

@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "apikeys",
     "sharing",
     "prompts",
+    "assistants",
     "django_prometheus",
 ]
 

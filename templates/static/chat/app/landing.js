@@ -51,7 +51,8 @@ function start(landing) {
       grounded: grounded.checked, include_private_in_ai: priv.checked,
       temporary: !!(temporary && temporary.checked),
     };
-    if (picker && picker.dataset.provider) { body.provider = picker.dataset.provider; body.model = picker.dataset.model; }
+    if (picker && picker.dataset.assistant) body.assistant = picker.dataset.assistant;  // its model comes with it
+    else if (picker && picker.dataset.provider) { body.provider = picker.dataset.provider; body.model = picker.dataset.model; }
     let thread = null;
     try {
       thread = await api("POST", d.urlThreads, body);
@@ -82,6 +83,29 @@ function start(landing) {
     stop: () => {},
     attachments,
   });
+
+  // An assistant picked: its starter prompts under the greeting; one click puts it in the composer.
+  const starters = document.getElementById("starter-prompts");
+  if (picker && starters) {
+    picker.addEventListener("model:changed", (e) => {
+      starters.textContent = "";
+      const prompts = (e.detail && e.detail.starter_prompts) || [];
+      starters.hidden = !prompts.length;
+      for (const text of prompts) {
+        const b = document.createElement("button");
+        b.type = "button";
+        b.className = "starter";
+        b.textContent = text;
+        b.addEventListener("click", () => {
+          const input = document.getElementById("input");
+          input.value = text;
+          input.dispatchEvent(new Event("input", {bubbles: true}));
+          input.focus();
+        });
+        starters.appendChild(b);
+      }
+    });
+  }
 
   if (wsSel && picker) {
     wsSel.addEventListener("change", async () => {

@@ -5,7 +5,11 @@
 // filter, ↑/↓ move, Enter picks, Esc closes. On a thread page (data-url-thread) a pick is
 // saved with PATCH {provider, model}; on the landing page it only sets the picker's
 // data-provider / data-model, which the new chat is created with (landing.js).
-// The element fires "model:changed" ({provider, model, kind, auto_tier}) after a pick.
+// The element fires "model:changed" ({provider, model, kind, auto_tier, assistant,
+// starter_prompts}) after a pick. Workspace assistants ("assistants": [{id "assistant:<uuid>",
+// assistant_id, name, description, featured, shared, provider, model, starter_prompts, usable}])
+// are listed first and picked like a model: PATCH {assistant} on a thread (the server sets its
+// model), data-assistant on the landing page.
 import { api } from "./api.js";
 import { gettext, interpolate } from "./i18n.js";
 
@@ -28,6 +32,14 @@ export function filterChoices(providers, query) {
   return out;
 }
 
+export function filterAssistants(assistants, query) {
+  const words = query.toLowerCase().split(/\s+/).filter(Boolean);
+  return (assistants || []).filter((a) => {
+    const hay = (a.name + " " + a.description + " " + gettext("assistant")).toLowerCase();
+    return words.every((w) => hay.includes(w));
+  });
+}
+
 function badges(p, m) {
   const out = [];
   if (p.agent) out.push("agent");
@@ -47,7 +59,9 @@ function start(root) {
   let options = [];   // the <li role=option> shown, in order
   let active = -1;
 
-  const current = () => (root.dataset.provider || "") + "/" + (root.dataset.model || "");
+  const current = () => root.dataset.assistant ? "assistant:" + root.dataset.assistant
+    : (root.dataset.provider || "") + "/" + (root.dataset.model || "");
+  const findAssistant = (id) => (choices.assistants || []).find((a) => a.id === id) || null;
   const say = (text, kind) => { status.textContent = text || ""; status.className = "provider-status" + (kind ? " " + kind : ""); };
   const find = (id) => {
     for (const p of choices.providers) for (const m of p.models) if (m.id === id) return [p, m];
@@ -58,7 +72,43 @@ function start(root) {
     list.textContent = "";
     options = [];
     const groups = filterChoices(choices.providers, search.value);
-    if (!groups.length) {
+    const assistants = filterAssistants(choices.assistants, search.value);
+    if (assistants.length) {
+      const head = document.createElement("li");
+      head.className = "model-group";
+      head.setAttribute("role", "presentation");
+      head.id = "model-group-assistants";
+      head.textContent = gettext("Assistants");
+      list.appendChild(head);
+      for (const a of assistants) {
+        const li = document.createElement("li");
+        li.setAttribute("role", "option");
+        li.id = "model-opt-" + options.length;
+        li.dataset.id = a.id;
+        li.setAttribute("aria-selected", String(a.id === current()));
+        li.setAttribute("aria-describedby", head.id);
+        const name = document.createElement("span");
+        name.className = "model-name";
+        name.textContent = a.name;
+        if (a.description) name.title = a.description;
+        li.appendChild(name);
+        const tags = [];
+        if (a.featured) tags.push(["featured", gettext("featured")]);
+        if (a.shared) tags.push(["shared", gettext("shared")]);
+        if (!a.usable) tags.push(["unavailable", gettext("model not enabled for you")]);
+        for (const [cls, text] of tags) {
+          const tag = document.createElement("span");
+          tag.className = "model-badge " + cls;
+          tag.textContent = text;
+          li.appendChild(tag);
+        }
+        li.addEventListener("mousedown", (e) => e.preventDefault());
+        li.addEventListener("click", () => pick(a.id));
+        list.appendChild(li);
+        options.push(li);
+      }
+    }
+    if (!groups.length && !assistants.length) {
       const li = document.createElement("li");
       li.className = "model-empty muted";
       li.setAttribute("role", "presentation");
@@ -123,7 +173,19 @@ function start(root) {
     if (refocus) button.focus();
   }
 
+  function showAssistant(a) {
+    root.dataset.assistant = a.assistant_id;
+    root.dataset.provider = a.provider;
+    root.dataset.model = a.model;
+    label.textContent = a.name;
+    button.title = interpolate(gettext("Assistant %s"), [a.name]);
+    root.dispatchEvent(new CustomEvent("model:changed", {bubbles: true,
+      detail: {provider: a.provider, model: a.model, assistant: a.assistant_id, name: a.name,
+               starter_prompts: a.starter_prompts || []}}));
+  }
+
   function show(p, m) {
+    delete root.dataset.assistant;
     root.dataset.provider = p.slug;
     root.dataset.model = m.name;
     root.dataset.kind = p.kind;
@@ -134,7 +196,23 @@ function start(root) {
       detail: {provider: p.slug, model: m.name, kind: p.kind, name: p.name, auto_tier: m.auto_tier}}));
   }
 
+  async function pickAssistant(a) {
+    if (!root.dataset.urlThread) { showAssistant(a); say(a.usable ? "" : gettext("This assistant's model is not enabled for you."), a.usable ? "" : "bad"); return; }
+    button.disabled = true;
+    try {
+      const t = await api("PATCH", root.dataset.urlThread, {assistant: a.assistant_id});
+      showAssistant({...a, provider: t.provider || "", model: t.model});
+      say(interpolate(gettext("Assistant set to %s."), [a.name]), "ok");
+    } catch (e) {
+      say(interpolate(gettext("Not switched: %s"), [e.message]), "bad");
+    } finally {
+      button.disabled = false;
+    }
+  }
+
   async function pick(id) {
+    const a = findAssistant(id);
+    if (a) { close(); if (id !== current()) await pickAssistant(a); return; }
     const [p, m] = find(id);
     if (!p) return;
     close();
@@ -167,12 +245,15 @@ function start(root) {
   // The landing page's workspace changed: its models and default (landing.js asks).
   root.addEventListener("model:reload", (e) => {
     choices = e.detail;
+    delete root.dataset.assistant;
     const d = choices.default;
     const [p, m] = d ? find(d.id) : [null, null];
     if (p) show(p, m);
     else { root.dataset.provider = ""; root.dataset.model = ""; label.textContent = gettext("no model"); }
   });
+  const chosen = findAssistant(current());
   const [p, m] = find(current());
-  if (p) button.title = p.name + " · " + m.name;
+  if (chosen) button.title = interpolate(gettext("Assistant %s"), [chosen.name]);
+  else if (p) button.title = p.name + " · " + m.name;
   else if (root.dataset.providerName) button.title = root.dataset.providerName + " · " + root.dataset.model;
 }
