@@ -43,10 +43,12 @@ FUNCTION_WORDS = {"the", "and", "to", "of", "your", "you", "this", "is", "are", 
 # Names and terms a Chinese page shows in Latin script on purpose.
 KEPT_IN_ENGLISH = {"chatplatform", "api", "apis", "mcp", "openai", "rest", "url", "ctrl", "shift", "esc", "enter",
                    "markdown", "pdf", "word", "docx", "html", "json", "csv", "token", "tokens", "bearer",
-                   "authorization", "key", "vision", "slug", "http", "https", "usd", "eur"}
-# What people, models and admins wrote, and code: not the platform's words.
+                   "authorization", "key", "vision", "slug", "http", "https", "usd", "eur", "svg", "mermaid"}
+# What people, models and admins wrote, and code: not the platform's words. A tool's name and
+# description (the assistants form's checkboxes) are the tool's own, written for the model — an
+# MCP server's in its own words.
 CONTENT = ("article.msg .body, .t-title, #thread-title, code, pre, kbd, .ws-instructions, textarea, "
-           ".tool .tool-args, .tool .tool-result, .tool-summary, .cite-preview, .citations")
+           ".tool .tool-args, .tool .tool-result, .tool-summary, .cite-preview, .citations, .tool-check")
 
 VISIBLE_STRINGS = """(content) => {
   const out = [];
