@@ -84,16 +84,18 @@ _undrained: list[tuple[str, int]] = []
 
 
 def pytest_collection_modifyitems(config, items):
-    """Longest files first: browser files, then the other end-to-end files (each group biggest
-    file first), then the rest in collection order. ``make test`` hands whole files to two processes
+    """Longest files first: browser files, then the other end-to-end files and the files marked
+    ``heavy`` (each group biggest file first), then the rest in collection order. ``make test`` hands whole files to two processes
     (``--dist loadfile``) in this order, so a long browser file never starts last and leaves
     one process working alone at the end."""
     per_file = collections.Counter(item.nodeid.split("::", 1)[0] for item in items)
 
-    def weight(item) -> tuple[int, int]:
+    def weight(item) -> tuple[int, int, int]:
         path = item.nodeid.split("::", 1)[0]
-        group = 0 if item.get_closest_marker("browser") is not None else 1 if path.startswith("tests/e2e/") else 2
-        return group, -per_file[path] if group < 2 else 0  # the biggest end-to-end files first
+        group = (0 if item.get_closest_marker("browser") is not None
+                 else 1 if path.startswith("tests/e2e/") or item.get_closest_marker("heavy") is not None else 2)
+        heavy = item.get_closest_marker("heavy") is not None  # one long test: its count says nothing
+        return group, 0 if heavy else 1, -per_file[path] if group < 2 else 0  # the biggest files first
 
     items.sort(key=weight)  # stable: a file's tests stay together and in order
 

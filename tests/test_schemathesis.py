@@ -11,7 +11,7 @@ from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from tests.conftest import make_thread
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.heavy]
 
 EXAMPLES_PER_OPERATION = 25
 

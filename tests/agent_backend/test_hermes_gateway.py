@@ -25,7 +25,7 @@ from tests.fakes.openai_server import text_chunks, tool_call_chunks
 
 from .conftest import start_gateway
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.heavy]
 
 
 def api(user) -> APIClient:
