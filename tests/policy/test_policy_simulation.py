@@ -1,0 +1,107 @@
+"""Policy simulation on a seeded history (policies.demo_history): the live set reproduces the
+recorded decisions; tightening the demo's write rule changes exactly the calls it should."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.models import ApprovalPolicy, ToolPolicy
+from agents.policy_set import CallFacts, call_decide, policy_set_from_snapshot, policy_snapshot
+from policies.demo_history import seed_history
+from policies.services import draft_create, simulation_run
+from policies.simulation import summary
+
+TIGHTEN = {
+    "approval_rules": {"Write": {"approver_kind": "workspace_admins", "requester_counts": False}},
+    "tool_policies": {"save_to_knowledge": {"approval_mode": "always"}},
+}
+
+
+@pytest.fixture
+def history(users, workspaces):
+    ws = {name: workspaces["other" if name == "dave" else "demo"].pk for name in users}
+    return seed_history(users=users, workspace_ids=ws)
+
+
+@pytest.fixture
+def admin(users):
+    user = users["admin"]
+    user.is_superuser = True
+    user.is_staff = True
+    user.save()
+    return user
+
+
+def simulate_changes(admin, workspace, changes, days=30):
+    draft = draft_create(user=admin, workspace=workspace, changes=changes, title="t")
+    return simulation_run(user=admin, draft=draft, days=days)
+
+
+@pytest.mark.django_db
+def test_current_policy_set_reproduces_every_recorded_decision(history, admin, workspaces):
+    # A no-op change (a rule set to what it is): the draft equals the live set.
+    sim = simulate_changes(admin, workspaces["demo"], {"approval_rules": {"Write": {"enabled": True}}})
+    counted = summary(sim.groups)
+    assert counted["total"] == 88  # the 40-day-old call and the other workspace's 5 are not counted
+    assert counted["by_change"] == {"same": 88}
+    assert counted["current_differs"] == 0
+    assert not sim.truncated and sim.rows_scanned == 88
+    recorded = {g["recorded"]["outcome"]: 0 for g in sim.groups}
+    for g in sim.groups:
+        recorded[g["recorded"]["outcome"]] += g["count"]
+    assert recorded == {"auto": 56, "approval": 30, "refused": 2}
+
+
+@pytest.mark.django_db
+def test_tightening_the_demo_write_rule_changes_35_calls(history, admin, workspaces):
+    sim = simulate_changes(admin, workspaces["demo"], TIGHTEN)
+    counted = summary(sim.groups)
+    assert counted["total"] == 88
+    assert counted["by_change"] == {"same": 53, "approvers_changed": 21, "now_needs_approval": 14}
+    assert counted["by_tool"]["update_knowledge_item"] == {"approvers_changed": 21, "same": 9}
+    assert counted["by_tool"]["save_to_knowledge"] == {"now_needs_approval": 14}
+    assert counted["by_role"]["admin"] == {"approvers_changed": 7}
+    assert counted["by_role"]["member"]["approvers_changed"] == 14
+    assert counted["by_env"]["staging"] == {"approvers_changed": 7, "now_needs_approval": 14}
+    save = next(g for g in sim.groups if g["tool"] == "save_to_knowledge")
+    # The approval card's own words: the Write rule now needs an admin other than the requester.
+    assert save["simulated"]["approvers"] == "Write: needs 1 approval from a workspace admin other than the requester"
+    assert save["recorded"]["outcome"] == "auto"
+    # The live set itself is untouched.
+    assert ApprovalPolicy.objects.get(name="Write").approver_kind == "requester"
+    assert ToolPolicy.objects.get(tool_name="save_to_knowledge").approval_mode == "never"
+
+
+@pytest.mark.django_db
+def test_taking_members_off_a_tool_refuses_their_calls(history, admin, workspaces):
+    sim = simulate_changes(admin, workspaces["demo"],
+                           {"tool_policies": {"update_knowledge_item": {"allowed_roles": ["admin"]}}})
+    counted = summary(sim.groups)
+    assert counted["by_change"]["now_refused"] == 21  # alice 14 + bob 7; admin's 7 and carol's 2 as before
+    assert counted["by_role"]["viewer"] == {"same": 16}
+
+
+@pytest.mark.django_db
+def test_call_decide_matches_the_live_wrappers_for_every_tool_role_and_tier(users, admin):
+    from agents.approvals.policy import rule_for
+    from agents.pipeline import policy_views, tool_guard
+    from agents.risk import risk_classify
+
+    live = policy_set_from_snapshot(policy_snapshot())
+    assert dict(live.tools) == policy_views()
+    for tool in policy_views():
+        for role in ("viewer", "member", "admin", ""):
+            for env in ("", "prod", "staging", "dev"):
+                decision = call_decide(live, CallFacts(tool_name=tool, role=role, tier=env or None))
+                guard = tool_guard(name=tool, role_name=role, policies=policy_views(), offered=[])
+                if not guard.allowed:
+                    assert decision.outcome == "refused" and decision.reason == guard.kind
+                    continue
+                policy = policy_views()[tool]
+                assessment = risk_classify(risk=policy.risk, approval_mode=policy.approval_mode, env_name=env,
+                                           permission_granted=True)
+                if assessment.needs_approval:
+                    assert decision.rule == rule_for(tool_name=tool, risk=policy.risk, tier=assessment.env_context)
+                else:
+                    assert decision.outcome == "auto"
+
