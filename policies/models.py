@@ -71,7 +71,7 @@ class PolicySimulation(models.Model):
 
     ``groups``: one entry per distinct decision situation — ``{"tool", "role", "env",
     "agent_call", "provider_id", "recorded": {...}, "recorded_rule": {...}, "simulated":
-    {...}, "current": {...}, "change", "count"}`` (``policies.simulation``); the individual
+    {...}, "current": {...}, "change", "recorded_differs", "count"}`` (``policies.simulation``); the individual
     calls are read back page by page from the ledger (``policies.selectors``), never copied.
     ``covered_from``..``until``: the calls counted (later than ``since`` when truncated).
     """
@@ -116,6 +116,8 @@ class PolicyVersion(models.Model):
                                    related_name="+")
     approved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                     related_name="+")
+    applied_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

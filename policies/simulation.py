@@ -5,7 +5,9 @@ caller's role, the environment tier, its MCP server or agent provider), so the l
 *aggregated in the database*: one ``GROUP BY`` per chunk of at most
 ``POLICY_SIM_CHUNK_ROWS`` calls, newest first, over (tool, role, tier, recorded decision,
 recorded rule). Each distinct group is decided twice with ``agents.policy_set.call_decide`` —
-the live path's own functions — under the draft and under the live set. The individual calls
+the live path's own functions — under the draft and under the live set; a group's ``change``
+compares the two (what applying the draft would change), and ``recorded_differs`` compares the
+live set with the decision recorded on the calls (the replay's fidelity). The individual calls
 of a group are read back page by page (:func:`calls_for_groups`), never copied.
 
 Bounds: at most ``POLICY_SIM_MAX_ROWS`` calls and ``POLICY_SIM_MAX_SECONDS`` of scanning;
@@ -94,9 +96,8 @@ def recorded_dict(group: dict, requester: str) -> dict:
 
 
 def change_of(recorded: dict, simulated: dict) -> str:
-    """How ``simulated`` differs from ``recorded``: ``same``, ``skipped`` or one of :data:`CHANGES`."""
-    if recorded["outcome"] == SKIPPED:
-        return SKIPPED
+    """How decision ``simulated`` differs from ``recorded`` (the live set's, or the one
+    recorded): ``same`` or one of :data:`CHANGES`."""
     if recorded["outcome"] != simulated["outcome"]:
         return {REFUSED: NOW_REFUSED, APPROVAL: NOW_APPROVAL, AUTO: NOW_AUTO}[simulated["outcome"]]
     if recorded["outcome"] == APPROVAL:
@@ -180,8 +181,8 @@ def _decide_groups(counts: dict[tuple, int], *, draft: PolicySet, live: PolicySe
             "tool": group["tool_name"], "role": group["role_now"], "env": group["env_context"] or NO_ENV,
             "agent_call": bool(group["agent_call"]), "provider_id": group["agent_provider"],
             "recorded": recorded, "simulated": simulated, "current": current,
-            "change": change_of(recorded, simulated),
-            "current_differs": recorded["outcome"] != SKIPPED and change_of(recorded, current) != SAME,
+            "change": SKIPPED if recorded["outcome"] == SKIPPED else change_of(current, simulated),
+            "recorded_differs": recorded["outcome"] != SKIPPED and change_of(recorded, current) != SAME,
             "count": n,
         })
     groups.sort(key=lambda g: (g["change"] in (SAME, SKIPPED), g["tool"], g["role"], g["env"], -g["count"]))
@@ -190,8 +191,10 @@ def _decide_groups(counts: dict[tuple, int], *, draft: PolicySet, live: PolicySe
 
 def summary(groups: list[dict]) -> dict:
     """Counts for the result page and API: ``{"total", "by_change": {change: n}, "by_tool":
-    {tool: {change: n}}, "by_role": {...}, "by_env": {...}, "current_differs": n}``."""
-    out: dict = {"total": 0, "by_change": {}, "by_tool": {}, "by_role": {}, "by_env": {}, "current_differs": 0}
+    {tool: {change: n}}, "by_role": {...}, "by_env": {...}, "recorded_differs": n}``.
+    ``recorded_differs``: calls the live set decides differently today than when they were
+    made (the policy or the caller's role changed since); 0 means the replay is faithful."""
+    out: dict = {"total": 0, "by_change": {}, "by_tool": {}, "by_role": {}, "by_env": {}, "recorded_differs": 0}
     for g in groups:
         n, change = g["count"], g["change"]
         out["total"] += n
@@ -199,8 +202,8 @@ def summary(groups: list[dict]) -> dict:
         for dim, value in (("by_tool", g["tool"]), ("by_role", g["role"] or "-"), ("by_env", g["env"])):
             bucket = out[dim].setdefault(value, {})
             bucket[change] = bucket.get(change, 0) + n
-        if g["current_differs"]:
-            out["current_differs"] += n
+        if g["recorded_differs"]:
+            out["recorded_differs"] += n
     return out
 
 

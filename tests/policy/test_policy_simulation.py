@@ -44,7 +44,7 @@ def test_current_policy_set_reproduces_every_recorded_decision(history, admin, w
     counted = summary(sim.groups)
     assert counted["total"] == 88  # the 40-day-old call and the other workspace's 5 are not counted
     assert counted["by_change"] == {"same": 88}
-    assert counted["current_differs"] == 0
+    assert counted["recorded_differs"] == 0
     assert not sim.truncated and sim.rows_scanned == 88
     recorded = {g["recorded"]["outcome"]: 0 for g in sim.groups}
     for g in sim.groups:
