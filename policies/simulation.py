@@ -36,7 +36,16 @@ from django.utils.translation import gettext as _
 
 from agents.approvals.policy import ApprovalRule, waiting_text
 from agents.models import Provider, ToolCall
-from agents.policy_set import APPROVAL, AUTO, REFUSED, CallDecision, CallFacts, PolicySet, call_decide, mcp_server_slug_of
+from agents.policy_set import (
+    APPROVAL,
+    AUTO,
+    REFUSED,
+    CallDecision,
+    CallFacts,
+    PolicySet,
+    call_decide,
+    mcp_server_slug_of,
+)
 from chat.models import Membership
 
 SKIPPED = "skipped"

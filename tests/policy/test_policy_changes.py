@@ -147,3 +147,35 @@ def test_without_four_eyes_the_author_applies_a_simulated_draft(api_for, admins,
     assert r.status_code == 409 and r.json()["error"]["code"] == "not_simulated"
     api_for(admin).post("/api/v1/policy-simulations/", {"draft": draft, "days": 7}, format="json")
     assert api_for(admin).post(f"/api/v1/policy-drafts/{draft}/apply/").status_code == 201
+
+
+@pytest.mark.django_db
+def test_admin_simulate_action_shows_the_result_and_applies(client, admins, history, workspaces):
+    admin, erin = admins
+    client.force_login(admin)
+    write = ApprovalPolicy.objects.get(name="Write")
+    r = client.post("/admin/agents/approvalpolicy/", {"action": "simulate", "_selected_action": [write.pk]})
+    assert r.status_code == 302 and "/simulate/?ids=" in r["Location"]
+    form = client.get(r["Location"])
+    assert form.status_code == 200 and b"Write" in form.content
+    prefix = f"row{write.pk}"
+    data = {"workspace": workspaces["demo"].pk, "days": 30, "title": "Tighten writes", "reason": "audit finding",
+            f"{prefix}-enabled": "on", f"{prefix}-risk": "write", f"{prefix}-env_tier": "",
+            f"{prefix}-approver_kind": "workspace_admins", f"{prefix}-approver_role": "",
+            f"{prefix}-approvals_needed": 1, f"{prefix}-expires_s": 86400}  # requester_counts unticked
+    r = client.post(r["Location"], data)
+    assert r.status_code == 302, r.content.decode()[:2000]
+    page = client.get(r["Location"])
+    text = page.content.decode()
+    assert "21 calls would be decided differently" in text
+    assert "Write: needs 1 approval from a workspace admin other than alice" in text
+    assert ApprovalPolicy.objects.get(name="Write").approver_kind == "requester"  # not applied
+    # Apply from the result page (no four eyes): the live rule changes and a version is recorded.
+    r = client.post(r["Location"], {"do": "apply"})
+    assert r.status_code == 302
+    assert ApprovalPolicy.objects.get(name="Write").approver_kind == "workspace_admins"
+    assert PolicyVersion.objects.get(number=2).reason == "audit finding"
+    # A member sees no result page.
+    client.force_login(erin)
+    erin.user_permissions.clear()
+    assert client.get(page.request["PATH_INFO"]).status_code in (302, 403, 404)
