@@ -105,3 +105,21 @@ def test_call_decide_matches_the_live_wrappers_for_every_tool_role_and_tier(user
                 else:
                     assert decision.outcome == "auto"
 
+
+
+@pytest.mark.django_db
+def test_the_time_cap_truncates_and_says_so(history, admin, workspaces):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from policies.simulation import simulate
+
+    ticks = iter(range(0, 1000, 30))  # every look at the clock: 30 s later
+    live = policy_set_from_snapshot(policy_snapshot())
+    until = timezone.now()
+    result = simulate(workspace_id=workspaces["demo"].pk, since=until - timedelta(days=30), until=until, draft=live,
+                      live=live, chunk_rows=20, max_seconds=50, clock=lambda: next(ticks))
+    assert result.truncated and result.truncated_reason == "time"
+    assert result.rows_scanned == 20  # clock 0 → 30 s: one chunk of 20; then 60 s > 50 s: stop
+    assert summary(result.groups)["total"] == 20
