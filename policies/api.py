@@ -120,7 +120,7 @@ class PolicySimulationCallsApi(APIView):
         sim = simulation_get_for_user(user=request.user, simulation_id=simulation_id)
         page = request.query_params.get("page", "1")
         return Response(simulation_calls_page(sim=sim, change=request.query_params.get("change", ""),
-                                              page=page if page.isdigit() else 1))
+                                              page=int(page) if page.isdigit() and len(page) <= 9 else 1))
 
 
 class DraftCreateSerializer(serializers.Serializer):
@@ -196,7 +196,7 @@ class PolicyVersionRollbackApi(APIView):
         data = RollbackSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         workspace = policy_admin_workspace(user=request.user, workspace_id=data.validated_data["workspace"])
-        version = versions_for_user(user=request.user).filter(number=number).first() if number.isdigit() else None
+        version = versions_for_user(user=request.user).filter(number=number).first() if number.isdigit() and len(number) <= 9 else None
         if version is None:
             raise ServiceError("not_found", _("No such version."), 404)
         draft = version_rollback(user=request.user, workspace=workspace, version=version,

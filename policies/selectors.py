@@ -13,13 +13,13 @@ from chat.models import Membership
 from chatplatform.errors import ServiceError
 
 from .models import PolicyDraft, PolicySimulation, PolicyVersion
-from .services import policy_admin_workspace
+from .services import _an_id, policy_admin_workspace
 from .simulation import APPROVAL, CHANGES, NO_ENV, RULE_KEYS, calls_for_groups, summary
 
 
 def simulation_get_for_user(*, user, simulation_id) -> PolicySimulation:
     """A simulation of a workspace ``user`` is a policy admin of; 404 otherwise."""
-    sim = PolicySimulation.objects.filter(pk=simulation_id).first() if str(simulation_id).isdigit() else None
+    sim = PolicySimulation.objects.filter(pk=simulation_id).first() if _an_id(simulation_id) else None
     if sim is None:
         raise ServiceError("not_found", _("No such simulation."), 404)
     try:

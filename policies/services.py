@@ -36,6 +36,8 @@ def policy_admin_workspace(*, user, workspace_id) -> Workspace:
         workspace_id = int(workspace_id)
     except (TypeError, ValueError):
         raise ServiceError("not_found", _("No such workspace."), 404) from None
+    if not 0 < workspace_id < 2**63:  # beyond a bigint: no such row (and no database overflow)
+        raise ServiceError("not_found", _("No such workspace."), 404)
     membership = Membership.objects.select_related("role", "workspace").filter(
         user=user, workspace_id=workspace_id).first()
     if membership is None:
@@ -49,6 +51,12 @@ def policy_admin_workspace(*, user, workspace_id) -> Workspace:
     return membership.workspace
 
 
+def _an_id(value) -> bool:
+    """A plausible primary key from a URL: digits that fit a bigint."""
+    text = str(value)
+    return text.isdigit() and len(text) <= 18
+
+
 def four_eyes_required() -> bool:
     """Policies apply platform wide: any workspace asking for four eyes asks for all."""
     return WorkspacePolicySettings.objects.filter(four_eyes=True).exists()
@@ -56,8 +64,7 @@ def four_eyes_required() -> bool:
 
 def draft_get_for_user(*, user, draft_id) -> PolicyDraft:
     """A draft of a workspace ``user`` is a policy admin of; 404 otherwise."""
-    draft = PolicyDraft.objects.filter(pk=draft_id).select_related("workspace").first() if str(
-        draft_id).isdigit() else None
+    draft = PolicyDraft.objects.filter(pk=draft_id).select_related("workspace").first() if _an_id(draft_id) else None
     if draft is None:
         raise ServiceError("not_found", _("No such draft."), 404)
     try:

@@ -179,3 +179,19 @@ def test_admin_simulate_action_shows_the_result_and_applies(client, admins, hist
     client.force_login(erin)
     erin.user_permissions.clear()
     assert client.get(page.request["PATH_INFO"]).status_code in (302, 403, 404)
+
+
+@pytest.mark.django_db
+def test_schema_lists_the_policy_endpoints_and_odd_ids_are_404(api_for, admins):
+    schema = api_for(admins[0]).get("/api/schema/?format=json").json()
+    for path in ["/api/v1/policy-simulations/", "/api/v1/policy-simulations/{simulation_id}/",
+                 "/api/v1/policy-simulations/{simulation_id}/calls/", "/api/v1/policy-drafts/",
+                 "/api/v1/policy-drafts/{draft_id}/", "/api/v1/policy-drafts/{draft_id}/approve/",
+                 "/api/v1/policy-drafts/{draft_id}/apply/", "/api/v1/policy-versions/",
+                 "/api/v1/policy-versions/{number}/rollback/"]:
+        assert path in schema["paths"], path
+    client = api_for(admins[0])
+    assert client.get("/api/v1/policy-simulations/99999999999999999999999/").status_code == 404
+    assert client.get("/api/v1/policy-drafts/abc/").status_code == 404
+    r = client.post("/api/v1/policy-simulations/", {"workspace": 10**30, "changes": TIGHTEN}, format="json")
+    assert r.status_code in (400, 404)
