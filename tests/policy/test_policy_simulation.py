@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from agents.models import ApprovalPolicy, ToolPolicy
+from agents.models import ApprovalPolicy, ToolCall, ToolPolicy
 from agents.policy_set import CallFacts, call_decide, policy_set_from_snapshot, policy_snapshot
 from policies.demo_history import seed_history
 from policies.services import draft_create, simulation_run
 from policies.simulation import summary
+from tests.conftest import make_thread
 
 TIGHTEN = {
     "approval_rules": {"Write": {"approver_kind": "workspace_admins", "requester_counts": False}},
@@ -123,3 +124,45 @@ def test_the_time_cap_truncates_and_says_so(history, admin, workspaces):
     assert result.truncated and result.truncated_reason == "time"
     assert result.rows_scanned == 20  # clock 0 → 30 s: one chunk of 20; then 60 s > 50 s: stop
     assert summary(result.groups)["total"] == 20
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_replay_reproduces_what_the_live_loop_recorded(users, roles, workspaces, openai_provider, fake_openai,
+                                                           converse, sink_for):
+    """Calls made through the real loop (scripted model): the live set replays to exactly the
+    recorded decisions — ran, refused, parked — and a draft moves the one it should."""
+    from agents.services import run_create
+    from tests.fakes.openai_server import text_chunks, tool_call_chunks
+    from tests.policy.tooltest import call, scoped_toolbox
+
+    box, scope = scoped_toolbox()
+    with scope:
+        for name, risk, allowed, mode in (("kb_lookup", "read", (), "never"),
+                                          ("note_write", "write", ("member", "admin"), "never"),
+                                          ("records_purge", "dangerous", ("admin",), "always")):
+            row = ToolPolicy.objects.create(tool_name=name, risk=risk, approval_mode=mode)
+            row.allowed_roles.set([roles[r] for r in allowed])
+        admin = users["admin"]
+        admin.is_superuser = True
+        admin.save()
+        demo = workspaces["demo"]
+        fake_openai.script(tool_call_chunks([call("c1", "kb_lookup", {"query": "q"}),
+                                             call("c2", "note_write", {"text": "x"})]), text_chunks("Done."))
+        converse(make_thread(users["alice"], demo, openai_provider), users["alice"], "go")
+        fake_openai.script(tool_call_chunks([call("c3", "note_write", {"text": "x"})]), text_chunks("Done."))
+        converse(make_thread(users["carol"], demo, openai_provider), users["carol"], "go")
+        fake_openai.script(tool_call_chunks([call("c4", "records_purge", {"ids": [1]})]))
+        thread = make_thread(admin, demo, openai_provider)
+        sink = sink_for(thread.pk)
+        sink.until_parked(run_create(thread=thread, user=admin, content="purge").run.pk)
+        assert sorted(ToolCall.objects.values_list("call_id", "status")) == [
+            ("c1", "succeeded"), ("c2", "succeeded"), ("c3", "permission_denied"), ("c4", "awaiting_approval")]
+
+        same = simulate_changes(admin, demo, {"tool_policies": {"kb_lookup": {"timeout_s": 31}}})
+        counted = summary(same.groups)
+        assert counted["by_change"] == {"same": 4} and counted["recorded_differs"] == 0
+        assert sorted((g["tool"], g["recorded"]["outcome"]) for g in same.groups) == [
+            ("kb_lookup", "auto"), ("note_write", "auto"), ("note_write", "refused"), ("records_purge", "approval")]
+
+        tighter = simulate_changes(admin, demo, {"tool_policies": {"note_write": {"allowed_roles": ["admin"]}}})
+        assert summary(tighter.groups)["by_change"] == {"same": 3, "now_refused": 1}
