@@ -78,6 +78,8 @@ api_v1 = [
     path("policy-drafts/<str:draft_id>/approve/", policies_api.PolicyDraftApproveApi.as_view(),
          name="policy-draft-approve"),
     path("policy-drafts/<str:draft_id>/apply/", policies_api.PolicyDraftApplyApi.as_view(), name="policy-draft-apply"),
+    path("policy-drafts/<str:draft_id>/discard/", policies_api.PolicyDraftDiscardApi.as_view(),
+         name="policy-draft-discard"),
     path("policy-versions/", policies_api.PolicyVersionListApi.as_view(), name="policy-versions"),
     path("policy-versions/<str:number>/rollback/", policies_api.PolicyVersionRollbackApi.as_view(),
          name="policy-version-rollback"),

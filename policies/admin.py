@@ -25,6 +25,7 @@ from .services import (
     draft_apply,
     draft_approve,
     draft_create,
+    draft_discard,
     four_eyes_required,
     policy_admin_workspace,
     simulation_run,
@@ -264,6 +265,9 @@ class PolicySimulationAdmin(admin.ModelAdmin):
             elif action == "apply":
                 version = draft_apply(user=request.user, draft=draft)
                 self.message_user(request, _("Applied: the live policy is now version %(n)s.") % {"n": version.number})
+            elif action == "discard":
+                draft_discard(draft=draft)
+                self.message_user(request, _("Draft discarded."))
             elif action == "resimulate":
                 simulation_run(user=request.user, draft=draft, days=sim.days)
                 draft.refresh_from_db()

@@ -26,6 +26,7 @@ from .services import (
     draft_apply,
     draft_approve,
     draft_create,
+    draft_discard,
     draft_get_for_user,
     four_eyes_required,
     policy_admin_workspace,
@@ -172,6 +173,16 @@ class PolicyDraftApplyApi(APIView):
     def post(self, request, draft_id: str):
         draft = draft_get_for_user(user=request.user, draft_id=draft_id)
         return Response(version_data(draft_apply(user=request.user, draft=draft)), status=status.HTTP_201_CREATED)
+
+
+class PolicyDraftDiscardApi(APIView):
+    """POST: discard an open or approved draft (it can no longer be approved or applied)."""
+
+    @extend_schema(request=None, responses={200: dict})
+    def post(self, request, draft_id: str):
+        draft = draft_get_for_user(user=request.user, draft_id=draft_id)
+        draft_discard(draft=draft)
+        return Response(draft_data(draft))
 
 
 class PolicyVersionListApi(APIView):

@@ -167,6 +167,7 @@ def draft_apply(*, user, draft: PolicyDraft) -> PolicyVersion:
 
 
 def draft_discard(*, draft: PolicyDraft) -> None:
+    """Discard an open or approved draft; applied or discarded ones stay as they are."""
     if draft.status in (PolicyDraft.Status.OPEN, PolicyDraft.Status.APPROVED):
         draft.status = PolicyDraft.Status.DISCARDED
         draft.save(update_fields=["status"])

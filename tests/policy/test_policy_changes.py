@@ -147,6 +147,14 @@ def test_without_four_eyes_the_author_applies_a_simulated_draft(api_for, admins,
     assert r.status_code == 409 and r.json()["error"]["code"] == "not_simulated"
     api_for(admin).post("/api/v1/policy-simulations/", {"draft": draft, "days": 7}, format="json")
     assert api_for(admin).post(f"/api/v1/policy-drafts/{draft}/apply/").status_code == 201
+    # An applied draft cannot be discarded, applied again or re-simulated.
+    assert api_for(admin).post(f"/api/v1/policy-drafts/{draft}/discard/").json()["status"] == "applied"
+    assert api_for(admin).post(f"/api/v1/policy-drafts/{draft}/apply/").json()["error"]["code"] == "not_open"
+    other = api_for(admin).post("/api/v1/policy-drafts/", {"workspace": workspaces["demo"].pk, "changes": {
+        "tool_policies": {"search_knowledge": {"enabled": False}}}}, format="json").json()["id"]
+    assert api_for(admin).post(f"/api/v1/policy-drafts/{other}/discard/").json()["status"] == "discarded"
+    r = api_for(admin).post("/api/v1/policy-simulations/", {"draft": other}, format="json")
+    assert r.status_code == 409 and r.json()["error"]["code"] == "not_open"
 
 
 @pytest.mark.django_db
@@ -187,7 +195,8 @@ def test_schema_lists_the_policy_endpoints_and_odd_ids_are_404(api_for, admins):
     for path in ["/api/v1/policy-simulations/", "/api/v1/policy-simulations/{simulation_id}/",
                  "/api/v1/policy-simulations/{simulation_id}/calls/", "/api/v1/policy-drafts/",
                  "/api/v1/policy-drafts/{draft_id}/", "/api/v1/policy-drafts/{draft_id}/approve/",
-                 "/api/v1/policy-drafts/{draft_id}/apply/", "/api/v1/policy-versions/",
+                 "/api/v1/policy-drafts/{draft_id}/apply/", "/api/v1/policy-drafts/{draft_id}/discard/",
+                 "/api/v1/policy-versions/",
                  "/api/v1/policy-versions/{number}/rollback/"]:
         assert path in schema["paths"], path
     client = api_for(admins[0])
