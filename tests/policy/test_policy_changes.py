@@ -17,6 +17,14 @@ TIGHTEN = {
 }
 
 
+@pytest.fixture(autouse=True)
+def seeded_rules(db):
+    """The seeded approval rules (migration 0012): a transactional test elsewhere may have flushed them."""
+    from agents.approvals.defaults import ensure_default_approval_policies
+
+    ensure_default_approval_policies(ApprovalPolicy)
+
+
 @pytest.fixture
 def admins(users, roles, workspaces, django_user_model):
     """admin (superuser) and erin: a second admin of demo with only the policy permissions."""
@@ -40,6 +48,7 @@ def simulate(client, workspace, changes=TIGHTEN, **extra):
                                                        "reason": "tighten writes", **extra}, format="json")
 
 
+@pytest.mark.db_backends  # JSON key lookups and aggregates: SQLite and PostgreSQL
 @pytest.mark.django_db
 def test_simulation_counts_and_paged_calls_through_the_api(api_for, admins, history, workspaces, settings):
     settings.POLICY_SIM_PAGE_SIZE = 10
@@ -82,6 +91,7 @@ def test_doors(api_for, admins, users, history, workspaces):
     assert api_for().post("/api/v1/policy-simulations/", {}, format="json").status_code in (401, 403)
 
 
+@pytest.mark.db_backends  # JSON key lookups and aggregates: SQLite and PostgreSQL
 @pytest.mark.django_db
 def test_four_eyes_approval_apply_and_rollback(api_for, admins, history, workspaces):
     admin, erin = admins

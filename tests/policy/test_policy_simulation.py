@@ -18,6 +18,14 @@ TIGHTEN = {
 }
 
 
+@pytest.fixture(autouse=True)
+def seeded_rules(db):
+    """The seeded approval rules (migration 0012): a transactional test elsewhere may have flushed them."""
+    from agents.approvals.defaults import ensure_default_approval_policies
+
+    ensure_default_approval_policies(ApprovalPolicy)
+
+
 @pytest.fixture
 def history(users, workspaces):
     ws = {name: workspaces["other" if name == "dave" else "demo"].pk for name in users}

@@ -10,14 +10,22 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from agents.approvals.defaults import ensure_default_approval_policies
 from agents.approvals.policy import rule_for
-from agents.models import Run
+from agents.models import ApprovalPolicy, Run
 from agents.policy_set import policy_set_from_snapshot, policy_snapshot
 from chat.models import Message, Thread
 from policies.drafts import changes_validate, snapshot_apply
 from policies.simulation import simulate, summary
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def postgres_with_rules(db):
+    if connection.vendor != "postgresql":
+        pytest.skip("the large ledger is generated with PostgreSQL's generate_series (services tier)")
+    ensure_default_approval_policies(ApprovalPolicy)  # transactional tests flush the migration's rows
 
 ROWS = 150_000
 TIGHTEN = {"approval_rules": {"Write": {"approver_kind": "workspace_admins", "requester_counts": False}}}
