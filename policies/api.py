@@ -135,7 +135,7 @@ class PolicyDraftListCreateApi(APIView):
     """GET: drafts of the workspaces the caller administers, newest first (50). POST: a new
     draft (400 naming a deleted tool or a bad field)."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(operation_id="v1_policy_drafts_list", responses={200: dict})
     def get(self, request):
         return Response({"results": [draft_data(d) for d in drafts_for_user(user=request.user)[:50]]})
 
@@ -188,7 +188,7 @@ class PolicyDraftDiscardApi(APIView):
 class PolicyVersionListApi(APIView):
     """GET: the policy versions, newest first (who, when, what changed, why)."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(operation_id="v1_policy_versions_list", responses={200: dict})
     def get(self, request):
         return Response({"results": [version_data(v) for v in versions_for_user(user=request.user)[:100]]})
 
