@@ -386,7 +386,9 @@ class ToolCall(models.Model):
     class Meta:
         ordering = ["created_at"]
         constraints = [models.UniqueConstraint(fields=["message", "call_id"], name="toolcall_unique_call")]
-        indexes = [models.Index(fields=["status", "expires_at"], name="toolcall_status_expires")]
+        indexes = [models.Index(fields=["status", "expires_at"], name="toolcall_status_expires"),
+                   # Policy simulation walks a workspace's recent calls newest first (policies.simulation).
+                   models.Index(fields=["created_at"], name="toolcall_created_at")]
 
     def __str__(self) -> str:
         return f"{self.tool_name} ({self.status})"

@@ -75,10 +75,16 @@ def policy_views() -> dict[str, PolicyView]:
     """Tool name → effective policy: the registered tools' defaults overlaid with the policy
     rows (:func:`_policy_rows`, kept per process while the configuration does not change —
     ``chatplatform.config_cache``; one statement when it did not)."""
+    return policy_views_from_rows(config_cached("tool_policies", _policy_rows))
+
+
+def policy_views_from_rows(rows: dict[str, tuple[tuple, frozenset[str]]]) -> dict[str, PolicyView]:
+    """Tool name → effective policy for ``rows`` (shaped as :func:`_policy_rows`: tool name →
+    ((tool_name, enabled, risk, affinity, timeout_s, approval_mode), role names)) over the
+    registered tools' defaults. The live set and a simulated draft go through this one door."""
     specs = {spec.name: spec for spec in tool_sources.all()}
     views = {name: policy_defaults(spec) for name, spec in specs.items()}
-    for (tool_name, enabled, risk, affinity, timeout_s, approval_mode), names in config_cached(
-            "tool_policies", _policy_rows).values():
+    for (tool_name, enabled, risk, affinity, timeout_s, approval_mode), names in rows.values():
         spec = specs.get(tool_name)
         views[tool_name] = PolicyView(
             enabled=enabled and not (spec is not None and chat_denylisted(spec)),
@@ -199,6 +205,21 @@ def required_role_for(policy: PolicyView) -> str:
     return role.name if role else sorted(policy.allowed_roles)[0]
 
 
+def guard_verdict(*, policy: PolicyView | None, role_name: str, unavailable: str = "") -> str:
+    """The invocation guard's verdict as a pure function of the tool's policy (None: no such
+    tool) and the caller's role: ``unknown | unavailable | disabled | permission_denied | ok``.
+    Shared by :func:`tool_guard` and policy simulation (``policies.simulation``)."""
+    if policy is None:
+        return "unknown"
+    if unavailable:
+        return "unavailable"
+    if not policy.enabled:
+        return "disabled"
+    if not role_allows(policy, role_name):
+        return "permission_denied"
+    return "ok"
+
+
 def tool_guard(*, name: str, role_name: str, policies: dict[str, PolicyView], offered: list[str],
                only: frozenset[str] | None = None) -> Guard:
     """Check one call at invocation time, whether or not the tool was offered. ``only``: the
@@ -208,14 +229,16 @@ def tool_guard(*, name: str, role_name: str, policies: dict[str, PolicyView], of
     never becomes an approval request (DESIGN §1, ss-tools row).
     """
     spec = tool_sources.get(name)
-    if spec is None:
+    policy = (policies.get(name) or policy_defaults(spec)) if spec is not None else None
+    verdict = guard_verdict(policy=policy, role_name=role_name, unavailable=spec.unavailable if spec else "")
+    if verdict == "unknown":
         return Guard("unknown", f"Unknown tool {name!r}. Available tools: {', '.join(offered) or 'none'}.")
-    policy = policies.get(name) or policy_defaults(spec)
-    if spec.unavailable:
+    assert spec is not None and policy is not None
+    if verdict == "unavailable":
         return Guard("unavailable", spec.unavailable)
-    if not policy.enabled:
+    if verdict == "disabled":
         return Guard("disabled", f"Tool {name!r} is disabled by the administrator.")
-    if not role_allows(policy, role_name):
+    if verdict == "permission_denied":
         alternatives = tuple(n for n in offered if n != name)
         message = (
             f"Permission denied: your role {role_name!r} may not use {name!r}."

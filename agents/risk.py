@@ -75,7 +75,22 @@ def risk_classify(
 ) -> RiskAssessment:
     """Classify one call. ``risk``: the policy's ``read|write|dangerous``; ``approval_mode``:
     ``never|writes_in_prod|always``; ``env_name``: from :func:`resolve_env`."""
-    tier = env_tier(env_name)
+    return risk_assess(risk=risk, approval_mode=approval_mode, tier=env_tier(env_name),
+                       permission_granted=permission_granted, required_role=required_role, alternatives=alternatives)
+
+
+def risk_assess(
+    *,
+    risk: str,
+    approval_mode: str,
+    tier: str | None,
+    permission_granted: bool,
+    required_role: str = "",
+    alternatives: tuple[str, ...] = (),
+) -> RiskAssessment:
+    """:func:`risk_classify` once the tier is known — a pure function, shared by the live path
+    and policy simulation (which replays a call's recorded tier). ``tier``: ``prod|staging|dev``
+    or None."""
     if not permission_granted:
         return RiskAssessment(risk, "dangerous" if risk == "dangerous" else ("guarded" if risk == "write" else "safe"),
                               tier, risk == "dangerous", False, required_role, alternatives, False, 0)

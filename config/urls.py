@@ -26,6 +26,7 @@ from chatplatform.login_throttle import LoginThrottleMixin, PasswordChangeThrott
 from knowledge import api as knowledge_api
 from knowledge import upload_api as knowledge_upload_api
 from openai_api import views as openai_views
+from policies import api as policies_api
 from prompts import api as prompts_api
 from sharing import api as sharing_api
 from sso.views import PlatformLoginView
@@ -89,6 +90,21 @@ api_v1 = [
     path("tool-calls/", ToolCallListApi.as_view(), name="tool-calls"),
     path("approvals/", ApprovalInboxApi.as_view(), name="approvals"),
     path("tool-calls/<str:tool_call_id>/decision/", ToolCallDecisionApi.as_view(), name="tool-call-decision"),
+    path("policy-simulations/", policies_api.PolicySimulationCreateApi.as_view(), name="policy-simulations"),
+    path("policy-simulations/<str:simulation_id>/", policies_api.PolicySimulationDetailApi.as_view(),
+         name="policy-simulation-detail"),
+    path("policy-simulations/<str:simulation_id>/calls/", policies_api.PolicySimulationCallsApi.as_view(),
+         name="policy-simulation-calls"),
+    path("policy-drafts/", policies_api.PolicyDraftListCreateApi.as_view(), name="policy-drafts"),
+    path("policy-drafts/<str:draft_id>/", policies_api.PolicyDraftDetailApi.as_view(), name="policy-draft-detail"),
+    path("policy-drafts/<str:draft_id>/approve/", policies_api.PolicyDraftApproveApi.as_view(),
+         name="policy-draft-approve"),
+    path("policy-drafts/<str:draft_id>/apply/", policies_api.PolicyDraftApplyApi.as_view(), name="policy-draft-apply"),
+    path("policy-drafts/<str:draft_id>/discard/", policies_api.PolicyDraftDiscardApi.as_view(),
+         name="policy-draft-discard"),
+    path("policy-versions/", policies_api.PolicyVersionListApi.as_view(), name="policy-versions"),
+    path("policy-versions/<str:number>/rollback/", policies_api.PolicyVersionRollbackApi.as_view(),
+         name="policy-version-rollback"),
     path("providers/", ProviderListApi.as_view(), name="providers"),
     path("providers/<slug:slug>/models/", ProviderModelsApi.as_view(), name="provider-models"),
     path("models/", ModelChoicesApi.as_view(), name="model-choices"),

@@ -1,7 +1,7 @@
 """Approval policy as plain functions: which rule a call falls under, who may decide it now,
 and how a card says so.
 
-* :func:`rule_for` — the most specific enabled ``ApprovalPolicy`` for a call (tool > MCP
+* :func:`rule_pick` / :func:`rule_for` — the most specific enabled ``ApprovalPolicy`` for a call (tool > MCP
   server / agent provider > environment tier > risk; ties: the oldest), or the built-in
   :data:`FALLBACK` when none matches.
 * :func:`decider_check` — whether a person may decide a parked call *now*: their role is read
@@ -12,6 +12,7 @@ and how a card says so.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from django.conf import settings
@@ -61,33 +62,80 @@ FALLBACK = ApprovalRule(rule=gettext_noop("Approval"), policy_id=None, approver_
 beyond ``APPROVAL_DEFAULT_EXPIRES_S``."""
 
 
-def rule_for(*, tool_name: str, risk: str, tier: str | None, mcp_server_slug: str = "",
-             provider_id=None) -> ApprovalRule:
-    """The rule for one call. ``risk``: the tool policy's ``read|write|dangerous``; ``tier``:
-    ``prod|staging|dev`` or None; ``mcp_server_slug``: the call's MCP server ("" for other
-    tools); ``provider_id``: the agent provider that asked (agent_runs), else None."""
-    rows = (ApprovalPolicy.objects.filter(enabled=True)
-            .filter(Q(tool_policy__isnull=True) | Q(tool_policy__tool_name=tool_name))
-            .filter(Q(mcp_server__isnull=True) | Q(mcp_server__slug=mcp_server_slug or " "))
-            .filter(Q(provider__isnull=True) | Q(provider_id=provider_id))
-            .filter(Q(risk="") | Q(risk=risk))
-            .filter(Q(env_tier="") | Q(env_tier=tier or "-"))
-            .select_related("approver_role").order_by("created_at", "pk"))
+@dataclass(frozen=True)
+class RuleView:
+    """An approval rule as plain values, for :func:`rule_pick` (the live rows, or a draft's).
+    Empty ``tool_name`` / ``mcp_server_slug`` and None ``provider_id``: any; ``risk`` and
+    ``env_tier`` "": any. ``role``: the approver role's name (kind ``role``)."""
 
-    def specificity(row: ApprovalPolicy) -> int:
-        return (8 * bool(row.tool_policy_id) + 4 * bool(row.mcp_server_id or row.provider_id)
-                + 2 * bool(row.env_tier) + bool(row.risk))
+    pk: int | None
+    name: str
+    enabled: bool
+    tool_name: str
+    mcp_server_slug: str
+    provider_id: int | None
+    risk: str
+    env_tier: str
+    approver_kind: str
+    role: str
+    approvals_needed: int
+    requester_counts: bool
+    expires_s: int
 
-    best = max(rows, key=specificity, default=None)  # max keeps the first (oldest) of equals
+    @classmethod
+    def from_row(cls, row: ApprovalPolicy) -> RuleView:
+        return cls(pk=row.pk, name=row.name, enabled=row.enabled,
+                   tool_name=row.tool_policy.tool_name if row.tool_policy_id else "",
+                   mcp_server_slug=row.mcp_server.slug if row.mcp_server_id else "", provider_id=row.provider_id,
+                   risk=row.risk, env_tier=row.env_tier, approver_kind=row.approver_kind,
+                   role=row.approver_role.name if row.approver_role_id else "",
+                   approvals_needed=row.approvals_needed, requester_counts=row.requester_counts,
+                   expires_s=row.expires_s)
+
+
+def rule_views() -> list[RuleView]:
+    """Every approval rule row, oldest first (the tie-break order of :func:`rule_pick`)."""
+    rows = ApprovalPolicy.objects.select_related("tool_policy", "mcp_server", "approver_role").order_by(
+        "created_at", "pk")
+    return [RuleView.from_row(row) for row in rows]
+
+
+def rule_pick(*, rules: Sequence[RuleView], tool_name: str, risk: str, tier: str | None, mcp_server_slug: str = "",
+              provider_id=None, default_expires_s: int = 0) -> ApprovalRule:
+    """The rule for one call among ``rules`` (oldest first) — a pure function, shared by the
+    live path (:func:`rule_for`) and policy simulation (``policies.simulation``). The most
+    specific enabled match wins (tool > MCP server / agent provider > tier > risk); ties: the
+    first. No match: :data:`FALLBACK` expiring after ``default_expires_s`` seconds."""
+
+    def matches(rule: RuleView) -> bool:
+        return (rule.enabled and (not rule.tool_name or rule.tool_name == tool_name)
+                and (not rule.mcp_server_slug or rule.mcp_server_slug == mcp_server_slug)
+                and (rule.provider_id is None or rule.provider_id == provider_id)
+                and (not rule.risk or rule.risk == risk) and (not rule.env_tier or rule.env_tier == tier))
+
+    def specificity(rule: RuleView) -> int:
+        return (8 * bool(rule.tool_name) + 4 * bool(rule.mcp_server_slug or rule.provider_id is not None)
+                + 2 * bool(rule.env_tier) + bool(rule.risk))
+
+    best = max((r for r in rules if matches(r)), key=specificity, default=None)  # max keeps the first of equals
     if best is None:
-        return ApprovalRule(**{**FALLBACK.as_dict(), "expires_s": settings.APPROVAL_DEFAULT_EXPIRES_S})
+        return ApprovalRule(**{**FALLBACK.as_dict(), "expires_s": default_expires_s})
     two = best.approvals_needed == 2
     return ApprovalRule(
-        rule=best.name, policy_id=best.pk, approver_kind=best.approver_kind,
-        role=best.approver_role.name if best.approver_role_id else "",
+        rule=best.name, policy_id=best.pk, approver_kind=best.approver_kind, role=best.role,
         approvals_needed=2 if two else 1, requester_counts=best.requester_counts and not two,
         expires_s=best.expires_s,
     )
+
+
+def rule_for(*, tool_name: str, risk: str, tier: str | None, mcp_server_slug: str = "",
+             provider_id=None) -> ApprovalRule:
+    """The rule for one call under the live rules (:func:`rule_pick` over :func:`rule_views`).
+    ``risk``: the tool policy's ``read|write|dangerous``; ``tier``: ``prod|staging|dev`` or
+    None; ``mcp_server_slug``: the call's MCP server ("" for other tools); ``provider_id``:
+    the agent provider that asked (agent_runs), else None."""
+    return rule_pick(rules=rule_views(), tool_name=tool_name, risk=risk, tier=tier, mcp_server_slug=mcp_server_slug,
+                     provider_id=provider_id, default_expires_s=settings.APPROVAL_DEFAULT_EXPIRES_S)
 
 
 def _role_qualifies(rule: ApprovalRule, membership: Membership | None) -> bool:

@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "sharing",
     "prompts",
     "assistants",
+    "policies",  # after agents: its admin extends the tool policy and approval rule admins
     "django_prometheus",
 ]
 
@@ -566,6 +567,14 @@ RUN_REAPER_ENABLED = env.bool("RUN_REAPER_ENABLED", default=True)
 # An approval request no enabled ApprovalPolicy covers expires after this many seconds (the
 # reaper denies it with an "expired" result and the run goes on); 0: it never expires.
 APPROVAL_DEFAULT_EXPIRES_S = env.int("APPROVAL_DEFAULT_EXPIRES_S", default=86400)
+# Policy simulation (policies.simulation): the most recorded calls one simulation replays, the
+# longest it scans (seconds), and how many calls one aggregate query takes at a time. Past a
+# bound the result is "truncated" and covers the newest calls.
+POLICY_SIM_MAX_ROWS = env.int("POLICY_SIM_MAX_ROWS", default=2_000_000)
+POLICY_SIM_MAX_SECONDS = env.float("POLICY_SIM_MAX_SECONDS", default=20.0)
+POLICY_SIM_CHUNK_ROWS = env.int("POLICY_SIM_CHUNK_ROWS", default=100_000)
+# Changed calls per page of a simulation's call list (API and admin result page).
+POLICY_SIM_PAGE_SIZE = env.int("POLICY_SIM_PAGE_SIZE", default=50)
 # External MCP servers (mcp_client): how often each session re-lists its tools (drift check),
 # how often a process re-reads the admin's settings, the longest reconnect backoff (seconds).
 MCP_REFRESH_S = env.float("MCP_REFRESH_S", default=60.0)
