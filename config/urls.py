@@ -18,6 +18,7 @@ from chat.sse import run_events
 from chatplatform.login_throttle import LoginThrottleMixin, PasswordChangeThrottleMixin
 from knowledge import api as knowledge_api
 from knowledge import upload_api as knowledge_upload_api
+from mcp_client import views as mcp_views
 from openai_api import views as openai_views
 from sso.views import PlatformLoginView
 from usage import views as usage_views
@@ -37,6 +38,8 @@ api_v1 = [
         throttle_classes=[], parser_classes=api_settings.DEFAULT_PARSER_CLASSES), name="auth-token"),
     path("api-keys/", apikeys_api.ApiKeyListCreateApi.as_view(), name="api-keys"),
     path("api-keys/<str:key_id>/", apikeys_api.ApiKeyDetailApi.as_view(), name="api-key-detail"),
+    path("mcp/connections/", mcp_views.ConnectionListApi.as_view(), name="mcp-connections"),
+    path("mcp/connections/<slug:slug>/", mcp_views.ConnectionDetailApi.as_view(), name="mcp-connection-detail"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
     path("me/preferences/", chat_api.PreferencesApi.as_view(), name="preferences"),
     path("threads/", chat_api.ThreadListCreateApi.as_view(), name="threads"),
@@ -89,6 +92,8 @@ urlpatterns = [
     path("chat/", include("chat.urls")),
     path("knowledge/", include("knowledge.urls")),
     path("usage/", include("usage.urls")),
+    path("mcp-oauth/callback/", mcp_views.callback, name="mcp-oauth-callback"),
+    path("mcp-oauth/<slug:slug>/connect/", mcp_views.connect, name="mcp-oauth-connect"),
     path("metrics", usage_views.metrics, name="metrics"),
     path("api/v1/", include(api_v1)),
     # OpenAI-compatible API (openai_api/): base URL for OpenAI clients is <host>/v1

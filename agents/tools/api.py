@@ -51,6 +51,17 @@ class ToolError(Exception):
         self.outcome_unknown = outcome_unknown
 
 
+class ConnectRequired(ToolError):
+    """The calling person must connect their own account to the tool's server (OAuth) before
+    it can run: ``server`` (slug) and ``server_name`` name it. The call did not reach the
+    tool."""
+
+    def __init__(self, message: str, *, server: str, server_name: str) -> None:
+        super().__init__(message)
+        self.server = server
+        self.server_name = server_name
+
+
 @dataclass
 class ToolOutput:
     """What a tool returns when it has more to say than its JSON result.
