@@ -202,6 +202,8 @@ class MCPAuthRequest(models.Model):
     redirect_uri = models.CharField(max_length=500)
     return_to = models.CharField(max_length=500, blank=True)
     tool_call_id = models.UUIDField(null=True, blank=True)
+    # Started from the admin by a staff member: their token lists the server's tools.
+    for_listing = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     used_at = models.DateTimeField(null=True, blank=True)

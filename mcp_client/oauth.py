@@ -327,9 +327,11 @@ def ensure_client(server: MCPServer, redirect_uri: str) -> Client:
 
 
 # --- consent --------------------------------------------------------------------------------------
-def begin(user, server: MCPServer, redirect_uri: str, *, return_to: str = "", tool_call_id=None) -> str:
+def begin(user, server: MCPServer, redirect_uri: str, *, return_to: str = "", tool_call_id=None,
+          for_listing: bool = False) -> str:
     """Start a consent for ``user`` at ``server``: the authorization URL to send the browser
-    to. Raises OAuthError (not an OAuth server, discovery or registration failed)."""
+    to. ``for_listing`` (staff only): once connected, this person's token lists the server's
+    tools. Raises OAuthError (not an OAuth server, discovery or registration failed)."""
     if server.auth != MCPServer.Auth.OAUTH or server.transport != MCPServer.Transport.STREAMABLE_HTTP:
         raise OAuthError(_("This MCP server does not use OAuth."))
     client = ensure_client(server, redirect_uri)
@@ -338,6 +340,7 @@ def begin(user, server: MCPServer, redirect_uri: str, *, return_to: str = "", to
     MCPAuthRequest.objects.create(
         state=state, user=user, server=server, verifier_encrypted=encrypt_key(pkce.code_verifier),
         redirect_uri=redirect_uri, return_to=return_to[:500], tool_call_id=tool_call_id,
+        for_listing=for_listing and bool(getattr(user, "is_staff", False)),
         expires_at=datetime.now(UTC) + timedelta(seconds=_request_ttl_s()))
     params = {
         "response_type": "code", "client_id": client.info.client_id, "redirect_uri": redirect_uri, "state": state,
@@ -397,7 +400,13 @@ def complete(user, *, state: str, code: str = "", error: str = "", iss: str | No
         _audit(server, user, "refused", error=str(exc)[:200])
         return Outcome(request, False, str(exc))
     store_tokens(user, server, token)
-    _audit(server, user, "connected")
+    _audit(server, user, "connected", for_listing=request.for_listing)
+    if request.for_listing and user.is_staff:
+        MCPServer.objects.filter(pk=server.pk).update(oauth_listing_user=user)
+        # a signal-free update: tell this process's MCP client to reconnect with the new token
+        from . import sync
+
+        sync.mark_stale()
     return Outcome(request, True)
 
 

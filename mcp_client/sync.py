@@ -310,9 +310,38 @@ def _oauth_call(server_id: int, tool: str, arguments: dict, timeout_s: float, ct
                 oauth.mark_expired(ctx.user_id, server, "the server refused a fresh token")
                 raise oauth.NeedsConnection(server, "expired") from None
     except oauth.NeedsConnection as exc:
-        raise ConnectRequired(str(exc), server=server.slug, server_name=server.name) from None
+        raise _connect_required(server, exc) from None
     except oauth.OAuthError as exc:
         raise ToolError(f"MCP server {server.slug!r}: {exc}", retryable=True) from None
+
+
+def _connect_required(server: MCPServer, exc: Exception) -> ConnectRequired:
+    from django.urls import reverse
+
+    return ConnectRequired(str(exc), server=server.slug, server_name=server.name,
+                           url=reverse("mcp-oauth-connect", args=[server.slug]))
+
+
+def _connect_check(server_id: int):
+    """``ToolSpec.connect_check`` of an OAuth server's tools: None when the calling person
+    has a usable token (an expiring one is refreshed here, once per person and server), else
+    the ``ConnectRequired`` that parks the call on a "connect" card."""
+
+    def check(*, ctx: ToolContext) -> ConnectRequired | None:
+        from . import oauth
+
+        server = MCPServer.objects.filter(pk=server_id).first()
+        if server is None:
+            return None  # the call itself says the server is gone
+        try:
+            oauth.access_token(ctx.user_id, server)
+        except oauth.NeedsConnection as exc:
+            return _connect_required(server, exc)
+        except oauth.OAuthError as exc:
+            raise ToolError(f"MCP server {server.slug!r}: {exc}") from None
+        return None
+
+    return check
 
 
 def _tool_func(slug: str, tool: str, risk: str, timeout_s: float, oauth_server_id: int | None = None):
@@ -365,6 +394,7 @@ def _spec_for(row: MCPTool, server: MCPServer, *, unavailable: str = "") -> Tool
         unavailable=unavailable,
         env_name=server.environment.name if server.environment_id else "",
         origin=(server.slug, row.name),
+        connect_check=_connect_check(server.pk) if server.auth == MCPServer.Auth.OAUTH else None,
     )
 
 

@@ -47,16 +47,19 @@ def _page(request, *, title: str, text: str, server: MCPServer | None = None, ba
 @login_required
 @require_GET
 def connect(request, slug: str):
-    """``GET /mcp-oauth/<slug>/connect/?next=<path>&tool_call=<id>``: start the person's
-    consent and redirect the browser to the authorization server (302). An unknown, disabled
-    or non-OAuth server is a 404; a discovery or registration failure a page saying why (502)."""
+    """``GET /mcp-oauth/<slug>/connect/?next=<path>&tool_call=<id>&listing=1``: start the
+    person's consent and redirect the browser to the authorization server (302). ``tool_call``:
+    the call parked on this person's connect card (resumed by the callback); ``listing=1``
+    (staff): their token lists the server's tools. An unknown, disabled or non-OAuth server is
+    a 404; a discovery or registration failure a page saying why (502)."""
     server = _oauth_server(slug)
     back = _safe_next(request, request.GET.get("next", ""))
     from . import connect_cards
 
     tool_call_id = connect_cards.own_parked_call(request.user, server, request.GET.get("tool_call", ""))
     try:
-        url = oauth.begin(request.user, server, redirect_uri(request), return_to=back, tool_call_id=tool_call_id)
+        url = oauth.begin(request.user, server, redirect_uri(request), return_to=back, tool_call_id=tool_call_id,
+                          for_listing=request.GET.get("listing") == "1")
     except oauth.OAuthError as exc:
         return _page(request, title=_("Could not connect %(server)s") % {"server": server.name}, text=str(exc),
                      server=server, back=back, code=502)

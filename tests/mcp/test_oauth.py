@@ -10,7 +10,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 
 from agents.models import AuditEvent
@@ -28,12 +27,6 @@ def peer():
     yield server
     sync.reset()
     server.stop()
-
-
-@pytest.fixture
-def users(db):
-    User = get_user_model()
-    return User.objects.create_user("alice", password="pw-alice-123"), User.objects.create_user("bob", password="pw-bob-123")
 
 
 def oauth_row(peer, slug="files", **fields) -> MCPServer:
@@ -60,7 +53,7 @@ def consent(client: Client, slug: str, *, next_url: str = "/chat/") -> tuple[str
 
 
 def test_connect_discovers_registers_and_stores_encrypted_tokens(peer, users):
-    alice, _bob = users
+    alice = users["alice"]
     server = oauth_row(peer)
     client = browser(alice)
     auth_url, query = consent(client, "files")
@@ -92,12 +85,12 @@ def test_connect_discovers_registers_and_stores_encrypted_tokens(peer, users):
                        "connected_at": listed[0]["connected_at"], "expires_at": listed[0]["expires_at"],
                        "connect_url": "/mcp-oauth/files/connect/"}]
     with pytest.raises(ConnectRequired) as refused:
-        sync._oauth_call(server.pk, "whoami", {}, 20, ToolContext(1, "t", users[1].pk, "r", "member"))
+        sync._oauth_call(server.pk, "whoami", {}, 20, ToolContext(1, "t", users["bob"].pk, "r", "member"))
     assert refused.value.server == "files"
 
 
 def test_callback_doors(peer, users):
-    alice, bob = users
+    alice, bob = users["alice"], users["bob"]
     oauth_row(peer)
     client = browser(alice)
     _auth_url, query = consent(client, "files")
@@ -134,7 +127,7 @@ def test_callback_doors(peer, users):
 
 
 def test_refresh_storm_is_single_flight(peer, users):
-    alice, _bob = users
+    alice = users["alice"]
     server = oauth_row(peer)
     client = browser(alice)
     _u, query = consent(client, "files")
@@ -168,7 +161,7 @@ def test_refresh_storm_is_single_flight(peer, users):
 
 
 def test_refresh_token_revoked_upstream_asks_to_connect_again(peer, users):
-    alice, _bob = users
+    alice = users["alice"]
     server = oauth_row(peer)
     client = browser(alice)
     _u, query = consent(client, "files")
@@ -190,7 +183,7 @@ def test_refresh_token_revoked_upstream_asks_to_connect_again(peer, users):
 
 
 def test_disconnect_revokes_upstream(peer, users):
-    alice, bob = users
+    alice, bob = users["alice"], users["bob"]
     server = oauth_row(peer)
     client = browser(alice)
     _u, query = consent(client, "files")
@@ -228,9 +221,102 @@ def test_metadata_for_another_issuer_or_private_address_is_refused(peer, users, 
         oauth.discover(server)
     # The page says why; nothing was registered.
     monkeypatch.setattr(oauth, "_get", tampered("protected-resource", "https://10.0.0.7/"))
-    page = browser(users[0]).get("/mcp-oauth/files/connect/")
+    page = browser(users["alice"]).get("/mcp-oauth/files/connect/")
     assert page.status_code == 502 and b"private address" in page.content
     assert not MCPOAuthClient.objects.exists() and peer.provider.registrations == 0
     # An address the admin configured is allowed past the private-address check.
     settings.MCP_OAUTH_ALLOWED_HOSTS = ["10.0.0.7"]
     assert oauth.check_url("https://10.0.0.7/x", server) == "https://10.0.0.7/x"
+
+
+# --- a run parks on a "connect" card and resumes when the callback lands ---------------------------
+@pytest.fixture
+def listed(peer, users):
+    """The OAuth server with its tools listed through a staff member's own connection."""
+    admin = users["admin"]
+    admin.is_staff = True
+    admin.save()
+    server = oauth_row(peer, allowlist=["echo", "whoami"])
+    client = browser(admin)
+    start = client.get("/mcp-oauth/files/connect/", {"listing": "1"})
+    back = httpx2.get(start["Location"], follow_redirects=False).headers["location"]
+    assert client.get(back.replace("http://testserver", "")).status_code == 302
+    server.refresh_from_db()
+    assert server.oauth_listing_user == admin
+    report = sync.refresh(server)
+    assert report.health == "connected", report.health
+    return server
+
+
+def test_run_parks_on_connect_card_and_resumes_without_asking_the_model_again(
+        listed, peer, users, openai_provider, fake_openai, sink_for):
+    from agents.models import ToolCall
+    from agents.services import run_create
+    from tests.conftest import make_thread, types
+    from tests.fakes.openai_server import text_chunks, tool_call_chunks
+    from tests.policy.tooltest import call
+
+    alice = users["alice"]
+    thread = make_thread(alice, workspaces_of(alice), openai_provider)
+    fake_openai.script(tool_call_chunks([call("c1", "whoami", {})]), text_chunks("You are alice."))
+    sink = sink_for(thread.pk)
+    run = run_create(thread=thread, user=alice, content="who am I there?").run
+    card = sink.until_parked(run.pk)[-1]
+    assert card["rule"] == "connect" and card["waiting_text"] == "Connect Files to continue."
+    assert card["connect"] == {"server": "files", "name": "Files",
+                               "url": f"/mcp-oauth/files/connect/?tool_call={card['tool_call_id']}"}
+    assert card["approver_names"] == ["alice"]
+    # Approving cannot stand in for connecting; another person cannot settle it through the callback.
+    client = browser(alice)
+    refused = client.post(f"/api/v1/tool-calls/{card['tool_call_id']}/decision/", {"decision": "approve"},
+                          content_type="application/json")
+    assert refused.status_code == 409 and "Connect Files to continue" in str(refused.json()), refused.json()
+    assert ToolCall.objects.get(pk=card["tool_call_id"]).status == "awaiting_approval"
+
+    start = client.get(card["connect"]["url"] + "&next=/chat/")
+    back = httpx2.get(start["Location"], follow_redirects=False).headers["location"]
+    assert client.get(back.replace("http://testserver", "")).status_code == 302
+    events = sink.until_terminal(run.pk)
+    assert types(events)[-1] == "run.completed"
+    resolved = [e for e in events if e["type"] == "approval.resolved"]
+    assert resolved and resolved[0]["decision"] == "approve" and resolved[0]["decided_by"] == "alice"
+    ledger = ToolCall.objects.get(pk=card["tool_call_id"])
+    assert ledger.status == "succeeded" and ledger.result == "subject=alice@example"
+    assert len(fake_openai.requests) == 2  # the model was asked once for the call, once after its result
+
+
+def test_declined_consent_ends_the_call_with_the_reason(listed, peer, users, openai_provider, fake_openai,
+                                                        sink_for):
+    from agents.models import ToolCall
+    from agents.services import run_create
+    from chat.models import Message
+    from tests.conftest import make_thread, types
+    from tests.fakes.openai_server import text_chunks, tool_call_chunks
+    from tests.policy.tooltest import call
+
+    bob = users["bob"]
+    thread = make_thread(bob, workspaces_of(bob), openai_provider)
+    fake_openai.script(tool_call_chunks([call("c1", "echo", {"text": "x"})]), text_chunks("Okay."))
+    sink = sink_for(thread.pk)
+    run = run_create(thread=thread, user=bob, content="echo x").run
+    card = sink.until_parked(run.pk)[-1]
+    # alice starting a consent with bob's parked call does not tie it to bob's run
+    alice_start = browser(users["alice"]).get(card["connect"]["url"])
+    assert alice_start.status_code == 302
+    assert MCPAuthRequest.objects.get(user=users["alice"]).tool_call_id is None
+    peer.provider.auto_consent = False
+    client = browser(bob)
+    start = client.get(card["connect"]["url"])
+    page = httpx2.get(start["Location"], follow_redirects=False).headers["location"]
+    denied = httpx2.get(peer.base + page + "&choice=deny", follow_redirects=False).headers["location"]
+    assert client.get(denied.replace("http://testserver", "")).status_code == 200
+    events = sink.until_terminal(run.pk)
+    assert types(events)[-1] == "run.completed"
+    ledger = ToolCall.objects.get(pk=card["tool_call_id"])
+    assert ledger.status == "denied" and ledger.summary == "You did not allow access to Files."
+    tool_message = Message.objects.get(thread=thread, role="tool")
+    assert tool_message.content == "You did not allow access to Files."
+
+
+def workspaces_of(user):
+    return user.memberships.first().workspace
