@@ -320,3 +320,29 @@ def test_declined_consent_ends_the_call_with_the_reason(listed, peer, users, ope
 
 def workspaces_of(user):
     return user.memberships.first().workspace
+
+
+def test_admin_shows_each_persons_state_and_disconnects_them(peer, users, django_user_model):
+    alice = users["alice"]
+    server = oauth_row(peer)
+    _u, query = consent(browser(alice), "files")
+    browser(alice).get("/mcp-oauth/callback/", query)
+    MCPUserToken.objects.filter(user=users["alice"]).update(status="connected")
+    boss = django_user_model.objects.create_superuser("boss", password="pw-boss-123")
+    admin = browser(boss)
+    page = admin.get(f"/admin/agents_mcp/mcpserver/{server.pk}/change/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert f"authorization server {peer.base}" in html and "registered dynamically" in html
+    assert "Connect my account (lists the tools)" in html and "alice" in html
+    listing = admin.get("/admin/agents_mcp/mcpusertoken/")
+    assert listing.status_code == 200 and "connected" in listing.content.decode()
+    token = MCPUserToken.objects.get(user=alice)
+    done = admin.post("/admin/agents_mcp/mcpusertoken/", {"action": "disconnect", "_selected_action": [token.pk]})
+    assert done.status_code == 302
+    assert not MCPUserToken.objects.exists() and peer.provider.revoked == 2
+    row = AuditEvent.objects.get(kind="mcp_oauth", detail__action="disconnected")
+    assert row.user == boss and row.detail["for_user_id"] == alice.pk and row.detail["revoked"] is True
+    # The form keeps the client secret write-only and refuses OAuth on a stdio server.
+    form = admin.get(f"/admin/agents_mcp/mcpserver/{server.pk}/change/").content.decode()
+    assert 'name="oauth_client_secret"' in form and 'type="password"' in form
