@@ -83,7 +83,12 @@ class MCPServerForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.instance._actor = self.actor  # the model's clean() refuses privileged changes by others
+        if "auth" in self.fields:  # a form posted without it (scripts, older pages) keeps "none"
+            self.fields["auth"].required = False
         self.stored_transport = self.instance.transport if self.instance.pk else None
+
+    def clean_auth(self) -> str:
+        return self.cleaned_data.get("auth") or MCPServer.Auth.NONE
 
     def clean_secret_headers(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -211,6 +216,11 @@ class MCPServerAdmin(admin.ModelAdmin):
     ]
 
     superuser_only_fields = ("command", "args", "env")
+
+    def get_inlines(self, request, obj):
+        if obj is None or obj.auth != MCPServer.Auth.OAUTH:
+            return [MCPToolInline]  # people's connections exist only for an OAuth server
+        return self.inlines
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change, **kwargs)

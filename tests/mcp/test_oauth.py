@@ -273,6 +273,12 @@ def test_run_parks_on_connect_card_and_resumes_without_asking_the_model_again(
     assert refused.status_code == 409 and "Connect Files to continue" in str(refused.json()), refused.json()
     assert ToolCall.objects.get(pk=card["tool_call_id"]).status == "awaiting_approval"
 
+    # The same card waits in alice's approvals inbox (where an unattended run's owner finds it).
+    inbox = client.get("/api/v1/approvals/").json()
+    items = inbox["results"] if isinstance(inbox, dict) else inbox
+    assert [(i["id"], i["approval"]["connect"]["server"]) for i in items] == [(card["tool_call_id"], "files")]
+    assert browser(users["bob"]).get("/api/v1/approvals/").json() in ([], {"count": 0, "next": None,
+                                                                           "previous": None, "results": []})
     start = client.get(card["connect"]["url"] + "&next=/chat/")
     back = httpx2.get(start["Location"], follow_redirects=False).headers["location"]
     assert client.get(back.replace("http://testserver", "")).status_code == 302

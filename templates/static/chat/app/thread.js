@@ -1,9 +1,10 @@
 // The conversation: draws the selected branch from GET …/messages/ and owns the message
 // actions (copy, edit and resend, regenerate, ‹ n/k › versions, save to knowledge).
 import { api, urlFor } from "./api.js";
+import { gettext } from "./i18n.js";
 import { el, button, timeElement } from "./dom.js";
 import { renderInto, copyText } from "./markdown.js";
-import { toolRow, approvalCard, resolveCard } from "./tools.js";
+import { toolRow, approvalCard, resolveCard, setToolStatus } from "./tools.js";
 import { citationList, wireCitationPreviews } from "./citations.js";
 import { attachmentList } from "./attachments.js";
 
@@ -56,6 +57,7 @@ export class ThreadView {
                              detail: c.summary});
         tools.appendChild(row);
         if (c.status === "awaiting_approval") {
+          if (c.approval && c.approval.connect) setToolStatus(row, "awaiting_approval", undefined, gettext("waiting for sign-in"));
           waiting = (c.approval && c.approval.waiting_text) || true;
           openRun = m.run_id;
           tools.appendChild(approvalCard({...(c.approval || {}), tool_call_id: c.tool_call_id, tool: c.name,

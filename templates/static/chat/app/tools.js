@@ -30,10 +30,10 @@ export function toolRow({id, name, summary, status, detail}) {
 // Outcomes whose reason is shown on the row itself, not only folded in its details.
 const FAILED = new Set(["failed", "permission_denied", "denied", "timeout", "status_unknown", "expired"]);
 
-export function setToolStatus(row, status, detail) {
+export function setToolStatus(row, status, detail, label) {
   row.className = "tool " + String(status).replace(/[^a-z_]/g, "_");
   row.dataset.status = status;
-  row.querySelector(".tool-status").textContent = statusText(status);
+  row.querySelector(".tool-status").textContent = label || statusText(status);
   if (detail !== undefined && detail !== null) row.querySelector(".tool-detail").textContent = detail;
   // A failed call says why on its row (the first line of the reason; the whole text stays
   // in the details).
@@ -193,7 +193,7 @@ function connectCard(a, onDecide) {
   head.appendChild(el("strong", "", interpolate(gettext("Connect %s to continue"), [name])));
   head.appendChild(el("span", "badge tone", gettext("sign-in")));
   card.appendChild(head);
-  card.appendChild(el("div", "approval-args", (a.tool || "") + " " + (a.arguments_summary || "")));
+  if (a.arguments_summary) card.appendChild(el("div", "approval-args", a.arguments_summary));
   card.appendChild(el("div", "approval-rule", interpolate(
     gettext("%s uses your own %s account. Connect it once: the call then runs and the answer goes on."),
     [a.tool || "", name])));
