@@ -325,14 +325,18 @@ def _connect_required(server: MCPServer, exc: Exception) -> ConnectRequired:
 def _connect_check(server_id: int):
     """``ToolSpec.connect_check`` of an OAuth server's tools: None when the calling person
     has a usable token (an expiring one is refreshed here, once per person and server), else
-    the ``ConnectRequired`` that parks the call on a "connect" card."""
+    the ``ConnectRequired`` that parks the call on a "connect" card. ``refresh=False``: from the
+    stored state only (a connected row counts), for listings."""
 
-    def check(*, ctx: ToolContext) -> ConnectRequired | None:
+    def check(*, ctx: ToolContext, refresh: bool = True) -> ConnectRequired | None:
         from . import oauth
 
         server = MCPServer.objects.filter(pk=server_id).first()
         if server is None:
             return None  # the call itself says the server is gone
+        if not refresh:  # a listing: the stored state only, no request to the authorization server
+            connected = server.user_tokens.filter(user_id=ctx.user_id, status="connected").exists()
+            return None if connected else _connect_required(server, oauth.NeedsConnection(server))
         try:
             oauth.access_token(ctx.user_id, server)
         except oauth.NeedsConnection as exc:

@@ -115,9 +115,10 @@ class ToolSpec:
     # replaced by its title. It names only what *everyone who may see the call* may see (the
     # requester's access, nothing private); anything else stays as the model wrote it.
     name_arguments: Callable[..., dict] | None = field(default=None, compare=False)
-    # ``connect_check(ctx=...) -> ConnectRequired | None``: whether the calling person must first
-    # connect their own account (an OAuth MCP server). Run before approval; a call that needs
-    # it parks on a "connect" card and runs once the person connected (or ends denied).
+    # ``connect_check(ctx=..., refresh=True) -> ConnectRequired | None``: whether the calling
+    # person must first connect their own account (an OAuth MCP server). Run before approval; a
+    # call that needs it parks on a "connect" card and runs once the person connected (or ends
+    # denied). ``refresh=False``: from stored state only, no network (listings).
     connect_check: Callable[..., ConnectRequired | None] | None = field(default=None, compare=False)
 
     @property

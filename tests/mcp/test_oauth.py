@@ -273,6 +273,8 @@ def test_run_parks_on_connect_card_and_resumes_without_asking_the_model_again(
     assert refused.status_code == 409 and "Connect Files to continue" in str(refused.json()), refused.json()
     assert ToolCall.objects.get(pk=card["tool_call_id"]).status == "awaiting_approval"
 
+    tools = {t["name"]: t for t in client.get(f"/api/v1/threads/{thread.pk}/tools/").json()["tools"]}
+    assert tools["whoami"]["connect"] == {"server": "files", "name": "Files", "url": "/mcp-oauth/files/connect/"}
     # The same card waits in alice's approvals inbox (where an unattended run's owner finds it).
     inbox = client.get("/api/v1/approvals/").json()
     items = inbox["results"] if isinstance(inbox, dict) else inbox
@@ -289,6 +291,8 @@ def test_run_parks_on_connect_card_and_resumes_without_asking_the_model_again(
     ledger = ToolCall.objects.get(pk=card["tool_call_id"])
     assert ledger.status == "succeeded" and ledger.result == "subject=alice@example"
     assert len(fake_openai.requests) == 2  # the model was asked once for the call, once after its result
+    tools = {t["name"]: t for t in client.get(f"/api/v1/threads/{thread.pk}/tools/").json()["tools"]}
+    assert tools["whoami"]["connect"] is None and tools["echo"]["connect"] is None
 
 
 def test_declined_consent_ends_the_call_with_the_reason(listed, peer, users, openai_provider, fake_openai,
