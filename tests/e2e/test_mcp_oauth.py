@@ -4,6 +4,7 @@ parks on the "Connect Files to continue" card, the card's link goes through the 
 redirect of a real authorization server (``tests.mcp.oauth_server``, on loopback in the test
 process, consenting at once), the callback lands back in the chat and the run goes on by itself
 — the tool runs with the person's own token and the model answers, without being asked again.
+Then Settings → Connected services shows the connection and disconnects it (revoked upstream).
 The server's tools were listed with the admin's own connection (``?listing=1``).
 """
 
@@ -102,9 +103,26 @@ def test_connect_card_through_the_consent_redirect_resumes_the_run(browser, plat
         assert not page.locator("a.connect-link").count()
         shot("resumed")
 
+        # Settings → Connected services: connected; Disconnect revokes it at the server.
+        page.goto("/chat/settings/")
+        row = page.locator("#mcp-connection-list tr[data-server=files]")
+        row.wait_for()
+        assert "connected" in row.inner_text()
+        assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+        shot("settings")
+        revoked = peer.provider.revoked
+        row.get_by_role("button", name="Disconnect Files").click()
+        page.locator("dialog.app-dialog[open] button[value=ok]").click()
+        row.locator("a.connect-link").wait_for()
+        assert "not connected" in row.inner_text()
+        assert peer.provider.revoked == revoked + 2  # refresh and access token revoked upstream
+        shot("disconnected")
         with flows.http(platform, flows.login_token(platform, user)) as client:
             mine = client.get("/api/v1/mcp/connections/").json()
-        assert [(c["server"], c["status"]) for c in mine] == [("files", "connected")]
+        assert [(c["server"], c["status"]) for c in mine] == [("files", "not_connected")]
         assert not errors, errors
+    except Exception:
+        shot("failed")  # what the page showed when it failed
+        raise
     finally:
         context.close()

@@ -56,6 +56,9 @@ export class ThreadView {
         const row = toolRow({id: c.tool_call_id, name: c.name, summary: c.arguments_summary, status: c.status || "failed",
                              detail: c.summary});
         tools.appendChild(row);
+        // A call still to run (back from an approval or a connect card while the page loaded):
+        // its run goes on, so follow it — the answer comes on the stream, not in this list.
+        if (["pending", "approved", "running"].includes(c.status)) openRun = m.run_id;
         if (c.status === "awaiting_approval") {
           if (c.approval && c.approval.connect) setToolStatus(row, "awaiting_approval", undefined, gettext("waiting for sign-in"));
           waiting = (c.approval && c.approval.waiting_text) || true;
