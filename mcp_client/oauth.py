@@ -335,6 +335,8 @@ def begin(user, server: MCPServer, redirect_uri: str, *, return_to: str = "", to
     if server.auth != MCPServer.Auth.OAUTH or server.transport != MCPServer.Transport.STREAMABLE_HTTP:
         raise OAuthError(_("This MCP server does not use OAuth."))
     client = ensure_client(server, redirect_uri)
+    # consents nobody finished: kept a day past their expiry (the admin's audit view), then gone
+    MCPAuthRequest.objects.filter(expires_at__lt=datetime.now(UTC) - timedelta(days=1)).delete()
     pkce = PKCEParameters.generate()
     state = secrets.token_urlsafe(32)
     MCPAuthRequest.objects.create(
@@ -490,7 +492,10 @@ def access_token(user_id: int, server: MCPServer, *, stale_version: int | None =
             raise NeedsConnection(server, row.status if row else "not connected")
         wants_refresh = (stale_version is not None and row.version == stale_version) or not _usable(row)
         if not wants_refresh:
-            MCPUserToken.objects.filter(pk=row.pk).update(last_used_at=datetime.now(UTC))
+            now = datetime.now(UTC)
+            if row.last_used_at is None or row.last_used_at < now - timedelta(seconds=60):
+                # at most once a minute: not a write for every call and every re-list
+                MCPUserToken.objects.filter(pk=row.pk).update(last_used_at=now)
             token = decrypt_key(row.access_token_encrypted)
             remember(token)
             return token, row.version

@@ -126,6 +126,7 @@ def test_callback_doors(peer, users):
     assert client.get("/mcp-oauth/nope/connect/").status_code == 404
 
 
+@pytest.mark.db_backends  # the refresh lease is a compare-and-set: SQLite here, PostgreSQL in the services pass
 def test_refresh_storm_is_single_flight(peer, users):
     alice = users["alice"]
     server = oauth_row(peer)
@@ -160,6 +161,7 @@ def test_refresh_storm_is_single_flight(peer, users):
     assert row.version == 2 and row.lease_until is None
 
 
+@pytest.mark.db_backends
 def test_refresh_token_revoked_upstream_asks_to_connect_again(peer, users):
     alice = users["alice"]
     server = oauth_row(peer)
@@ -356,3 +358,35 @@ def test_admin_shows_each_persons_state_and_disconnects_them(peer, users, django
     # The form keeps the client secret write-only and refuses OAuth on a stdio server.
     form = admin.get(f"/admin/agents_mcp/mcpserver/{server.pk}/change/").content.decode()
     assert 'name="oauth_client_secret"' in form and 'type="password"' in form
+
+
+def test_an_expired_connect_card_ends_the_call_and_a_late_callback_resumes_nothing(
+        listed, peer, users, openai_provider, fake_openai, sink_for):
+    from datetime import UTC, datetime, timedelta
+
+    from agents.approvals.expiry import approvals_expire_due
+    from agents.models import ToolCall
+    from agents.services import run_create
+    from agents.services.decisions import requeue_decided
+    from tests.conftest import make_thread, types
+    from tests.fakes.openai_server import text_chunks, tool_call_chunks
+    from tests.policy.tooltest import call
+
+    bob = users["bob"]
+    thread = make_thread(bob, workspaces_of(bob), openai_provider)
+    fake_openai.script(tool_call_chunks([call("c1", "echo", {"text": "x"})]), text_chunks("Later then."))
+    sink = sink_for(thread.pk)
+    run = run_create(thread=thread, user=bob, content="echo x").run
+    card = sink.until_parked(run.pk)[-1]
+    client = browser(bob)
+    start = client.get(card["connect"]["url"])  # the consent starts, the card expires meanwhile
+    ToolCall.objects.filter(pk=card["tool_call_id"]).update(expires_at=datetime.now(UTC) - timedelta(seconds=1))
+    assert approvals_expire_due(requeue=requeue_decided) == [card["tool_call_id"]]
+    assert types(sink.until_terminal(run.pk))[-1] == "run.completed"
+    ledger = ToolCall.objects.get(pk=card["tool_call_id"])
+    assert ledger.status == "denied" and ledger.decision == "expired" and "expired" in ledger.summary
+    back = httpx2.get(start["Location"], follow_redirects=False).headers["location"]
+    assert client.get(back.replace("http://testserver", "")).status_code == 302  # bob is connected now
+    assert MCPUserToken.objects.get(user=bob).status == "connected"
+    ledger.refresh_from_db()
+    assert ledger.status == "denied" and ledger.attempts == 0  # the expired call never ran
