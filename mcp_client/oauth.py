@@ -404,11 +404,8 @@ def complete(user, *, state: str, code: str = "", error: str = "", iss: str | No
     store_tokens(user, server, token)
     _audit(server, user, "connected", for_listing=request.for_listing)
     if request.for_listing and user.is_staff:
-        MCPServer.objects.filter(pk=server.pk).update(oauth_listing_user=user)
-        # a signal-free update: tell this process's MCP client to reconnect with the new token
-        from . import sync
-
-        sync.mark_stale()
+        server.oauth_listing_user = user
+        server.save(update_fields=["oauth_listing_user", "updated_at"])  # post_save: re-list with this token
     return Outcome(request, True)
 
 
