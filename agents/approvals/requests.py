@@ -19,12 +19,12 @@ from agents.runs import lifecycle
 from chat.selectors import memberships_in_workspace
 from chatplatform.errors import ServiceError
 
-from .policy import ApprovalRule, candidates, rule_for, waiting_text
+from .policy import CONNECT, ApprovalRule, candidates, rule_for, waiting_text
 
 logger = logging.getLogger(__name__)
 
 INBOX_MESSAGE_TYPE = "inbox.changed"
-CONNECT_RULE = "connect"  # ToolCall.approval["rule"] of a call parked until its person connects
+CONNECT_RULE = CONNECT  # ToolCall.approval["rule"] of a call parked until its person connects
 
 
 class DecisionRefused(ServiceError):
