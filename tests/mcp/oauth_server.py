@@ -8,7 +8,7 @@ The authorization endpoint shows a small consent page (``GET /consent?ticket=…
 Deny links) unless ``auto_consent`` is set; Allow redirects to the client's ``redirect_uri``
 with a code, Deny with ``error=access_denied``. Counters: ``refreshes`` (refresh-token
 exchanges), ``exchanges`` (codes), ``revoked``; ``access_ttl_s`` sets the access tokens' life.
-Tools: ``whoami`` (the token's subject) and ``echo``.
+Tools: ``whoami`` (the token's subject), ``echo`` and ``count`` (progress notifications).
 
 ``OAuthPeer(...).start()`` → ``.url`` (the MCP endpoint), ``.base``; ``.stop()``.
 """
@@ -31,7 +31,7 @@ from mcp.server.auth.provider import (
     construct_redirect_uri,
 )
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp_types import ToolAnnotations
 from starlette.requests import Request
@@ -163,6 +163,12 @@ class OAuthPeer:
         @mcp.tool(annotations=ToolAnnotations(read_only_hint=True), description="Echo the text back.")
         def echo(text: str) -> str:
             return f"echo: {text}"
+
+        @mcp.tool(annotations=ToolAnnotations(read_only_hint=True), description="Count with progress.")
+        async def count(n: int, ctx: Context) -> str:
+            for i in range(1, n + 1):
+                await ctx.report_progress(i, n, f"step {i} of {n}")
+            return f"counted to {n}"
 
         @mcp.custom_route("/consent", methods=["GET"])
         async def consent(request: Request):

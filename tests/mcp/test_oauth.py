@@ -79,6 +79,12 @@ def test_connect_discovers_registers_and_stores_encrypted_tokens(peer, users):
     result = sync._oauth_call(server.pk, "whoami", {}, 20, ToolContext(1, "t", alice.pk, "r", "member"))
     assert "subject=alice@example" in result.content[0].text
 
+    # Progress notifications of a person's call reach the run (tool.progress labels).
+    labels: list[str] = []
+    ctx = ToolContext(1, "t", alice.pk, "r", "member", progress=lambda label, status="running": labels.append(label))
+    assert sync._oauth_call(server.pk, "count", {"n": 2}, 20, ctx).content[0].text == "counted to 2"
+    assert labels == ["step 1 of 2", "step 2 of 2"]
+
     # The connections API lists it; bob is not connected and bob's call asks him to connect.
     listed = client.get("/api/v1/mcp/connections/").json()
     assert listed == [{"server": "files", "name": "Files", "status": "connected",
