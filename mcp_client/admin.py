@@ -246,6 +246,12 @@ class MCPServerAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         old = MCPServer.objects.filter(pk=obj.pk).first() if change else None
         super().save_model(request, obj, form, change)
+        if old is not None and (old.url, old.oauth_client_id, old.oauth_client_secret_encrypted, old.auth) != (
+                obj.url, obj.oauth_client_id, obj.oauth_client_secret_encrypted, obj.auth):
+            dropped = oauth.forget_server(obj, actor=request.user)  # tokens of the old URL never go to a new one
+            if dropped:
+                self.message_user(request, _("%(count)s person(s) must connect again: the server's sign-in "
+                                             "settings changed.") % {"count": dropped}, level=messages.WARNING)
         fields = trust.changed_fields(old, obj)
         if fields:
             audit_record(kind=AuditEvent.Kind.MCP_SERVER_CHANGED, user=request.user, detail={

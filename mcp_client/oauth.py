@@ -587,6 +587,17 @@ def disconnect(user_id: int, server: MCPServer, *, actor=None) -> bool:
     return True
 
 
+def forget_server(server: MCPServer, *, actor=None) -> int:
+    """The server's URL or client settings changed: its registration and every person's
+    tokens belong to the old ones and must never be sent to the new URL — forget them (people
+    connect again). Returns how many people's tokens were dropped."""
+    MCPOAuthClient.objects.filter(server=server).delete()
+    dropped, _rows = MCPUserToken.objects.filter(server=server).delete()
+    if dropped:
+        _audit(server, actor, "reset", people=dropped)
+    return dropped
+
+
 def _audit(server: MCPServer, user, action: str, *, user_id=None, **detail) -> None:
     audit_record(kind=AuditEvent.Kind.MCP_OAUTH, user=user, user_id=user_id if user is None else None,
                  detail={"server": server.slug, "action": action,

@@ -362,9 +362,23 @@ def test_admin_shows_each_persons_state_and_disconnects_them(peer, users, django
     assert not MCPUserToken.objects.exists() and peer.provider.revoked == 2
     row = AuditEvent.objects.get(kind="mcp_oauth", detail__action="disconnected")
     assert row.user == boss and row.detail["for_user_id"] == alice.pk and row.detail["revoked"] is True
-    # The form keeps the client secret write-only and refuses OAuth on a stdio server.
+    # The form keeps the client secret write-only.
     form = admin.get(f"/admin/agents_mcp/mcpserver/{server.pk}/change/").content.decode()
     assert 'name="oauth_client_secret"' in form and 'type="password"' in form
+    # Another URL: nobody's token of the old one is ever sent there — everyone connects again.
+    _u, query = consent(browser(alice), "files")
+    browser(alice).get("/mcp-oauth/callback/", query)
+    assert MCPUserToken.objects.filter(user=alice).exists()
+    changed = admin.post(f"/admin/agents_mcp/mcpserver/{server.pk}/change/", {
+        "slug": "files", "name": "Files", "enabled": "on", "transport": "streamable_http", "args": "[]",
+        "env": "{}", "url": peer.url + "/", "headers": "{}", "allowlist": "[]", "auth": "oauth",
+        "oauth_client_id": "", "oauth_scopes": "", "connect_timeout_s": "10", "call_timeout_s": "30",
+        "tools-TOTAL_FORMS": "0", "tools-INITIAL_FORMS": "0", "user_tokens-TOTAL_FORMS": "1",
+        "user_tokens-INITIAL_FORMS": "1", "user_tokens-0-id": MCPUserToken.objects.get(user=alice).pk,
+        "user_tokens-0-server": server.pk})
+    assert changed.status_code == 302, changed.context["errors"]
+    assert not MCPUserToken.objects.exists() and not MCPOAuthClient.objects.exists()
+    assert AuditEvent.objects.filter(kind="mcp_oauth", detail__action="reset", detail__people=1).exists()
 
 
 def test_an_expired_connect_card_ends_the_call_and_a_late_callback_resumes_nothing(
