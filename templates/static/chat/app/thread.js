@@ -117,7 +117,13 @@ export class ThreadView {
     const unanswered = tail && tail.role === "user" && tail.run_id ? tail.run_id : null;
     const you = messages.filter((m) => m.role === "user").pop();
     const lastUser = you ? {id: you.id, content: you.content || ""} : null;
-    return {turn, runId: lastRun, openRun, openText, waiting, unanswered, lastUser};
+    // The last turn ended on tool calls with no answer yet: its run may be between a tool's
+    // result and the model's answer (e.g. right after a connect card's callback) — live-run.js
+    // pickUp asks whether it still runs.
+    const lastAnswer = messages.filter((m) => m.role === "assistant").pop();
+    const toolTail = !openRun && lastAnswer && !lastAnswer.content && (lastAnswer.tool_calls || []).length
+      ? lastAnswer.run_id : null;
+    return {turn, runId: lastRun, openRun, openText, waiting, unanswered, lastUser, toolTail};
   }
 
   userMessage(m) {
