@@ -42,8 +42,9 @@ _ALL = (
                                      "approver_names", "approvals_needed", "approvals_so_far", "expires_at",
                                      "requester", "waiting_text"),
               # description: an agent's own reason for asking (agent_runs); reason: a per-tool
-              # call limit sent the call to approval (usage)
-              optional=("description", "reason")),
+              # call limit sent the call to approval (usage); connect: {server, name, url} — the
+              # person must connect their account to an OAuth MCP server (mcp_client.oauth)
+              optional=("description", "reason", "connect")),
     # One approval of two (two-person rule): the call keeps waiting for the next person.
     EventType("approval.progress", ("tool_call_id", "approvals_so_far", "approvals_needed", "approved_by",
                                     "waiting_text")),

@@ -434,6 +434,7 @@ class AuditEvent(models.Model):
         MCP_TOOL_REVIEWED = "mcp_tool_reviewed"
         MCP_CALL = "mcp_call"
         MCP_SERVER_CHANGED = "mcp_server_changed"
+        MCP_OAUTH = "mcp_oauth"
         APPROVAL_DECIDED = "approval_decided"
         APPROVAL_EXPIRED = "approval_expired"
 

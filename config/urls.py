@@ -25,6 +25,7 @@ from chat.sse import run_events
 from chatplatform.login_throttle import LoginThrottleMixin, PasswordChangeThrottleMixin
 from knowledge import api as knowledge_api
 from knowledge import upload_api as knowledge_upload_api
+from mcp_client import views as mcp_views
 from openai_api import views as openai_views
 from policies import api as policies_api
 from prompts import api as prompts_api
@@ -57,6 +58,8 @@ api_v1 = [
     path("assistants/<str:assistant_id>/", assistants_api.AssistantDetailApi.as_view(), name="assistant-detail"),
     path("assistants/<str:assistant_id>/moderate/", assistants_api.AssistantModerateApi.as_view(),
          name="assistant-moderate"),
+    path("mcp/connections/", mcp_views.ConnectionListApi.as_view(), name="mcp-connections"),
+    path("mcp/connections/<slug:slug>/", mcp_views.ConnectionDetailApi.as_view(), name="mcp-connection-detail"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
     path("workspaces/<str:workspace_id>/sharing/", sharing_api.WorkspaceSharingApi.as_view(), name="workspace-sharing"),
     path("workspaces/<str:workspace_id>/", chat_api.WorkspaceDetailApi.as_view(), name="workspace-detail"),
@@ -133,6 +136,8 @@ urlpatterns = [
     path("usage/", include("usage.urls")),
     path("s/", include("sharing.urls")),
     path("prompts/", include("prompts.urls")),
+    path("mcp-oauth/callback/", mcp_views.callback, name="mcp-oauth-callback"),
+    path("mcp-oauth/<slug:slug>/connect/", mcp_views.connect, name="mcp-oauth-connect"),
     path("metrics", usage_views.metrics, name="metrics"),
     path("api/v1/", include(api_v1)),
     # OpenAI-compatible API (openai_api/): base URL for OpenAI clients is <host>/v1

@@ -21,12 +21,13 @@ from django.core.exceptions import NON_FIELD_ERRORS
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext_lazy as _
 
 from agents.audit import audit_record
 from agents.models import AuditEvent
 
-from . import sync, trust
-from .models import MCPServer, MCPTool
+from . import oauth, sync, trust
+from .models import MCPServer, MCPTool, MCPUserToken
 
 
 def _pretty(value) -> str:
@@ -65,10 +66,16 @@ class MCPServerForm(forms.ModelForm):
                   "Leave empty to keep the stored ones.",
     )
     clear_secret_headers = forms.BooleanField(required=False, help_text="Remove the stored secret headers.")
+    oauth_client_secret = forms.CharField(
+        label=_("OAuth client secret"), required=False, widget=forms.PasswordInput(attrs={"autocomplete": "off"}),
+        help_text=_("Write-only: stored encrypted and never shown again. Leave empty to keep the stored one; "
+                    "only with an admin-entered client id."))
+    clear_oauth_client_secret = forms.BooleanField(label=_("Remove the stored client secret"), required=False)
 
     class Meta:
         model = MCPServer
         fields = ["slug", "name", "enabled", "transport", "command", "args", "env", "url", "headers",
+                  "auth", "oauth_client_id", "oauth_scopes",
                   "allowlist", "environment", "connect_timeout_s", "call_timeout_s"]
 
     actor = None  # the editing user (set by MCPServerAdmin.get_form)
@@ -76,7 +83,12 @@ class MCPServerForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.instance._actor = self.actor  # the model's clean() refuses privileged changes by others
+        if "auth" in self.fields:  # a form posted without it (scripts, older pages) keeps "none"
+            self.fields["auth"].required = False
         self.stored_transport = self.instance.transport if self.instance.pk else None
+
+    def clean_auth(self) -> str:
+        return self.cleaned_data.get("auth") or MCPServer.Auth.NONE
 
     def clean_secret_headers(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -103,6 +115,10 @@ class MCPServerForm(forms.ModelForm):
             self.add_error("command", "A stdio server needs a command.")
         if transport == MCPServer.Transport.STREAMABLE_HTTP and not data.get("url"):
             self.add_error("url", "A streamable HTTP server needs a URL.")
+        if data.get("auth") == MCPServer.Auth.OAUTH and transport != MCPServer.Transport.STREAMABLE_HTTP:
+            self.add_error("auth", _("OAuth needs a streamable HTTP server."))
+        if data.get("oauth_client_secret") and not data.get("oauth_client_id"):
+            self.add_error("oauth_client_secret", _("A client secret goes with a client id: enter the client id too."))
         for field, kind in (("args", list), ("env", dict), ("headers", dict), ("allowlist", list)):
             value = data.get(field)
             if value is not None and not isinstance(value, kind):
@@ -125,6 +141,10 @@ class MCPServerForm(forms.ModelForm):
         elif self.cleaned_data.get("secret_headers"):
             merged = {**sync.secret_headers(server), **self.cleaned_data["secret_headers"]}
             sync.secret_headers_store(server, merged)
+        if self.cleaned_data.get("clear_oauth_client_secret"):
+            oauth.set_client_secret(server, "")
+        elif self.cleaned_data.get("oauth_client_secret"):
+            oauth.set_client_secret(server, self.cleaned_data["oauth_client_secret"])
         if commit:
             server.save()
         return server
@@ -149,19 +169,45 @@ class MCPToolInline(admin.TabularInline):
         return format_html('<a href="{}">{} ({}, {})</a>', url, obj.policy.tool_name, state, obj.policy.risk)
 
 
+class MCPUserTokenInline(admin.TabularInline):
+    """Each person's connection to an OAuth server (tokens are never shown)."""
+
+    model = MCPUserToken
+    extra = 0
+    can_delete = False
+    verbose_name = _("person's connection")
+    verbose_name_plural = _("people's connections (OAuth)")
+    fields = ["user", "status", "error", "expires_at", "connected_at", "refreshed_at", "last_used_at", "manage"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description=_("manage"))
+    def manage(self, obj):
+        return format_html('<a href="{}">{}</a>', reverse("admin:agents_mcp_mcpusertoken_change", args=[obj.pk]),
+                           _("details / disconnect"))
+
+
 @admin.register(MCPServer)
 class MCPServerAdmin(admin.ModelAdmin):
     form = MCPServerForm
-    list_display = ["slug", "name", "transport", "enabled", "health_status", "health_checked_at", "tool_count"]
-    list_filter = ["enabled", "transport"]
-    readonly_fields = ["stored_secret_headers", "health_status", "health_checked_at"]
-    inlines = [MCPToolInline]
+    list_display = ["slug", "name", "transport", "auth", "enabled", "health_status", "health_checked_at", "tool_count"]
+    list_filter = ["enabled", "transport", "auth"]
+    readonly_fields = ["stored_secret_headers", "health_status", "health_checked_at", "oauth_state"]
+    inlines = [MCPToolInline, MCPUserTokenInline]
     actions = ["connect_and_list"]
     fieldsets = [
         (None, {"fields": ["slug", "name", "enabled", "transport"]}),
         ("stdio", {"fields": ["command", "args", "env"]}),
         ("Streamable HTTP", {"fields": ["url", "headers", "stored_secret_headers", "secret_headers",
                                         "clear_secret_headers"]}),
+        (_("Sign-in (OAuth)"), {"fields": ["auth", "oauth_client_id", "oauth_client_secret",
+                                             "clear_oauth_client_secret", "oauth_scopes", "oauth_state"],
+                                  "description": _("OAuth: every person connects their own account from a "
+                                                   "“Connect to continue” card in the chat, and their calls "
+                                                   "carry their own token. The tools are listed with the account "
+                                                   "of the administrator who connects below.")}),
         ("Governance", {"fields": ["allowlist", "environment", "connect_timeout_s", "call_timeout_s"],
                         "description": "${VAR} in command, args, env, url and headers is expanded from the "
                                        "platform's environment when connecting: superusers only, and only "
@@ -170,6 +216,11 @@ class MCPServerAdmin(admin.ModelAdmin):
     ]
 
     superuser_only_fields = ("command", "args", "env")
+
+    def get_inlines(self, request, obj):
+        if obj is None or obj.auth != MCPServer.Auth.OAUTH:
+            return [MCPToolInline]  # people's connections exist only for an OAuth server
+        return self.inlines
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change, **kwargs)
@@ -195,6 +246,12 @@ class MCPServerAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         old = MCPServer.objects.filter(pk=obj.pk).first() if change else None
         super().save_model(request, obj, form, change)
+        if old is not None and (old.url, old.oauth_client_id, old.oauth_client_secret_encrypted, old.auth) != (
+                obj.url, obj.oauth_client_id, obj.oauth_client_secret_encrypted, obj.auth):
+            dropped = oauth.forget_server(obj, actor=request.user)  # tokens of the old URL never go to a new one
+            if dropped:
+                self.message_user(request, _("%(count)s person(s) must connect again: the server's sign-in "
+                                             "settings changed.") % {"count": dropped}, level=messages.WARNING)
         fields = trust.changed_fields(old, obj)
         if fields:
             audit_record(kind=AuditEvent.Kind.MCP_SERVER_CHANGED, user=request.user, detail={
@@ -220,6 +277,20 @@ class MCPServerAdmin(admin.ModelAdmin):
     def stored_secret_headers(self, obj):
         names = sorted(sync.secret_headers(obj)) if obj and obj.pk else []
         return ", ".join(f"{n}: ••••" for n in names) or "none"
+
+    @admin.display(description=_("OAuth state"))
+    def oauth_state(self, obj):
+        if not obj or not obj.pk or obj.auth != MCPServer.Auth.OAUTH:
+            return "—"
+        client = oauth.stored_client(obj)
+        found = (_("authorization server %(issuer)s, client %(kind)s")
+                 % {"issuer": client.row.issuer, "kind": _("registered dynamically") if client.row.registered
+                    else _("entered here")}) if client else _("not discovered yet")
+        lister = obj.oauth_listing_user.get_username() if obj.oauth_listing_user_id else _("nobody yet")
+        connect = reverse("mcp-oauth-connect", args=[obj.slug]) + "?listing=1&next=" + reverse(
+            "admin:agents_mcp_mcpserver_change", args=[obj.pk])
+        return format_html('{}<br>{} {}<br><a href="{}">{}</a>', found, _("Tools listed as:"), lister, connect,
+                           _("Connect my account (lists the tools)") if obj.enabled else "")
 
     @admin.display(description="tools")
     def tool_count(self, obj):
@@ -285,3 +356,38 @@ class MCPToolAdmin(admin.ModelAdmin):
                 done += 1
         level = messages.SUCCESS if done else messages.WARNING
         self.message_user(request, f"{done} tool definition(s) approved.", level=level)
+
+
+@admin.register(MCPUserToken)
+class MCPUserTokenAdmin(admin.ModelAdmin):
+    """People's connections to OAuth MCP servers: status per person and server, and
+    disconnecting someone (their tokens are revoked at the authorization server and forgotten;
+    an audit row ``mcp_oauth`` records who did it)."""
+
+    list_display = ["user", "server", "status", "expires_at", "connected_at", "refreshed_at", "last_used_at"]
+    list_filter = ["server", "status"]
+    search_fields = ["user__username", "server__slug"]
+    fields = ["user", "server", "status", "error", "scope", "expires_at", "version", "connected_at", "refreshed_at",
+              "last_used_at"]
+    readonly_fields = fields
+    actions = ["disconnect"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # disconnecting revokes upstream: the action, not a bare delete
+
+    def has_disconnect_permission(self, request) -> bool:
+        return request.user.has_perm("agents_mcp.delete_mcpusertoken")
+
+    @admin.action(description=_("Disconnect (revoke the tokens at the server)"), permissions=["disconnect"])
+    def disconnect(self, request, queryset):
+        done = 0
+        for row in list(queryset.select_related("server")):
+            done += oauth.disconnect(row.user_id, row.server, actor=request.user)
+        self.message_user(request, _("%(count)s connection(s) disconnected.") % {"count": done},
+                          level=messages.SUCCESS if done else messages.WARNING)

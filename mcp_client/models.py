@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from agents.models import Environment, ToolPolicy
 
@@ -28,6 +30,10 @@ class MCPServer(models.Model):
         STDIO = "stdio", "stdio (local process)"
         STREAMABLE_HTTP = "streamable_http", "Streamable HTTP"
 
+    class Auth(models.TextChoices):
+        NONE = "none", _("None or static headers")
+        OAUTH = "oauth", _("OAuth (each person signs in)")
+
     slug = models.CharField(
         max_length=32, unique=True,
         validators=[RegexValidator(r"^[a-z0-9][a-z0-9_-]*$", "Lower-case letters, digits, - and _ only.")],
@@ -42,6 +48,21 @@ class MCPServer(models.Model):
     headers = models.JSONField(default=dict, blank=True,
                                help_text="streamable_http: request headers (JSON object); ${VAR} is expanded.")
     secret_headers_encrypted = models.TextField(blank=True, editable=False)
+    # OAuth (streamable_http only): every person connects their own account (mcp_client.oauth).
+    auth = models.CharField(max_length=10, choices=Auth.choices, default=Auth.NONE,
+                            help_text=_("OAuth: each person connects their own account; their calls carry "
+                                        "their own token."))
+    oauth_client_id = models.CharField(
+        max_length=300, blank=True,
+        help_text=_("OAuth: a client id registered at the authorization server. Empty: dynamic client "
+                    "registration (RFC 7591) when the server offers it."))
+    oauth_client_secret_encrypted = models.TextField(blank=True, editable=False)
+    oauth_scopes = models.CharField(max_length=500, blank=True,
+                                    help_text=_("OAuth: scopes to ask for, space-separated. Empty: what the "
+                                                "server advertises."))
+    # The person whose token lists the server's tools (an admin who connected from the admin).
+    oauth_listing_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                           on_delete=models.SET_NULL, related_name="+", editable=False)
     # HMAC (SECRET_KEY) of the settings only a superuser may set; see mcp_client.trust.
     privileged_signature = models.CharField(max_length=128, blank=True, editable=False)
     enabled = models.BooleanField(default=False)
@@ -107,3 +128,88 @@ class MCPTool(models.Model):
 
     def __str__(self) -> str:
         return f"{self.server.slug}/{self.name}"
+
+
+class MCPOAuthClient(models.Model):
+    """What discovery found for an OAuth server and the client the platform is registered as
+    there: ``resource`` (RFC 8707, the canonical server URL or the protected-resource
+    metadata's), ``issuer`` and the authorization-server metadata (RFC 8414) as JSON, and the
+    client information (RFC 7591 answer or the admin's id/secret) Fernet-encrypted. One per
+    server; rediscovered when the server's URL or client settings change (``fingerprint``)."""
+
+    server = models.OneToOneField(MCPServer, on_delete=models.CASCADE, related_name="oauth_client")
+    fingerprint = models.CharField(max_length=64)
+    resource = models.CharField(max_length=500)
+    issuer = models.CharField(max_length=500)
+    metadata = models.JSONField(default=dict)
+    client_info_encrypted = models.TextField()
+    registered = models.BooleanField(default=False, help_text="the client id came from dynamic registration")
+    discovered_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "MCP OAuth client"
+
+    def __str__(self) -> str:
+        return f"{self.server_id}: {self.issuer}"
+
+
+class MCPUserToken(models.Model):
+    """One person's tokens for one OAuth MCP server (Fernet-encrypted; never shown).
+
+    ``status``: ``connected`` | ``expired`` (the refresh token was refused: connect again) |
+    ``error`` (``error`` says why). ``version`` grows with every new access token; the refresh
+    lease (``lease_until``/``lease_owner``) makes one refresh per person and server across
+    processes and hosts: the caller that wins the compare-and-set refreshes, the others wait
+    for ``version`` to change (``mcp_client.oauth.access_token``)."""
+
+    class Status(models.TextChoices):
+        CONNECTED = "connected", _("connected")
+        EXPIRED = "expired", _("expired")
+        ERROR = "error", _("error")
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_tokens")
+    server = models.ForeignKey(MCPServer, on_delete=models.CASCADE, related_name="user_tokens")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.CONNECTED)
+    error = models.CharField(max_length=300, blank=True)
+    access_token_encrypted = models.TextField(blank=True)
+    refresh_token_encrypted = models.TextField(blank=True)
+    scope = models.CharField(max_length=500, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    lease_owner = models.CharField(max_length=32, blank=True)
+    connected_at = models.DateTimeField(auto_now_add=True)
+    refreshed_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "MCP user connection"
+        constraints = [models.UniqueConstraint(fields=["user", "server"], name="mcpusertoken_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}@{self.server_id}: {self.status}"
+
+
+class MCPAuthRequest(models.Model):
+    """A consent in flight: the ``state`` sent to the authorization server, the PKCE verifier
+    (encrypted), who started it and — when a run parked on it — the tool call to resume. Used
+    once (``used_at``); expires after ``MCP_OAUTH_REQUEST_TTL_S``."""
+
+    state = models.CharField(max_length=64, unique=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    server = models.ForeignKey(MCPServer, on_delete=models.CASCADE, related_name="+")
+    verifier_encrypted = models.TextField()
+    redirect_uri = models.CharField(max_length=500)
+    return_to = models.CharField(max_length=500, blank=True)
+    tool_call_id = models.UUIDField(null=True, blank=True)
+    # Started from the admin by a staff member: their token lists the server's tools.
+    for_listing = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "MCP OAuth request"
+
+    def __str__(self) -> str:
+        return f"{self.user_id}@{self.server_id} ({'used' if self.used_at else 'open'})"

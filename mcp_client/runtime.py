@@ -42,6 +42,7 @@ from typing import Any
 
 import anyio
 import httpx
+import httpx2
 import mcp_types as types
 from django.conf import settings
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -77,6 +78,58 @@ class CallCancelled(Exception):
 
 class CallFailed(Exception):
     """The server answered a call with a protocol error (unknown tool, bad arguments…)."""
+
+
+class Unauthorized(ConnectionError):
+    """The server answered HTTP 401 to a person's bearer token (before the call reached the
+    tool: the session's initialisation or the call request itself was refused)."""
+
+
+async def call_once(config: ServerConfig, bearer: str, name: str, arguments: dict, timeout_s: float,
+                    on_progress: Callable[[float, float | None, str | None], None]) -> types.CallToolResult:
+    """One call in its own short session carrying ``bearer`` (a person's OAuth token): open
+    the transport, initialise, call, close. Per-person sessions are not kept: a token changes
+    on every refresh, and a session bound to one person must never serve another.
+
+    Raises Unauthorized (HTTP 401), CallTimedOut, CallFailed, ServerGone."""
+    refused: list[int] = []
+
+    async def watch(response: httpx2.Response) -> None:
+        if response.status_code == 401:
+            refused.append(401)
+
+    client = httpx2.AsyncClient(
+        headers={**dict(config.headers), "Authorization": f"Bearer {bearer}"},
+        timeout=httpx2.Timeout(30.0, read=max(timeout_s, 30.0)), event_hooks={"response": [watch]})
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        on_progress(value, total, message)
+
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(client)
+            read, write = await stack.enter_async_context(streamable_http_client(config.url, http_client=client))
+            session = await stack.enter_async_context(ClientSession(read, write))
+            with anyio.fail_after(config.connect_timeout_s):
+                await session.initialize()
+            return await session.call_tool(name, arguments, read_timeout_seconds=timeout_s,
+                                           progress_callback=progress)
+    except MCPError as exc:
+        if refused:
+            raise Unauthorized(f"MCP server {config.slug!r} refused the token") from None
+        if exc.code == types.REQUEST_TIMEOUT:
+            raise CallTimedOut(f"{name} timed out after {timeout_s:g} s") from None
+        if exc.code == types.CONNECTION_CLOSED:
+            raise ServerGone(f"MCP server {config.slug!r} stopped responding") from None
+        raise CallFailed(exc.message) from None
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:  # noqa: BLE001 — transport errors arrive wrapped in groups
+        if refused:
+            raise Unauthorized(f"MCP server {config.slug!r} refused the token") from None
+        if isinstance(exc, TimeoutError):
+            raise CallTimedOut(f"{name}: the MCP server did not answer in time") from None
+        raise ServerGone(f"MCP server {config.slug!r}: {config.redact(root_cause(exc))}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -583,6 +636,26 @@ class Runtime:
             updates.put((value, total, message))
 
         future = self.submit(conn.call_tool(tool, arguments, timeout_s, on_progress))
+        while not future.done():
+            concurrent.futures.wait([future], timeout=0.1)
+            _drain(updates, progress)
+            if cancelled.is_set() and not future.done():
+                future.cancel()
+                raise CallCancelled(f"{tool} was cancelled")
+        _drain(updates, progress)
+        return future.result()
+
+    def call_as(self, config: ServerConfig, bearer: str, tool: str, arguments: dict, *, timeout_s: float,
+                cancelled: threading.Event, progress: Callable[[str], None]) -> types.CallToolResult:
+        """:func:`call_once` from a tool thread, blocking, with progress and cancellation as
+        :meth:`call`. Raises ``Unauthorized``, ``ServerGone``, ``CallFailed``, ``CallTimedOut``
+        or ``CallCancelled``."""
+        updates: queue.SimpleQueue = queue.SimpleQueue()
+
+        def on_progress(value: float, total: float | None, message: str | None) -> None:
+            updates.put((value, total, message))
+
+        future = self.submit(call_once(config, bearer, tool, arguments, timeout_s, on_progress))
         while not future.done():
             concurrent.futures.wait([future], timeout=0.1)
             _drain(updates, progress)

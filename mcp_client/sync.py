@@ -37,7 +37,7 @@ from django.db import transaction
 from agents.audit import audit_record
 from agents.models import AuditEvent, Role, ToolPolicy
 from agents.provider_keys import decrypt_key, encrypt_key
-from agents.tools import ToolContext, ToolError, ToolSpec, registry
+from agents.tools import ConnectRequired, ToolContext, ToolError, ToolSpec, registry
 from agents.tools.api import DEFAULT_SCOPE_ARGS
 
 from . import naming, trust
@@ -99,10 +99,28 @@ def secret_headers_store(server: MCPServer, headers: dict[str, str]) -> None:
     server.secret_headers_encrypted = encrypt_key(json.dumps(headers)) if headers else ""
 
 
-def server_config(server: MCPServer) -> ServerConfig:
+def _listing_bearer(server: MCPServer) -> str:
+    """The token the shared session of an OAuth server lists its tools with: that of the
+    admin who connected from the admin page (``oauth_listing_user``). ConfigError when none."""
+    from . import oauth
+
+    if server.oauth_listing_user_id is None:
+        raise ConfigError("OAuth: an administrator must connect their account in the admin to list its tools")
+    try:
+        return oauth.access_token(server.oauth_listing_user_id, server)[0]
+    except oauth.NeedsConnection:
+        raise ConfigError("OAuth: the listing account's sign-in expired; an administrator must connect "
+                          "again in the admin") from None
+    except oauth.OAuthError as exc:
+        raise ConfigError(f"OAuth: {exc}") from None
+
+
+def server_config(server: MCPServer, *, listing: bool = True) -> ServerConfig:
     """The connection settings of ``server`` with ``${VAR}`` expanded from the platform's
     environment. Raises ConfigError for privileged settings no superuser signed, a refused or
-    unset variable, or a missing command/url."""
+    unset variable, or a missing command/url. An OAuth server's shared (listing) session
+    carries the listing admin's token; ``listing=False``: without it (a person's call adds
+    their own)."""
     try:
         trust.require_signed(server)
     except trust.NotAllowed as exc:
@@ -127,6 +145,10 @@ def server_config(server: MCPServer) -> ServerConfig:
     secrets.extend(hidden.values())
     secrets.extend(v for k, v in headers.items() if _VAR.search(str((server.headers or {}).get(k, ""))))
     headers.update(hidden)
+    if server.auth == MCPServer.Auth.OAUTH and listing:
+        bearer = _listing_bearer(server)
+        headers["Authorization"] = f"Bearer {bearer}"
+        secrets.append(bearer)
     return ServerConfig(
         slug=server.slug, transport="streamable_http", url=expand(server.url, env),
         headers=tuple(sorted(headers.items())), connect_timeout_s=float(server.connect_timeout_s),
@@ -258,11 +280,82 @@ def _schema(defn: dict) -> dict:
     return schema
 
 
-def _tool_func(slug: str, tool: str, risk: str, timeout_s: float):
+def _oauth_call(server_id: int, tool: str, arguments: dict, timeout_s: float, ctx: ToolContext):
+    """A call with the calling person's own token: refreshed when it expires (one refresh per
+    person and server), refreshed once more when the server answers 401 to it; a person
+    without a usable token gets :class:`agents.tools.ConnectRequired` (the run parks on a
+    "connect" card)."""
+    from . import oauth
+    from .runtime import Unauthorized
+
+    server = MCPServer.objects.filter(pk=server_id).first()
+    if server is None or not server.enabled:
+        raise ServerUnavailable(f"MCP server {server_id} is not enabled")
+    try:
+        config = server_config(server, listing=False)
+    except ConfigError as exc:
+        raise ServerUnavailable(f"MCP server {server.slug!r} is misconfigured: {exc}") from None
+    try:
+        bearer, version = oauth.access_token(ctx.user_id, server)
+        try:
+            return runtime.call_as(config, bearer, tool, arguments, timeout_s=timeout_s, cancelled=ctx.cancelled,
+                                   progress=ctx.progress)
+        except Unauthorized:
+            # Refused before the tool ran (initialise or the call request): safe to send again.
+            bearer, version = oauth.access_token(ctx.user_id, server, stale_version=version)
+            try:
+                return runtime.call_as(config, bearer, tool, arguments, timeout_s=timeout_s,
+                                       cancelled=ctx.cancelled, progress=ctx.progress)
+            except Unauthorized:
+                oauth.mark_expired(ctx.user_id, server, "the server refused a fresh token")
+                raise oauth.NeedsConnection(server, "expired") from None
+    except oauth.NeedsConnection as exc:
+        raise _connect_required(server, exc) from None
+    except oauth.OAuthError as exc:
+        raise ToolError(f"MCP server {server.slug!r}: {exc}", retryable=True) from None
+
+
+def _connect_required(server: MCPServer, exc: Exception) -> ConnectRequired:
+    from django.urls import reverse
+
+    return ConnectRequired(str(exc), server=server.slug, server_name=server.name,
+                           url=reverse("mcp-oauth-connect", args=[server.slug]))
+
+
+def _connect_check(server_id: int):
+    """``ToolSpec.connect_check`` of an OAuth server's tools: None when the calling person
+    has a usable token (an expiring one is refreshed here, once per person and server), else
+    the ``ConnectRequired`` that parks the call on a "connect" card. ``refresh=False``: from the
+    stored state only (a connected row counts), for listings."""
+
+    def check(*, ctx: ToolContext, refresh: bool = True) -> ConnectRequired | None:
+        from . import oauth
+
+        server = MCPServer.objects.filter(pk=server_id).first()
+        if server is None:
+            return None  # the call itself says the server is gone
+        if not refresh:  # a listing: the stored state only, no request to the authorization server
+            connected = server.user_tokens.filter(user_id=ctx.user_id, status="connected").exists()
+            return None if connected else _connect_required(server, oauth.NeedsConnection(server))
+        try:
+            oauth.access_token(ctx.user_id, server)
+        except oauth.NeedsConnection as exc:
+            return _connect_required(server, exc)
+        except oauth.OAuthError as exc:
+            raise ToolError(f"MCP server {server.slug!r}: {exc}") from None
+        return None
+
+    return check
+
+
+def _tool_func(slug: str, tool: str, risk: str, timeout_s: float, oauth_server_id: int | None = None):
     def call(*, ctx: ToolContext, **arguments):
         try:
-            result = runtime.call(slug, tool, arguments, timeout_s=timeout_s, cancelled=ctx.cancelled,
-                                  progress=ctx.progress)
+            if oauth_server_id is not None:
+                result = _oauth_call(oauth_server_id, tool, arguments, timeout_s, ctx)
+            else:
+                result = runtime.call(slug, tool, arguments, timeout_s=timeout_s, cancelled=ctx.cancelled,
+                                      progress=ctx.progress)
         except ServerGone as exc:
             if risk == "read":  # retried once by the loop, after the session reconnects
                 raise ToolError(str(exc), retryable=True) from None
@@ -296,7 +389,8 @@ def _spec_for(row: MCPTool, server: MCPServer, *, unavailable: str = "") -> Tool
         description=description,
         parameters=schema,
         risk=risk,
-        func=_tool_func(server.slug, row.name, risk, float(server.call_timeout_s)),
+        func=_tool_func(server.slug, row.name, risk, float(server.call_timeout_s),
+                        oauth_server_id=server.pk if server.auth == MCPServer.Auth.OAUTH else None),
         # the platform's own scope arguments never reach an external server unless its
         # schema declares them, and then with the run's values (agents.tools.scope)
         scope_args=tuple(a for a in DEFAULT_SCOPE_ARGS if a not in props),
@@ -304,6 +398,7 @@ def _spec_for(row: MCPTool, server: MCPServer, *, unavailable: str = "") -> Tool
         unavailable=unavailable,
         env_name=server.environment.name if server.environment_id else "",
         origin=(server.slug, row.name),
+        connect_check=_connect_check(server.pk) if server.auth == MCPServer.Auth.OAUTH else None,
     )
 
 
@@ -439,6 +534,8 @@ def _build(servers: list[MCPServer], broken: dict[str, str]) -> Snapshot:
             elif row.quarantined:
                 reason = (f"{row.exposed_name} is quarantined: the MCP server {server.slug!r} changed this tool's "
                           "definition, and an administrator must review the change before it can be used.")
+            elif server.auth == MCPServer.Auth.OAUTH:
+                reason = ""  # each call opens its own session with the caller's token
             elif server.slug in broken:
                 reason = f"MCP server {server.slug!r} is misconfigured: {broken[server.slug]}."
             elif conn is None:

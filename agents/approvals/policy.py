@@ -25,6 +25,7 @@ from chat.models import Membership
 from chat.selectors import membership_get, memberships_in_workspace
 
 K = ApprovalPolicy.ApproverKind
+CONNECT = "connect"  # the rule of a call parked until its person connects (agents.approvals.requests)
 
 
 @dataclass(frozen=True)
@@ -208,6 +209,10 @@ def decider_check(*, ledger: ToolCall, run: Run, user) -> DeciderCheck:
     is_requester = run.user_id == user.pk
     if membership is None:
         return DeciderCheck(False, gettext("You are not a member of this call's workspace."), role, is_requester)
+    if (ledger.approval or {}).get("rule") == CONNECT:
+        # A connect card is the requester's own account: nobody else connects or cancels it.
+        return DeciderCheck(is_requester, "" if is_requester else gettext(
+                            "Only the person who asked can connect their own account."), role, is_requester)
     if rule.approver_kind == K.REQUESTER:
         if is_requester or membership.role.is_admin:
             return DeciderCheck(True, "", role, is_requester)
@@ -224,7 +229,10 @@ def decider_check(*, ledger: ToolCall, run: Run, user) -> DeciderCheck:
 
 
 def candidates(*, ledger: ToolCall, run: Run) -> list:
-    """Active users who may decide ``ledger`` now and have not decided it yet, by username."""
+    """Active users who may decide ``ledger`` now and have not decided it yet, by username (a
+    connect card: its requester only)."""
+    if (ledger.approval or {}).get("rule") == CONNECT:
+        return [run.user] if run.user.is_active else []
     rule = ApprovalRule.from_ledger(ledger)
     members = memberships_in_workspace(workspace_id=run.thread.workspace_id).filter(user__is_active=True)
     if rule.approver_kind == K.ROLE:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from agents.audit import audit_record
 from agents.event_types import check_event
@@ -17,11 +19,12 @@ from agents.runs import lifecycle
 from chat.selectors import memberships_in_workspace
 from chatplatform.errors import ServiceError
 
-from .policy import ApprovalRule, candidates, rule_for, waiting_text
+from .policy import CONNECT, ApprovalRule, candidates, rule_for, waiting_text
 
 logger = logging.getLogger(__name__)
 
 INBOX_MESSAGE_TYPE = "inbox.changed"
+CONNECT_RULE = CONNECT  # ToolCall.approval["rule"] of a call parked until its person connects
 
 
 class DecisionRefused(ServiceError):
@@ -40,6 +43,17 @@ def approval_fields(ledger: ToolCall, run: Run, *, with_names: bool = True) -> d
     from .policy import approvers_phrase
 
     names = [u.get_username() for u in candidates(ledger=ledger, run=run)[:20]] if with_names else []
+    data = ledger.approval or {}
+    if data.get("rule") == CONNECT_RULE:
+        # A "connect" card: only the requester can connect their own account.
+        return {
+            "rule": CONNECT_RULE, "approvers": requester, "approver_names": [requester] if with_names else [],
+            "approvals_needed": 1, "approvals_so_far": 0, "approved_by": [],
+            "expires_at": ledger.expires_at.isoformat() if ledger.expires_at else None, "requester": requester,
+            "waiting_text": _("Connect %(server)s to continue.") % {"server": data.get("server_name", "")},
+            "connect": {"server": data.get("server", ""), "name": data.get("server_name", ""),
+                        "url": f"{data.get('url', '')}?tool_call={ledger.pk}"},
+        }
     return {
         "rule": rule.rule,
         "approvers": approvers_phrase(rule, requester),
@@ -71,6 +85,28 @@ def approval_request(*, ledger: ToolCall, run: Run, emitter, risk: str, tier: st
         arguments_summary=arguments_summary, risk=assessment.risk, risk_level=assessment.risk_level,
         env_context=assessment.env_context, dangerous=assessment.dangerous, countdown_s=assessment.countdown_s,
         **fields, **extra,
+    )
+    inbox_notify(ledger=ledger, run=run, state="pending")
+    return True
+
+
+def connect_request(*, ledger: ToolCall, run: Run, emitter, arguments_summary: str, assessment, needed) -> bool:
+    """Park ``ledger`` until the run's person connects their account to ``needed.server``
+    (``agents.tools.ConnectRequired``) and publish ``approval.requested`` with ``connect``
+    ({server, name, url}). Only the requester may settle it (the consent callback, or deny);
+    it expires after ``APPROVAL_DEFAULT_EXPIRES_S``. False when another attempt parked it first."""
+    expires_s = int(settings.APPROVAL_DEFAULT_EXPIRES_S)
+    rule = {"rule": CONNECT_RULE, "policy_id": None, "approver_kind": "requester", "role": "", "approvals_needed": 1,
+            "requester_counts": True, "expires_s": expires_s, "server": needed.server,
+            "server_name": needed.server_name, "url": needed.url}
+    if not lifecycle.tool_call_park(ledger=ledger, approval=rule, approvals_needed=1, expires_s=expires_s):
+        return False
+    fields = approval_fields(ledger, run)
+    fields.pop("approved_by")
+    emitter.emit(
+        "approval.requested", tool_call_id=str(ledger.pk), tool=ledger.tool_name,
+        arguments_summary=arguments_summary, risk=assessment.risk, risk_level=assessment.risk_level,
+        env_context=assessment.env_context, dangerous=False, countdown_s=0, **fields,
     )
     inbox_notify(ledger=ledger, run=run, state="pending")
     return True

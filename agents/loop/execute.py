@@ -226,6 +226,14 @@ def execute_tool_call(
     if refusal:
         return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.FAILED, error=refusal)
 
+    if ledger.status == ToolCall.Status.PENDING and spec.connect_check is not None:
+        try:
+            needed = spec.connect_check(ctx=ctx)
+        except ToolError as exc:
+            return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.FAILED,
+                           error=f"{name} failed: {exc}")
+        if needed is not None:  # the person must connect their own account first: a card, not an error
+            return _request_connect(run, ledger, emitter, model_args, assessment, spec, needed)
     if assessment.needs_approval and ledger.status != ToolCall.Status.APPROVED:
         return _request_approval(run, ledger, emitter, model_args, assessment, spec)
     over_limit = meter().tool_over_limit(run=run, tool_name=name) if ledger.status != ToolCall.Status.APPROVED else None
@@ -264,7 +272,8 @@ def _replay(run, assistant, call, ledger, emitter) -> CallOutcome | None:
                         summary=UNKNOWN_OUTCOME, tool_message=False)  # answered below, as any known outcome
     if status == ToolCall.Status.DENIED:
         who = ledger.decided_by.get_username() if ledger.decided_by else "the user"
-        error = (ledger.summary if ledger.decision == "expired"
+        error = (ledger.summary if ledger.decision == "expired" or (ledger.summary and ledger.decision == "deny"
+                                                                      and (ledger.approval or {}).get("rule") == "connect")
                  else f"Denied by {who}: the operation was cancelled and nothing was changed.")
         return _finish(run, assistant, call, ledger, emitter, status=ToolCall.Status.DENIED, error=error)
     content = ledger.summary if ledger.is_error else truncate_for_model(ledger.result)
@@ -283,6 +292,15 @@ def _request_approval(run, ledger, emitter, model_args: dict, assessment, spec, 
         mcp_server_slug=spec.source[4:] if spec.source.startswith("mcp:") else "", **extra,
     )
     return CallOutcome(None, [], pending=True)  # parked now, or by another attempt
+
+
+def _request_connect(run, ledger, emitter, model_args: dict, assessment, spec, needed) -> CallOutcome:
+    from agents.approvals.requests import connect_request
+
+    connect_request(ledger=ledger, run=run, emitter=emitter, assessment=assessment, needed=needed,
+                    arguments_summary=arguments_summary(named_arguments(spec, model_args, user_id=run.user_id,
+                                                                        workspace_id=run.thread.workspace_id)))
+    return CallOutcome(None, [], pending=True)
 
 
 TICK_S = 0.25  # how often a waiting loop looks at the clock, the lease and the cancel flag

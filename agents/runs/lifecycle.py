@@ -309,6 +309,19 @@ def tool_call_park(*, ledger: ToolCall, approval: dict | None = None, approvals_
 
 
 @retry_transient
+def tool_call_unpark(*, ledger: ToolCall) -> bool:
+    """awaiting_approval → pending: a call parked on a "connect" card whose person connected;
+    it goes through every check again (approval included) when the run resumes."""
+    now = timezone.now()
+    fields = {"status": T.PENDING, "approval": {}, "requested_at": None, "expires_at": None, "updated_at": now}
+    if ToolCall.objects.filter(pk=ledger.pk, status=T.AWAITING_APPROVAL).update(**fields):
+        for key, value in fields.items():
+            setattr(ledger, key, value)
+        return True
+    return False
+
+
+@retry_transient
 def tool_call_count_approval(*, ledger: ToolCall, so_far: int) -> bool:
     """awaiting_approval with exactly ``so_far`` approvals → awaiting_approval with ``so_far``
     + 1: an approval that is not yet the last one needed (two-person rule). Of two approvals

@@ -14,6 +14,7 @@ from django.utils.translation import gettext as _
 from agents.approvals.expiry import approval_expire
 from agents.approvals.policy import decider_check
 from agents.approvals.requests import (
+    CONNECT_RULE,
     DecisionRefused,
     approval_fields,
     decision_record,
@@ -69,6 +70,11 @@ def approval_decide(*, tool_call: ToolCall, user, decision: str) -> ToolCall:
             "status": tool_call.status}, 409)
     if tool_call.approvals.filter(user=user).exists():
         raise DecisionRefused("already_decided", _("You already decided this call; it needs another person."), 409)
+    if decision == "approve" and (tool_call.approval or {}).get("rule") == CONNECT_RULE:
+        # Only the consent callback settles a connect card (connection_settled): approving it
+        # would run the tool without the person's account.
+        raise DecisionRefused("connect_required", _("Connect %(server)s to continue: open the link on the card.")
+                              % {"server": tool_call.approval.get("server_name", "")}, 409)
     check = decider_check(ledger=tool_call, run=run, user=user)
     if not check.allowed:
         audit_record(kind=AuditEvent.Kind.DECISION_REFUSED, user=user, run=run,
@@ -145,3 +151,33 @@ def _publish_decision(ledger_id, run_id, user, decision: str, final: bool) -> No
     inbox_notify(ledger=ledger, run=run, state="closed" if final else "progress")
     if final:
         requeue_decided(run.pk)
+
+
+def connection_settled(*, tool_call_id, user, connected: bool, reason: str = "") -> bool:
+    """The person whose call is parked on a "connect" card finished the consent.
+    ``connected``: the call goes back to ``pending`` and the run resumes — the call passes every
+    check again (approval included) and runs with the new token; the model is not asked again.
+    Otherwise the call ends denied with ``reason`` as its result (the model is told why) and the
+    run goes on. Only the run's own person settles their call: anyone else's id, a call not
+    parked on a connect card, or one already settled or expired is ignored (False)."""
+    ledger = (ToolCall.objects.select_related("run__thread", "run__user")
+              .filter(pk=tool_call_id, run__user=user, status=ToolCall.Status.AWAITING_APPROVAL,
+                      approval__rule=CONNECT_RULE).first())
+    if ledger is None or _past_expiry(ledger):
+        return False
+    run = ledger.run
+    _await_park(run)
+    with transaction.atomic():
+        lock_user_then_thread(thread_id=run.thread_id)
+        if connected:
+            moved = lifecycle.tool_call_unpark(ledger=ledger)
+        else:
+            moved = lifecycle.tool_call_decide(ledger=ledger, decision="deny", user=user)
+            if moved:
+                ToolCall.objects.filter(pk=ledger.pk).update(summary=reason[:500])
+        if not moved or not lifecycle.run_requeue_decided(run_id=run.pk):
+            transaction.set_rollback(True)
+            return False
+        decision = "approve" if connected else "deny"
+        transaction.on_commit(lambda: _publish_decision(ledger.pk, run.pk, user, decision, True))
+    return True

@@ -11,10 +11,10 @@ sources (e.g. external servers) are added to ``tool_sources`` at run time. Admin
 ``ToolPolicy`` rows decide what is enabled and for whom, for every source alike.
 """
 
-from .api import ToolContext, ToolError, ToolOutput, ToolSpec, make_spec
+from .api import ConnectRequired, ToolContext, ToolError, ToolOutput, ToolSpec, make_spec
 from .sources import DeclaredTools, ToolSource, ToolSources, registry, tool, tool_sources
 
 __all__ = [
-    "DeclaredTools", "ToolContext", "ToolError", "ToolOutput", "ToolSource", "ToolSources", "ToolSpec",
+    "ConnectRequired", "DeclaredTools", "ToolContext", "ToolError", "ToolOutput", "ToolSource", "ToolSources", "ToolSpec",
     "make_spec", "registry", "tool", "tool_sources",
 ]

@@ -51,6 +51,18 @@ class ToolError(Exception):
         self.outcome_unknown = outcome_unknown
 
 
+class ConnectRequired(ToolError):
+    """The calling person must connect their own account to the tool's server (OAuth) before
+    it can run: ``server`` (slug) and ``server_name`` name it. The call did not reach the
+    tool."""
+
+    def __init__(self, message: str, *, server: str, server_name: str, url: str = "") -> None:
+        super().__init__(message)
+        self.server = server
+        self.server_name = server_name
+        self.url = url  # where the person starts the consent (a path of this site)
+
+
 @dataclass
 class ToolOutput:
     """What a tool returns when it has more to say than its JSON result.
@@ -103,6 +115,11 @@ class ToolSpec:
     # replaced by its title. It names only what *everyone who may see the call* may see (the
     # requester's access, nothing private); anything else stays as the model wrote it.
     name_arguments: Callable[..., dict] | None = field(default=None, compare=False)
+    # ``connect_check(ctx=..., refresh=True) -> ConnectRequired | None``: whether the calling
+    # person must first connect their own account (an OAuth MCP server). Run before approval; a
+    # call that needs it parks on a "connect" card and runs once the person connected (or ends
+    # denied). ``refresh=False``: from stored state only, no network (listings).
+    connect_check: Callable[..., ConnectRequired | None] | None = field(default=None, compare=False)
 
     @property
     def approval_default(self) -> str:

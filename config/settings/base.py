@@ -590,6 +590,15 @@ MCP_SUSPECT_TIMEOUTS = env.int("MCP_SUSPECT_TIMEOUTS", default=3)
 # platform's environment, and no others; the platform's own (SECRET_KEY, DATABASE_URL, provider
 # keys…) are refused even when listed (mcp_client.trust). Comma-separated.
 MCP_ENV_ALLOWLIST = env.list("MCP_ENV_ALLOWLIST", default=[])
+# OAuth MCP servers (mcp_client.oauth): hosts the OAuth metadata may point at although they are
+# private addresses (the configured server's own host always may); timeouts of one OAuth request,
+# of one refresh lease (one refresh per person and server), a token counts as expired this many
+# seconds early, a consent link lives this long (seconds).
+MCP_OAUTH_ALLOWED_HOSTS = env.list("MCP_OAUTH_ALLOWED_HOSTS", default=[])
+MCP_OAUTH_TIMEOUT_S = env.float("MCP_OAUTH_TIMEOUT_S", default=10.0)
+MCP_OAUTH_REFRESH_LEASE_S = env.float("MCP_OAUTH_REFRESH_LEASE_S", default=30.0)
+MCP_OAUTH_EXPIRY_SKEW_S = env.float("MCP_OAUTH_EXPIRY_SKEW_S", default=60.0)
+MCP_OAUTH_REQUEST_TTL_S = env.float("MCP_OAUTH_REQUEST_TTL_S", default=900.0)
 
 # --- OpenAI-compatible API (openai_api/) -------------------------------------------------------
 # "model": "default" → this provider/model (else the first enabled provider's default model).

@@ -368,6 +368,19 @@ test("the first look picks up a queued unanswered question as waiting, then open
   assert.equal(h.page.scrolled, 1);
 });
 
+test("a last turn that ended on tool calls follows its run while it still runs (e.g. after a connect card)", async () => {
+  const h = harness({loads: [{toolTail: "r4", turn: null}], api: {"GET /runs/r4/": {id: "r4", status: "running"}}});
+  await h.run.begin();
+  assert.equal(h.run.live.runId, "r4");
+  assert.deepEqual(h.composer.running.at(-1), [true, {canStop: true}]);
+});
+
+test("a last turn that ended on tool calls of a finished run follows nothing", async () => {
+  const h = harness({loads: [{toolTail: "r5"}], api: {"GET /runs/r5/": {id: "r5", status: "failed"}}});
+  await h.run.begin();
+  assert.equal(h.run.live, null);
+});
+
 test("the first look failing says so and still opens the socket", async () => {
   const h = harness({loads: [new Error("HTTP 500")]});
   await h.run.begin();

@@ -4,6 +4,7 @@
 import { el } from "./dom.js";
 import { formatList, gettext, interpolate } from "./i18n.js";
 import { LiveText } from "./live-text.js";
+import { gettext } from "./i18n.js";
 import { toolRow, setToolStatus, approvalCard, resolveCard, progressCard } from "./tools.js";
 
 // ``vocabulary`` is the server's declaration (agents/event_types.py, embedded by the page):
@@ -109,7 +110,7 @@ function baseHandlers(app) {
       if (!live) return;
       const turn = turnOf(live);
       const row = rowOf(live, ev.tool_call_id);
-      if (row) setToolStatus(row, "awaiting_approval");
+      if (row) setToolStatus(row, "awaiting_approval", undefined, ev.connect ? gettext("waiting for sign-in") : "");
       if (!turn.querySelector('.card.approval[data-id="' + CSS.escape(ev.tool_call_id) + '"]')) {
         const card = approvalCard(ev, (d) => app.decide(ev.tool_call_id, d));
         turn.querySelector(".tools").appendChild(card);

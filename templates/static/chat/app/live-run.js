@@ -9,7 +9,7 @@
 //   stream    ThreadStream (stream.js): seen, accept(ev), follow(runId, fromStart), resume(runId),
 //             resumeRun, open, connect()
 //   view      ThreadView (thread.js): load() → Promise<last> ({turn, runId, openRun, openText,
-//             waiting, unanswered, lastUser}), newTurn(runId) → the turn's <article>
+//             waiting, unanswered, lastUser, toolTail}), newTurn(runId) → the turn's <article>
 //   composer  Composer (composer.js) or null on a read-only thread: pending, accepted() → the
 //             text sent or null, rejected(message, code), setRunning(on, opts), clearNote(code)
 //   api       (method, url) → Promise<body>; a failure carries .code and .message (api.js)
@@ -276,6 +276,14 @@ export function createLiveRun({stream, view, composer = null, api, urlFor, urls,
       stream.follow(last.openRun, true);
       if (stream.open) stream.resume(last.openRun);
       busy(!last.waiting, {canStop: true});
+    } else if (last.toolTail) {
+      return api("GET", urlFor(urls.run, last.toolTail)).then((run) => {
+        if (live || !["queued", "running"].includes(run.status)) return;
+        live = {runId: run.id, turn: last.turn, textView: null, ready: true, queue: []};
+        stream.follow(run.id, true);
+        if (stream.open) stream.resume(run.id);
+        busy(true, {canStop: true});
+      }).catch(() => {});
     } else if (last.unanswered) {
       return api("GET", urlFor(urls.run, last.unanswered)).then((run) => {
         if (run.status !== "queued" || live) return;

@@ -1,9 +1,10 @@
 // The conversation: draws the selected branch from GET …/messages/ and owns the message
 // actions (copy, edit and resend, regenerate, ‹ n/k › versions, save to knowledge).
 import { api, urlFor } from "./api.js";
+import { gettext } from "./i18n.js";
 import { el, button, timeElement } from "./dom.js";
 import { renderInto, copyText } from "./markdown.js";
-import { toolRow, approvalCard, resolveCard } from "./tools.js";
+import { toolRow, approvalCard, resolveCard, setToolStatus } from "./tools.js";
 import { citationList, wireCitationPreviews } from "./citations.js";
 import { attachmentList } from "./attachments.js";
 import { gettext } from "./i18n.js";
@@ -57,7 +58,11 @@ export class ThreadView {
         const row = toolRow({id: c.tool_call_id, name: c.name, summary: c.arguments_summary, status: c.status || "failed",
                              detail: c.summary});
         tools.appendChild(row);
+        // A call still to run (back from an approval or a connect card while the page loaded):
+        // its run goes on, so follow it — the answer comes on the stream, not in this list.
+        if (["pending", "approved", "running"].includes(c.status)) openRun = m.run_id;
         if (c.status === "awaiting_approval") {
+          if (c.approval && c.approval.connect) setToolStatus(row, "awaiting_approval", undefined, gettext("waiting for sign-in"));
           waiting = (c.approval && c.approval.waiting_text) || true;
           openRun = m.run_id;
           tools.appendChild(approvalCard({...(c.approval || {}), tool_call_id: c.tool_call_id, tool: c.name,
@@ -114,7 +119,13 @@ export class ThreadView {
     const unanswered = tail && tail.role === "user" && tail.run_id ? tail.run_id : null;
     const you = messages.filter((m) => m.role === "user").pop();
     const lastUser = you ? {id: you.id, content: you.content || ""} : null;
-    return {turn, runId: lastRun, openRun, openText, waiting, unanswered, lastUser};
+    // The last turn ended on tool calls with no answer yet: its run may be between a tool's
+    // result and the model's answer (e.g. right after a connect card's callback) — live-run.js
+    // pickUp asks whether it still runs.
+    const lastAnswer = messages.filter((m) => m.role === "assistant").pop();
+    const toolTail = !openRun && lastAnswer && !lastAnswer.content && (lastAnswer.tool_calls || []).length
+      ? lastAnswer.run_id : null;
+    return {turn, runId: lastRun, openRun, openText, waiting, unanswered, lastUser, toolTail};
   }
 
   userMessage(m) {

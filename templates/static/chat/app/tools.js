@@ -31,10 +31,10 @@ export function toolRow({id, name, summary, status, detail}) {
 // Outcomes whose reason is shown on the row itself, not only folded in its details.
 const FAILED = new Set(["failed", "permission_denied", "denied", "timeout", "status_unknown", "expired"]);
 
-export function setToolStatus(row, status, detail) {
+export function setToolStatus(row, status, detail, label) {
   row.className = "tool " + String(status).replace(/[^a-z_]/g, "_");
   row.dataset.status = status;
-  row.querySelector(".tool-status").textContent = statusText(status);
+  row.querySelector(".tool-status").textContent = label || statusText(status);
   if (detail !== undefined && detail !== null) row.querySelector(".tool-detail").textContent = detail;
   // A failed call says why on its row (the first line of the reason; the whole text stays
   // in the details).
@@ -69,6 +69,11 @@ export function timeLeftText(s) {
   if (s < 5400) return formatUnit(Math.round(s / 60), "minute");
   return formatUnit(Math.round(s / 3600), "hour");
 }
+
+// What a connect card says once it is settled ("approve": the callback connected the account).
+const CONNECT_TEXT = {
+  approve: gettext("Connected — the call goes on"), deny: gettext("Not connected — the call was not run"),
+};
 
 // The signed-in person (base.html's body data-user).
 const ME = () => document.body.dataset.user || "";
@@ -113,6 +118,7 @@ export function progressCard(card, ev) {
 // It says in plain words why the call waits; a person who may not decide sees who can
 // instead of buttons.
 export function approvalCard(a, onDecide) {
+  if (a.connect) return connectCard(a, onDecide);
   // Each thing once: the arguments (named by the server: a knowledge item by its title) are
   // on the card while it waits (its tool row above hides them), on the row once decided (the
   // decided card hides them); the rule is its own line only (not in the turn's status line).
@@ -190,6 +196,61 @@ export function approvalCard(a, onDecide) {
   return card;
 }
 
+// The path a connect card's link opens: the server's consent door (a path of this site, never
+// another origin), returning to this page afterwards.
+export function connectHref(connect, back) {
+  const url = String((connect && connect.url) || "");
+  if (!url.startsWith("/") || url.startsWith("//")) return "";
+  return url + (url.includes("?") ? "&" : "?") + "next=" + encodeURIComponent(back || location.pathname);
+}
+
+// A call parked until its person connects their own account to an OAuth MCP server: a link to
+// the consent page (the run goes on by itself when the sign-in comes back) and Cancel.
+function connectCard(a, onDecide) {
+  const card = el("div", "card approval connect");
+  card.dataset.id = a.tool_call_id;
+  card.dataset.tool = a.tool || "";
+  const name = a.connect.name || a.connect.server || "";
+  const head = el("div", "approval-head");
+  head.appendChild(el("strong", "", interpolate(gettext("Connect %s to continue"), [name])));
+  head.appendChild(el("span", "badge tone", gettext("sign-in")));
+  card.appendChild(head);
+  if (a.arguments_summary) card.appendChild(el("div", "approval-args", a.arguments_summary));
+  card.appendChild(el("div", "approval-rule", interpolate(
+    gettext("%s uses your own %s account. Connect it once: the call then runs and the answer goes on."),
+    [a.tool || "", name])));
+  const expiry = el("div", "approval-expiry muted", expiryText(a.expires_at));
+  card.appendChild(expiry);
+  const actions = el("div", "approval-actions");
+  const note = el("span", "approval-note muted");
+  note.setAttribute("aria-live", "polite");
+  const mine = !Array.isArray(a.approver_names) || a.approver_names.includes(ME());
+  if (onDecide && mine) {
+    const href = connectHref(a.connect);
+    if (href) {
+      const link = el("a", "button connect-link", interpolate(gettext("Connect %s"), [name]));
+      link.href = href;
+      actions.appendChild(link);
+    }
+    const cancel = el("button", "deny secondary", gettext("Cancel"));
+    cancel.type = "button";
+    cancel.addEventListener("click", () => {
+      cancel.disabled = true;
+      if (!onDecide("deny")) {
+        cancel.disabled = false;
+        note.textContent = gettext("Not connected: try again in a moment.");
+      }
+    });
+    actions.appendChild(cancel);
+  } else {
+    card.appendChild(el("div", "approval-who", interpolate(gettext("Waits for %s to connect their account."),
+                                                           [a.requester || ""])));
+  }
+  actions.appendChild(note);
+  card.appendChild(actions);
+  return card;
+}
+
 export function resolveCard(card, decision, by) {
   card.dataset.state = decision;
   card.classList.add("resolved");
@@ -198,6 +259,11 @@ export function resolveCard(card, decision, by) {
   card.querySelectorAll(".approval-progress, .approval-rule, .approval-why").forEach((n) => n.remove());
   card.querySelectorAll("button").forEach((b) => b.remove());
   card.querySelectorAll(".approval-who, .approval-expiry").forEach((n) => n.remove());
+  if (card.classList.contains("connect")) {
+    card.querySelectorAll(".connect-link").forEach((n) => n.remove());
+    card.querySelector(".approval-note").textContent = CONNECT_TEXT[decision] || (DECISION_TEXT[decision] || [decision])[0];
+    return;
+  }
   const [alone, withName] = DECISION_TEXT[decision] || [decision, decision + " (%(name)s)"];
   card.querySelector(".approval-note").textContent = by ? interpolate(withName, {name: by}, true) : alone;
 }

@@ -4,7 +4,7 @@ import { api } from "../app/api.js";
 import { el } from "../app/dom.js";
 import { inbox } from "../app/approvals-badge.js";
 import { formatList, formatNumber, gettext, interpolate, ngettext } from "../app/i18n.js";
-import { timeLeftText } from "../app/tools.js";
+import { connectHref, timeLeftText } from "../app/tools.js";
 
 const root = document.getElementById("inbox");
 const empty = document.getElementById("inbox-empty");
@@ -59,6 +59,7 @@ function card(item) {
   const args = el("pre", "approval-args inbox-args");
   args.textContent = JSON.stringify(item.arguments_shown || item.arguments || {}, null, 2);  // items by title
   c.appendChild(args);
+  if (a.connect) return connectItem(c, item, a);
   const actions = el("div", "approval-actions");
   const approve = el("button", "approve", gettext("Approve"));
   const deny = el("button", "deny secondary", gettext("Deny"));
@@ -101,6 +102,39 @@ function card(item) {
   };
   approve.addEventListener("click", () => decide("approve"));
   deny.addEventListener("click", () => decide("deny"));
+  return c;
+}
+
+// A call of an unattended run (API, no browser) parked until its person connects their own
+// account: the link opens the consent page here; the run goes on by itself afterwards.
+function connectItem(c, item, a) {
+  c.classList.add("connect");
+  const actions = el("div", "approval-actions");
+  const href = connectHref(a.connect, "/chat/approvals/");
+  if (href && a.requester === (document.body.dataset.user || "")) {
+    const link = el("a", "button connect-link", interpolate(gettext("Connect %s"), [a.connect.name || ""]));
+    link.href = href;
+    actions.appendChild(link);
+  }
+  const deny = el("button", "deny secondary", gettext("Cancel"));
+  deny.type = "button";
+  const note = el("span", "approval-note muted");
+  note.setAttribute("aria-live", "polite");
+  deny.addEventListener("click", async () => {
+    deny.disabled = true;
+    try {
+      await api("POST", "/api/v1/tool-calls/" + encodeURIComponent(item.id) + "/decision/", {decision: "deny"});
+      c.dataset.state = "denied";
+      note.textContent = gettext("Not connected — the call was not run");
+      inbox.refresh(null);
+    } catch (err) {
+      deny.disabled = false;
+      note.textContent = err.message;
+      note.classList.add("error");
+    }
+  });
+  actions.append(deny, note);
+  c.appendChild(actions);
   return c;
 }
 
