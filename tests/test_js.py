@@ -46,3 +46,23 @@ def test_js_unit_tests_pass():
     counts = {k: int(v) for k, v in re.findall(r"^# (tests|pass|fail) (\d+)$", result.stdout, re.M)}
     assert counts.get("fail") == 0 and counts.get("pass", 0) > 0, report
     assert counts["pass"] == counts["tests"], report
+
+
+def test_every_page_script_parses_as_a_module():
+    """Each page script (``templates/static/**/*.js``, not ``vendor/``) parses as an ES module:
+    a merge that imports one name twice ("Identifier 'gettext' has already been declared")
+    stops the whole page's module graph, and only a browser would show it."""
+    node, problem = _node()
+    if problem:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true requires the JavaScript checks: {problem}")
+        pytest.skip(problem)
+    scripts = sorted(p for p in (REPO / "templates" / "static").rglob("*.js") if "vendor" not in p.parts)
+    assert len(scripts) > 20
+    broken = []
+    for script in scripts:
+        result = subprocess.run([node, "--experimental-default-type=module", "--check", str(script)],
+                                capture_output=True, text=True, timeout=60)
+        if result.returncode != 0:
+            broken.append(f"{script.relative_to(REPO)}: {result.stderr.strip().splitlines()[-1]}")
+    assert not broken, "\n".join(broken)

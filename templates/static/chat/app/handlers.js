@@ -4,7 +4,6 @@
 import { el } from "./dom.js";
 import { formatList, gettext, interpolate } from "./i18n.js";
 import { LiveText } from "./live-text.js";
-import { gettext } from "./i18n.js";
 import { toolRow, setToolStatus, approvalCard, resolveCard, progressCard } from "./tools.js";
 
 // ``vocabulary`` is the server's declaration (agents/event_types.py, embedded by the page):

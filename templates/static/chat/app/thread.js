@@ -7,7 +7,6 @@ import { renderInto, copyText } from "./markdown.js";
 import { toolRow, approvalCard, resolveCard, setToolStatus } from "./tools.js";
 import { citationList, wireCitationPreviews } from "./citations.js";
 import { attachmentList } from "./attachments.js";
-import { gettext } from "./i18n.js";
 
 const STATUS_LABEL = {complete: "", streaming: gettext("writing…"), truncated: gettext("truncated"), error: gettext("error"),
                       cancelled: gettext("cancelled")};
