@@ -64,5 +64,6 @@ def test_every_page_script_parses_as_a_module():
         result = subprocess.run([node, "--experimental-default-type=module", "--check", str(script)],
                                 capture_output=True, text=True, timeout=60)
         if result.returncode != 0:
-            broken.append(f"{script.relative_to(REPO)}: {result.stderr.strip().splitlines()[-1]}")
+            errors = [line for line in result.stderr.splitlines() if "Error" in line] or [result.stderr.strip()]
+            broken.append(f"{script.relative_to(REPO)}: {errors[0]}")
     assert not broken, "\n".join(broken)
