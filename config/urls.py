@@ -20,6 +20,8 @@ from chatplatform.login_throttle import LoginThrottleMixin, PasswordChangeThrott
 from knowledge import api as knowledge_api
 from knowledge import upload_api as knowledge_upload_api
 from openai_api import views as openai_views
+from schedules import api as schedules_api
+from schedules import views as schedules_views
 from sso.views import PlatformLoginView
 from usage import views as usage_views
 
@@ -38,6 +40,10 @@ api_v1 = [
         throttle_classes=[], parser_classes=api_settings.DEFAULT_PARSER_CLASSES), name="auth-token"),
     path("api-keys/", apikeys_api.ApiKeyListCreateApi.as_view(), name="api-keys"),
     path("api-keys/<str:key_id>/", apikeys_api.ApiKeyDetailApi.as_view(), name="api-key-detail"),
+    path("schedules/", schedules_api.ScheduleListCreateApi.as_view(), name="schedules"),
+    path("schedules/<str:schedule_id>/", schedules_api.ScheduleDetailApi.as_view(), name="schedule-detail"),
+    path("schedules/<str:schedule_id>/pause/", schedules_api.SchedulePauseApi.as_view(), name="schedule-pause"),
+    path("schedules/<str:schedule_id>/resume/", schedules_api.ScheduleResumeApi.as_view(), name="schedule-resume"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
     path("me/preferences/", chat_api.PreferencesApi.as_view(), name="preferences"),
     path("folders/", organise_api.FolderListCreateApi.as_view(), name="folders"),
@@ -93,6 +99,7 @@ urlpatterns = [
     path("chat/", include("chat.urls")),
     path("knowledge/", include("knowledge.urls")),
     path("usage/", include("usage.urls")),
+    path("schedules/", schedules_views.schedules_page, name="schedules-page"),
     path("metrics", usage_views.metrics, name="metrics"),
     path("api/v1/", include(api_v1)),
     # OpenAI-compatible API (openai_api/): base URL for OpenAI clients is <host>/v1

@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "openai_api",
     "usage",
     "apikeys",
+    "schedules",
     "django_prometheus",
 ]
 
@@ -407,6 +408,12 @@ LOGIN_RATE_LIMIT = env("LOGIN_RATE_LIMIT", default="10/min")  # per client addre
 LOGIN_USERNAME_RATE_LIMIT = env("LOGIN_USERNAME_RATE_LIMIT", default="10/min")  # per username
 # Self-service API keys (apikeys): the most a user may hold that are neither revoked nor expired.
 API_KEYS_MAX_PER_USER = env.int("API_KEYS_MAX_PER_USER", default=25)
+# Scheduled runs (schedules): no schedule fires more often than this (seconds); the tick period
+# of every process's ticker (a fire starts at most this late); the most schedules per user.
+SCHEDULE_MIN_INTERVAL_S = env.int("SCHEDULE_MIN_INTERVAL_S", default=300)
+SCHEDULE_TICK_S = env.float("SCHEDULE_TICK_S", default=15.0)
+SCHEDULE_TICKER_ENABLED = env.bool("SCHEDULE_TICKER_ENABLED", default=True)
+SCHEDULE_MAX_PER_USER = env.int("SCHEDULE_MAX_PER_USER", default=50)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Bearer or Token <key>: the one scheme rule of every door (chatplatform.credentials)
