@@ -261,3 +261,35 @@ def test_schema_lists_the_schedule_endpoints(users, api_for):
     for path in ("/api/v1/schedules/", "/api/v1/schedules/{schedule_id}/", "/api/v1/schedules/{schedule_id}/pause/",
                  "/api/v1/schedules/{schedule_id}/resume/"):
         assert path in paths, path
+
+
+# --- the page -----------------------------------------------------------------------------------
+def test_page_creates_lists_and_keeps_input_on_error(users, thread, client):
+    client.force_login(users["alice"])
+    bad = client.post("/schedules/", {"action": "create", "name": "<b>nightly</b>", "thread": str(thread.pk),
+                                      "prompt": "Summarise.", "kind": "cron", "cron": "* * * * *", "overlap": "queue"})
+    assert bad.status_code == 400
+    page = bad.content.decode()
+    assert "minimum in this workspace is 300 s" in page and 'aria-invalid="true"' in page
+    assert "&lt;b&gt;nightly&lt;/b&gt;" in page and "<b>nightly" not in page  # kept, escaped
+    assert not Schedule.objects.exists()
+    ok = client.post("/schedules/", {"action": "create", "name": "nightly", "thread": str(thread.pk),
+                                     "prompt": "Summarise.", "kind": "interval", "interval_minutes": "60",
+                                     "overlap": "queue"})
+    assert ok.status_code == 302
+    schedule = Schedule.objects.get()
+    assert schedule.interval_s == 3600 and schedule.overlap == "queue" and schedule.owner == users["alice"]
+    listed = client.get("/schedules/").content.decode()
+    assert "nightly" in listed and "Run once the current run ends" in listed and schedule.next_fire_at.strftime(
+        "%Y-%m-%d %H:%M") in listed
+    assert client.post("/schedules/", {"action": "pause", "schedule": str(schedule.pk)}).status_code == 302
+    schedule.refresh_from_db()
+    assert schedule.paused
+
+
+def test_page_actions_on_another_users_schedule_are_404(users, thread, client):
+    schedule = make(users["alice"], thread)
+    client.force_login(users["bob"])
+    assert client.post("/schedules/", {"action": "delete", "schedule": str(schedule.pk)}).status_code == 404
+    assert "report" not in client.get("/schedules/").content.decode().split("Your schedules")[1].split("New schedule")[0]
+    assert Schedule.objects.filter(pk=schedule.pk).exists()
