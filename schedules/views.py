@@ -70,4 +70,4 @@ def schedules_page(request):
         "threads": thread_list_for_user(user=request.user)[:200],
         "environments": Environment.objects.order_by("name"),
         "kinds": Schedule.Kind.choices, "overlaps": Schedule.Overlap.choices,
-    }, status=400 if error else 200)
+    })
