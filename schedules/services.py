@@ -21,7 +21,7 @@ the workspace, deactivated) pauses the schedule with the reason.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -100,6 +100,16 @@ def _first_fire(schedule: Schedule, now: datetime) -> datetime:
     return next_fire(kind=schedule.kind, cron=schedule.cron, interval_s=schedule.interval_s, after=now)
 
 
+def _next_after_fire(schedule: Schedule, now: datetime) -> datetime:
+    """The next fire after one at ``now``, never sooner than ``SCHEDULE_MIN_INTERVAL_S`` later:
+    a schedule made before the minimum was raised fires no more often than the minimum now."""
+    earliest = now + timedelta(seconds=settings.SCHEDULE_MIN_INTERVAL_S)
+    following = _first_fire(schedule, now)
+    if following < earliest:
+        following = _first_fire(schedule, earliest - timedelta(microseconds=1))
+    return following
+
+
 @transaction.atomic
 def schedule_update(*, schedule: Schedule, now: datetime | None = None, **changes) -> Schedule:
     """Change any of name, prompt, kind, cron, interval_s, env_id, overlap (the same checks as
@@ -170,7 +180,7 @@ def schedules_claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[int]
             if fire.status == ScheduleFire.Status.PENDING:
                 made.append(fire.pk)
             schedule.last_fired_at = now
-            schedule.next_fire_at = _first_fire(schedule, now)
+            schedule.next_fire_at = _next_after_fire(schedule, now)
             schedule.save(update_fields=["last_fired_at", "next_fire_at"])
     return made
 

@@ -293,3 +293,29 @@ def test_page_actions_on_another_users_schedule_are_404(users, thread, client):
     assert client.post("/schedules/", {"action": "delete", "schedule": str(schedule.pk)}).status_code == 404
     assert "report" not in client.get("/schedules/").content.decode().split("Your schedules")[1].split("New schedule")[0]
     assert Schedule.objects.filter(pk=schedule.pk).exists()
+
+
+def test_a_raised_minimum_applies_to_schedules_made_before(users, thread, settings):
+    schedule = make(users["alice"], thread, kind="cron", cron="*/5 * * * *")
+    settings.SCHEDULE_MIN_INTERVAL_S = 1800
+    schedules_tick(now=schedule.next_fire_at)
+    fired_at = schedule.next_fire_at
+    schedule.refresh_from_db()
+    assert schedule.next_fire_at == fired_at + timedelta(minutes=30)  # not 5 minutes later
+
+
+def test_admin_lists_shows_history_and_pauses(users, thread, client):
+    schedule = make(users["alice"], thread)
+    schedules_tick(now=T0 + timedelta(seconds=300))
+    staff = users["admin"]
+    staff.is_staff = staff.is_superuser = True
+    staff.save()
+    client.force_login(staff)
+    assert "report" in client.get("/admin/schedules/schedule/").content.decode()
+    change = client.get(f"/admin/schedules/schedule/{schedule.pk}/change/").content.decode()
+    assert "Started" in change and "Summarise yesterday." in change
+    response = client.post("/admin/schedules/schedule/", {"action": "pause_selected",
+                                                          "_selected_action": [str(schedule.pk)]})
+    assert response.status_code == 302
+    schedule.refresh_from_db()
+    assert schedule.paused and schedule.paused_reason == "Paused by an administrator."
