@@ -90,6 +90,14 @@ def test_make_see_fire_pause_and_resume_a_schedule_on_the_page(browser, platform
         assert card.locator(".schedule-next time").count() == 1
         assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
         card.get_by_role("button", name="Delete").click()
+        dialog = page.locator("dialog.app-dialog[open]")
+        assert name in dialog.inner_text()
+        shot("confirm-delete")
+        dialog.locator("button[value=cancel]").click()  # the safe choice: nothing deleted
+        dialog.wait_for(state="detached")
+        assert page.locator(".schedule-card", has_text=name).count() == 1
+        card.get_by_role("button", name="Delete").click()
+        page.locator("dialog.app-dialog[open] button[value=ok]").click()
         page.locator(".schedule-card", has_text=name).wait_for(state="detached")
         assert not errors, errors
     finally:
