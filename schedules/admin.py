@@ -24,18 +24,17 @@ class ScheduleFireInline(admin.TabularInline):
 
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
-    """Schedules are made by their owners (page, API); the admin sees them all, pauses and
-    resumes them, and reads their history. Fields that would bypass the service's checks
-    (owner, thread, timing) are read-only here."""
+    """Schedules are made by their owners (page, API); the admin sees them all, pauses,
+    resumes or deletes them, and reads their history. Every field is read-only here: a prompt
+    an administrator could edit would run as its owner, in the owner's name."""
 
     list_display = ("name", "owner", "workspace", "kind", "cron", "interval_s", "overlap", "paused",
                     "next_fire_at", "last_fired_at")
     list_filter = ("paused", "kind", "overlap", "workspace")
     search_fields = ("name", "owner__username", "prompt")
-    readonly_fields = ("id", "owner", "workspace", "thread", "kind", "cron", "interval_s", "env_id",
-                       "next_fire_at", "last_fired_at", "paused", "paused_reason", "created_at", "updated_at")
-    fields = ("id", "name", "owner", "workspace", "thread", "prompt", "kind", "cron", "interval_s", "env_id",
-              "overlap", "paused", "paused_reason", "next_fire_at", "last_fired_at", "created_at", "updated_at")
+    readonly_fields = fields = ("id", "name", "owner", "workspace", "thread", "prompt", "kind", "cron", "interval_s",
+                                "env_id", "overlap", "paused", "paused_reason", "next_fire_at", "last_fired_at",
+                                "created_at", "updated_at")
     inlines = [ScheduleFireInline]
     actions = ["pause_selected", "resume_selected"]
     list_select_related = ("owner", "workspace")

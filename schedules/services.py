@@ -131,10 +131,11 @@ def schedule_update(*, schedule: Schedule, now: datetime | None = None, **change
 @transaction.atomic
 def schedule_pause(*, schedule: Schedule, reason: str = "") -> Schedule:
     """Stop firing (``next_fire_at`` cleared). A pending fire is dropped as skipped."""
-    Schedule.objects.filter(pk=schedule.pk).update(paused=True, paused_reason=reason[:300], next_fire_at=None,
-                                                   updated_at=timezone.now())
+    # Fires before the schedule: the order schedule_fire_start takes its locks in.
     ScheduleFire.objects.filter(schedule_id=schedule.pk, status=ScheduleFire.Status.PENDING).update(
         status=ScheduleFire.Status.SKIPPED, detail=_("The schedule was paused."))
+    Schedule.objects.filter(pk=schedule.pk).update(paused=True, paused_reason=reason[:300], next_fire_at=None,
+                                                   updated_at=timezone.now())
     schedule.refresh_from_db()
     return schedule
 

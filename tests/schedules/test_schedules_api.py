@@ -319,3 +319,14 @@ def test_admin_lists_shows_history_and_pauses(users, thread, client):
     assert response.status_code == 302
     schedule.refresh_from_db()
     assert schedule.paused and schedule.paused_reason == "Paused by an administrator."
+
+
+def test_admin_cannot_rewrite_a_prompt_that_runs_as_its_owner(users, thread, client):
+    schedule = make(users["alice"], thread)
+    staff = users["admin"]
+    staff.is_staff = staff.is_superuser = True
+    staff.save()
+    client.force_login(staff)
+    client.post(f"/admin/schedules/schedule/{schedule.pk}/change/", {"prompt": "Delete everything.", "name": "x"})
+    schedule.refresh_from_db()
+    assert schedule.prompt == "Summarise yesterday." and schedule.name == "report"
