@@ -11,7 +11,7 @@ import threading
 import time
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import OperationalError, close_old_connections, connection
 
 from chatplatform.db import error_line
 from chatplatform.dbconn import is_database_unavailable
@@ -28,7 +28,11 @@ def tick_once() -> None:
     """One tick with fresh connections; errors are logged, never raised (the next tick retries)."""
     close_old_connections()
     try:
-        schedules_tick()
+        try:
+            schedules_tick()
+        except OperationalError:  # a connection the server dropped while idle: one fresh try
+            connection.close()
+            schedules_tick()
     except Exception as exc:
         if is_database_unavailable(exc):
             logger.warning("schedule tick skipped: no database connection (%s)", error_line(exc))

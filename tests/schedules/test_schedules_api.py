@@ -330,3 +330,23 @@ def test_admin_cannot_rewrite_a_prompt_that_runs_as_its_owner(users, thread, cli
     client.post(f"/admin/schedules/schedule/{schedule.pk}/change/", {"prompt": "Delete everything.", "name": "x"})
     schedule.refresh_from_db()
     assert schedule.prompt == "Summarise yesterday." and schedule.name == "report"
+
+
+def test_the_ticker_survives_a_dropped_connection_and_is_off_in_tests(users, thread, monkeypatch, settings):
+    from django.db import OperationalError
+
+    from schedules import ticker
+
+    calls = []
+
+    def flaky(**_kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        return []
+
+    monkeypatch.setattr(ticker, "schedules_tick", flaky)
+    ticker.tick_once()  # neither raises nor gives up: a fresh connection, one more try
+    assert len(calls) == 2
+    ticker.start_ticker()  # SCHEDULE_TICKER_ENABLED is false in tests: no thread
+    assert not ticker._started
