@@ -14,6 +14,7 @@ from chatplatform.loops import bind_server_loop
 from chatplatform.loopwatch import watch_loop
 from llm.capabilities import preload_adapters
 from mcp_client import sync as mcp_sync
+from schedules.ticker import start_ticker
 
 
 class BindServerLoop:
@@ -36,5 +37,6 @@ class BindServerLoop:
             mcp_sync.warm_up_in_background()
             watch_loop(loop, name="web")
             if settings.RUN_EXECUTOR == "embedded":  # this process runs turns: load their SDKs now
+                start_ticker()  # and fires the schedules (with Celery, every worker does)
                 threading.Thread(target=preload_adapters, name="preload-adapters", daemon=True).start()
         return await self.app(scope, receive, send)

@@ -29,6 +29,8 @@ from mcp_client import views as mcp_views
 from openai_api import views as openai_views
 from policies import api as policies_api
 from prompts import api as prompts_api
+from schedules import api as schedules_api
+from schedules import views as schedules_views
 from sharing import api as sharing_api
 from sso.views import PlatformLoginView
 from usage import views as usage_views
@@ -60,6 +62,10 @@ api_v1 = [
          name="assistant-moderate"),
     path("mcp/connections/", mcp_views.ConnectionListApi.as_view(), name="mcp-connections"),
     path("mcp/connections/<slug:slug>/", mcp_views.ConnectionDetailApi.as_view(), name="mcp-connection-detail"),
+    path("schedules/", schedules_api.ScheduleListCreateApi.as_view(), name="schedules"),
+    path("schedules/<str:schedule_id>/", schedules_api.ScheduleDetailApi.as_view(), name="schedule-detail"),
+    path("schedules/<str:schedule_id>/pause/", schedules_api.SchedulePauseApi.as_view(), name="schedule-pause"),
+    path("schedules/<str:schedule_id>/resume/", schedules_api.ScheduleResumeApi.as_view(), name="schedule-resume"),
     path("workspaces/", chat_api.WorkspaceListApi.as_view(), name="workspaces"),
     path("workspaces/<str:workspace_id>/sharing/", sharing_api.WorkspaceSharingApi.as_view(), name="workspace-sharing"),
     path("workspaces/<str:workspace_id>/", chat_api.WorkspaceDetailApi.as_view(), name="workspace-detail"),
@@ -138,6 +144,7 @@ urlpatterns = [
     path("prompts/", include("prompts.urls")),
     path("mcp-oauth/callback/", mcp_views.callback, name="mcp-oauth-callback"),
     path("mcp-oauth/<slug:slug>/connect/", mcp_views.connect, name="mcp-oauth-connect"),
+    path("schedules/", schedules_views.schedules_page, name="schedules-page"),
     path("metrics", usage_views.metrics, name="metrics"),
     path("api/v1/", include(api_v1)),
     # OpenAI-compatible API (openai_api/): base URL for OpenAI clients is <host>/v1

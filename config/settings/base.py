@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "prompts",
     "assistants",
     "policies",  # after agents: its admin extends the tool policy and approval rule admins
+    "schedules",
     "django_prometheus",
 ]
 
@@ -439,6 +440,12 @@ API_KEYS_MAX_PER_USER = env.int("API_KEYS_MAX_PER_USER", default=25)
 # this many active links (neither revoked nor expired).
 SHARE_PUBLIC_MAX_DAYS = env.int("SHARE_PUBLIC_MAX_DAYS", default=30)
 SHARE_LINKS_MAX_PER_THREAD = env.int("SHARE_LINKS_MAX_PER_THREAD", default=20)
+# Scheduled runs (schedules): no schedule fires more often than this (seconds); the tick period
+# of every process's ticker (a fire starts at most this late); the most schedules per user.
+SCHEDULE_MIN_INTERVAL_S = env.int("SCHEDULE_MIN_INTERVAL_S", default=300)
+SCHEDULE_TICK_S = env.float("SCHEDULE_TICK_S", default=15.0)
+SCHEDULE_TICKER_ENABLED = env.bool("SCHEDULE_TICKER_ENABLED", default=True)
+SCHEDULE_MAX_PER_USER = env.int("SCHEDULE_MAX_PER_USER", default=50)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Bearer or Token <key>: the one scheme rule of every door (chatplatform.credentials)

@@ -43,6 +43,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
 # Tests call agents.runs.reaper.reap_expired_runs() themselves; no background thread.
 RUN_REAPER_ENABLED = False
+SCHEDULE_TICKER_ENABLED = False  # tests call schedules.services.schedules_tick(now=…) themselves
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
     # Per process too: two test runs on one PostgreSQL never drop each other's database.
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}  # noqa: F405
