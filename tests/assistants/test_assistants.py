@@ -68,6 +68,16 @@ def test_bad_input_is_a_400_naming_the_field(alice_api):
     assert response.status_code == 400 and "provider" in response.json()["error"]["message"]
     response = create(alice_api, knowledge_items=["3f2b7c59-0000-4000-8000-000000000000"])
     assert response.status_code == 400 and "knowledge_items" in response.json()["error"]["message"]
+    # Bidirectional overrides and isolates disguise what other members read ("Helper" + U+202E
+    # + "gpj.exe" shows as "Helperexe.jpg"), as in folder and tag names.
+    for field, value in (("name", "Helper\u202egpj.exe"), ("description", "Reads \u2067files"),
+                         ("starter_prompts", ["Hi\u202d there"]), ("knowledge_tags", ["a\u2066b"])):
+        response = create(alice_api, **{field: value})
+        assert response.status_code == 400 and response.json()["error"]["message"].startswith(f"{field}: "), field
+    made = create(alice_api, visibility="workspace").json()
+    response = alice_api.patch(f"/api/v1/assistants/{made['id']}/", {"name": "Evil\u202e"}, format="json")
+    assert response.status_code == 400 and Assistant.objects.get(pk=made["id"]).name == "Helper"
+    Assistant.objects.all().delete()
     assert not Assistant.objects.exists()
 
 
