@@ -237,3 +237,28 @@ def test_the_chat_page_offers_its_folder_and_tags_to_its_owner_only(users, works
     client.force_login(users["admin"])  # a workspace admin reads the chat, not its owner's organisation
     page = client.get(f"/chat/{chat.pk}/").content.decode()
     assert "quarterly" not in page and 'id="thread-folder"' not in page
+
+
+@pytest.mark.django_db(transaction=True)  # the foreign key is checked when the PATCH commits
+def test_a_folder_deleted_while_a_chat_is_moved_into_it_is_a_400_and_nothing_is_saved(
+        users, workspaces, offline, alice_api, monkeypatch):
+    """Two tabs: one deletes a folder while the other moves a chat into it. The move was
+    checked against the folder before the delete committed; writing it afterwards pointed the
+    chat at a deleted row (500 at commit). Now the move re-reads the folder under a lock."""
+    import chat.api.views as views
+    from chat.organise import folder_delete, thread_organise_check
+
+    alice = users["alice"]
+    thread = make_thread(alice, workspaces["demo"], offline, title="before")
+    folder = Folder.objects.create(owner=alice, workspace=workspaces["demo"], name="Doomed", key="doomed")
+
+    def checked_then_deleted(**kwargs):
+        change = thread_organise_check(**kwargs)
+        folder_delete(folder=Folder.objects.get(pk=folder.pk))  # the other tab, in between
+        return change
+
+    monkeypatch.setattr(views, "thread_organise_check", checked_then_deleted)
+    response = alice_api.patch(f"/api/v1/threads/{thread.pk}/", {"folder": str(folder.pk), "title": "after"},
+                               format="json")
+    assert error(response) == (400, "invalid") and response.json()["error"]["message"] == "folder: No such folder."
+    assert Thread.objects.filter(pk=thread.pk).values_list("folder_id", "title").get() == (None, "before")
