@@ -250,10 +250,25 @@ def thread_organise(*, thread: Thread, user, change: Organising) -> Thread:
         Thread.objects.filter(pk=thread.pk).update(folder=change.folder)
         thread.folder = change.folder
     if change.tags is not ...:
-        thread.tags.set(_tags_named(user=user, names=change.tags))
-        Tag.objects.filter(owner=user, threads__isnull=True).delete()
+        tags = _tags_named(user=user, names=change.tags)
+        # A tag found above may have been deleted since as unused (another tab untagged its
+        # last chat): lock the ones found; any gone is made again.
+        alive = Tag.objects.select_for_update().filter(pk__in=[t.pk for t in tags]).values_list("pk", flat=True)
+        if len(set(alive)) != len(tags):
+            tags = _tags_named(user=user, names=change.tags)
+        thread.tags.set(tags)
+        _unused_tags_delete(user=user)
         getattr(thread, "_prefetched_objects_cache", {}).pop("tags", None)
     return thread
+
+
+def _unused_tags_delete(*, user) -> None:
+    """Delete ``user``'s tags that no chat carries. Each is locked, then checked again: another
+    request may have just given it a chat (it holds the lock while it does)."""
+    unused = list(Tag.objects.filter(owner=user, threads__isnull=True).values_list("pk", flat=True))
+    if unused:
+        list(Tag.objects.select_for_update().filter(pk__in=unused).values_list("pk", flat=True))
+        Tag.objects.filter(pk__in=unused, threads__isnull=True).delete()
 
 
 def _tags_named(*, user, names: list[str]) -> list[Tag]:

@@ -262,3 +262,31 @@ def test_a_folder_deleted_while_a_chat_is_moved_into_it_is_a_400_and_nothing_is_
                                format="json")
     assert error(response) == (400, "invalid") and response.json()["error"]["message"] == "folder: No such folder."
     assert Thread.objects.filter(pk=thread.pk).values_list("folder_id", "title").get() == (None, "before")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_tag_removed_from_its_last_chat_while_another_chat_takes_it_stays_and_is_a_200(
+        users, workspaces, offline, alice_api, monkeypatch):
+    """Tab 1 tags chat A "x" (found: chat B's tag) while tab 2 untags chat B, which deletes "x"
+    as unused. Tagging A with the deleted row failed at commit (500); now A keeps an "x"."""
+    import chat.organise as organise
+
+    alice = users["alice"]
+    chat_a = make_thread(alice, workspaces["demo"], offline, title="A")
+    chat_b = make_thread(alice, workspaces["demo"], offline, title="B")
+    assert alice_api.patch(f"/api/v1/threads/{chat_b.pk}/", {"tags": ["x"]}, format="json").status_code == 200
+    original = organise._tags_named
+
+    def found_then_untagged_elsewhere(**kwargs):
+        tags = original(**kwargs)
+        if kwargs["names"] == ["x"]:
+            monkeypatch.setattr(organise, "_tags_named", original)
+            organise.thread_organise(thread=Thread.objects.get(pk=chat_b.pk), user=alice,
+                                     change=organise.Organising(tags=[]))  # the other tab
+        return tags
+
+    monkeypatch.setattr(organise, "_tags_named", found_then_untagged_elsewhere)
+    response = alice_api.patch(f"/api/v1/threads/{chat_a.pk}/", {"tags": ["x"]}, format="json")
+    assert response.status_code == 200 and response.json()["tags"] == ["x"]
+    assert [t.name for t in Thread.objects.get(pk=chat_a.pk).tags.all()] == ["x"]
+    assert list(Thread.objects.get(pk=chat_b.pk).tags.all()) == []
