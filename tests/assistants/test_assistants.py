@@ -252,3 +252,12 @@ def test_the_admin_lists_features_and_disables(alice_api, client, django_user_mo
     assert "Helper" in client.get("/admin/assistants/assistant/").content.decode()
     client.post("/admin/assistants/assistant/", {"action": "disable", "_selected_action": [made["id"]]})
     assert Assistant.objects.get(pk=made["id"]).disabled is True
+
+
+def test_the_schema_names_the_assistant_and_share_link_visibility_enums(alice_api):
+    """Both choice sets are called "visibility": without a name each got a hashed one
+    (``Visibility315Enum``) that changes with the choices, breaking generated clients."""
+    schemas = alice_api.get("/api/schema/?format=json").json()["components"]["schemas"]
+    assert schemas["AssistantVisibilityEnum"]["enum"] == ["private", "workspace"]
+    assert schemas["ShareVisibilityEnum"]["enum"] == ["workspace", "public"]
+    assert not [name for name in schemas if name.startswith("Visibility")]
