@@ -240,6 +240,7 @@ def test_the_chat_page_offers_its_folder_and_tags_to_its_owner_only(users, works
 
 
 @pytest.mark.django_db(transaction=True)  # the foreign key is checked when the PATCH commits
+@pytest.mark.db_backends
 def test_a_folder_deleted_while_a_chat_is_moved_into_it_is_a_400_and_nothing_is_saved(
         users, workspaces, offline, alice_api, monkeypatch):
     """Two tabs: one deletes a folder while the other moves a chat into it. The move was
@@ -265,6 +266,7 @@ def test_a_folder_deleted_while_a_chat_is_moved_into_it_is_a_400_and_nothing_is_
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.db_backends
 def test_a_tag_removed_from_its_last_chat_while_another_chat_takes_it_stays_and_is_a_200(
         users, workspaces, offline, alice_api, monkeypatch):
     """Tab 1 tags chat A "x" (found: chat B's tag) while tab 2 untags chat B, which deletes "x"
