@@ -106,15 +106,16 @@ def model_takes_images(*, provider: Provider | None, model: str, memo=None) -> b
 
 
 def tool_call_list_for_user(*, user, status: str = "") -> QuerySet[ToolCall]:
-    """Tool calls of runs in threads the user may see: their own threads, and every thread
-    of the workspaces they administer. ``status`` filters (e.g. ``awaiting_approval``)."""
+    """Tool calls of runs in threads the user may see: their own threads, and every saved
+    thread of the workspaces they administer (a member's temporary chat is its owner's alone,
+    as at every other door). ``status`` filters (e.g. ``awaiting_approval``)."""
     from django.db.models import Q
 
     admin_workspaces = memberships_for_user(user=user, admin=True).values("workspace_id")
     member_workspaces = memberships_for_user(user=user).values("workspace_id")
     qs = ToolCall.objects.select_related("run__thread").filter(
         Q(run__thread__owner=user, run__thread__workspace_id__in=member_workspaces)
-        | Q(run__thread__workspace_id__in=admin_workspaces)
+        | Q(run__thread__workspace_id__in=admin_workspaces, run__thread__temporary=False)
     )
     if status:
         qs = qs.filter(status=status)

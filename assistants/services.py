@@ -13,6 +13,7 @@ from agents.tools import tool_sources
 from chat.models import Workspace
 from chat.selectors import membership_get
 from chatplatform.errors import ServiceError
+from chatplatform.safe_input import hidden_control
 from knowledge.selectors import knowledge_item_get_for_user
 
 from .models import Assistant
@@ -38,9 +39,21 @@ def _invalid(field: str, message: str, code: str = "invalid") -> AssistantReject
     return AssistantRejected(code, f"{field}: {message}", 400, field=field)
 
 
+def _refuse_hidden_controls(values: dict) -> None:
+    """The texts other members read (name, description, starter prompts, knowledge tags) may
+    not hold control characters or bidirectional overrides, which disguise what they say."""
+    for field in ("name", "description", "starter_prompts", "knowledge_tags"):
+        value = values.get(field)
+        for text in (value if isinstance(value, list | tuple) else [value]):
+            char = hidden_control(str(text or ""), newlines=field == "description")
+            if char:
+                raise _invalid(field, _("Remove the invisible control character %(char)s.") % {"char": char})
+
+
 def _clean(*, owner, workspace: Workspace, values: dict) -> dict:
     """``values`` checked and normalised against the owner's role in ``workspace`` now."""
     out = dict(values)
+    _refuse_hidden_controls(out)
     if "name" in out:
         out["name"] = " ".join(str(out["name"] or "").split())
         if not out["name"]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from django.templatetags.static import static
 
+from chatplatform.safe_input import MAX_DB_INT
+
 from .models import Workspace
 from .selectors import membership_get
 
@@ -25,7 +27,10 @@ MERMAID_SCRIPT = "vendor/preview-vendor.js"  # Mermaid (make vendor), loaded onl
 def artifacts_enabled(*, user, workspace_id) -> bool | None:
     """Whether ``user`` may preview artifacts in ``workspace_id``: True or False by the
     workspace's ``artifacts_enabled`` setting, None when the user is not a member (or the
-    workspace does not exist) — the caller answers 404 then, as for any other workspace."""
+    workspace does not exist, an id past the database's integer range: the URL's ``<int:>``
+    takes any digits) — the caller answers 404 then, as for any other workspace."""
+    if not 0 < workspace_id <= MAX_DB_INT:
+        return None
     membership = membership_get(user=user, workspace_id=workspace_id)
     if membership is None:
         return None

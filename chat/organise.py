@@ -180,6 +180,9 @@ def folder_delete(*, folder: Folder) -> int:
     """Delete ``folder``; its chats stay, back in the list (no folder). Returns how many
     chats it held."""
     with transaction.atomic():
+        # Lock first: a chat being moved into it meanwhile (thread_organise holds this lock)
+        # is then either in it before the chats are taken out, or sees it gone.
+        Folder.objects.select_for_update().filter(pk=folder.pk).values_list("pk", flat=True).first()
         moved = Thread.objects.filter(folder=folder).update(folder=None)
         folder.delete()
     return moved
@@ -235,15 +238,37 @@ def thread_organise(*, thread: Thread, user, change: Organising) -> Thread:
     """Apply a checked change to ``thread`` (the caller's own:
     ``thread_get_for_user(..., write=True)``). New tag names become the caller's tags, known
     ones (any case) are reused; a tag no chat carries any more is deleted. Organising is not
-    activity: ``updated_at`` (the list's order, a temporary chat's clock) is not touched."""
+    activity: ``updated_at`` (the list's order, a temporary chat's clock) is not touched.
+    ServiceError 400 ``invalid`` "folder: No such folder." when the folder was deleted since
+    the check (call it in the transaction of the request's other writes: nothing is saved)."""
     if change.folder is not ...:
+        # Checked before the write began; deleted since (another tab), the chat would point at
+        # no folder when this commits. Read it again under a lock that folder_delete waits for.
+        if change.folder is not None and not Folder.objects.select_for_update().filter(
+                pk=change.folder.pk).values_list("pk", flat=True).first():
+            raise ServiceError("invalid", _("folder: No such folder."))
         Thread.objects.filter(pk=thread.pk).update(folder=change.folder)
         thread.folder = change.folder
     if change.tags is not ...:
-        thread.tags.set(_tags_named(user=user, names=change.tags))
-        Tag.objects.filter(owner=user, threads__isnull=True).delete()
+        tags = _tags_named(user=user, names=change.tags)
+        # A tag found above may have been deleted since as unused (another tab untagged its
+        # last chat): lock the ones found; any gone is made again.
+        alive = Tag.objects.select_for_update().filter(pk__in=[t.pk for t in tags]).values_list("pk", flat=True)
+        if len(set(alive)) != len(tags):
+            tags = _tags_named(user=user, names=change.tags)
+        thread.tags.set(tags)
+        _unused_tags_delete(user=user)
         getattr(thread, "_prefetched_objects_cache", {}).pop("tags", None)
     return thread
+
+
+def _unused_tags_delete(*, user) -> None:
+    """Delete ``user``'s tags that no chat carries. Each is locked, then checked again: another
+    request may have just given it a chat (it holds the lock while it does)."""
+    unused = list(Tag.objects.filter(owner=user, threads__isnull=True).values_list("pk", flat=True))
+    if unused:
+        list(Tag.objects.select_for_update().filter(pk__in=unused).values_list("pk", flat=True))
+        Tag.objects.filter(pk__in=unused, threads__isnull=True).delete()
 
 
 def _tags_named(*, user, names: list[str]) -> list[Tag]:

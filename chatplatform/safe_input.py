@@ -19,6 +19,7 @@ U+FFFD where it enters the platform, so what streams and what is stored are the 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -26,6 +27,11 @@ from django.conf import settings
 from .errors import ServiceError
 
 MAX_DB_INT = 2**63 - 1
+# In a name shown to other people (an assistant, a prompt's title): control characters and
+# the bidirectional overrides/isolates, which reverse or hide the text after them ("Helper"
+# + U+202E + "gpj.exe" reads "Helperexe.jpg"). ``chat.organise`` refuses the same in folder
+# and tag names.
+_HIDDEN_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 T = TypeVar("T")
 
 
@@ -123,3 +129,13 @@ def parse_int(raw: Any, name: str, *, minimum: int = 0, maximum: int = MAX_DB_IN
     if not minimum <= value <= maximum:
         raise BadInput("invalid_parameter", f"{name} must be an integer from {minimum} to {maximum}.")
     return value
+
+
+def hidden_control(text: str, *, newlines: bool = False) -> str | None:
+    """The first control or bidirectional override/isolate character of ``text`` as
+    ``"U+202E"``, None when it has none (``newlines``: ``\\n`` and ``\\t`` are allowed)."""
+    for match in _HIDDEN_CONTROLS.finditer(text or ""):
+        if newlines and match.group() in "\n\t":
+            continue
+        return f"U+{ord(match.group()):04X}"
+    return None

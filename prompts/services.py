@@ -18,6 +18,7 @@ from django.utils.translation import ngettext
 
 from chat.models import Workspace
 from chatplatform.errors import ServiceError
+from chatplatform.safe_input import hidden_control
 
 from .models import Prompt
 from .selectors import prompt_can_edit, prompt_can_share
@@ -55,6 +56,9 @@ def _clean(*, command: str, title: str, body: str) -> tuple[str, str, str]:
         raise PromptRejected(_("Give the prompt a title."), field="title")
     if len(title) > TITLE_MAX:
         raise PromptRejected(_("A title is at most %(n)d characters.") % {"n": TITLE_MAX}, field="title")
+    char = hidden_control(title)  # a bidirectional override would disguise the title in the picker
+    if char:
+        raise PromptRejected(_("Remove the invisible control character %(char)s.") % {"char": char}, field="title")
     body = (body or "").replace("\r\n", "\n")
     if not body.strip():
         raise PromptRejected(_("Write the prompt's text."), field="body")

@@ -194,9 +194,10 @@ class ThreadDetailApi(APIView):
                 if field in changes:
                     setattr(candidate, field, changes[field])
             model_check(thread=candidate, user=request.user)
-        if changes or not organise:  # organising alone is not activity (updated_at stays)
-            thread = thread_update(thread=thread, user=request.user, **changes)
-        thread_organise(thread=thread, user=request.user, change=organising)
+        with transaction.atomic():  # all or nothing: the folder may be gone by now (thread_organise)
+            if changes or not organise:  # organising alone is not activity (updated_at stays)
+                thread = thread_update(thread=thread, user=request.user, **changes)
+            thread_organise(thread=thread, user=request.user, change=organising)
         return Response(ThreadSerializer(thread).data)
 
     @extend_schema(responses={204: None})

@@ -476,6 +476,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Two "visibility" choice sets (an assistant's, a share link's): named, not hashed
+    # ("Visibility315Enum" would change whenever the choices do).
+    "ENUM_NAME_OVERRIDES": {
+        "AssistantVisibilityEnum": "assistants.models.Assistant.Visibility",
+        "ShareVisibilityEnum": "sharing.models.ShareLink.Visibility",
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "chat.sse.schema_hook",

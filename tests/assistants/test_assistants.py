@@ -68,6 +68,16 @@ def test_bad_input_is_a_400_naming_the_field(alice_api):
     assert response.status_code == 400 and "provider" in response.json()["error"]["message"]
     response = create(alice_api, knowledge_items=["3f2b7c59-0000-4000-8000-000000000000"])
     assert response.status_code == 400 and "knowledge_items" in response.json()["error"]["message"]
+    # Bidirectional overrides and isolates disguise what other members read ("Helper" + U+202E
+    # + "gpj.exe" shows as "Helperexe.jpg"), as in folder and tag names.
+    for field, value in (("name", "Helper\u202egpj.exe"), ("description", "Reads \u2067files"),
+                         ("starter_prompts", ["Hi\u202d there"]), ("knowledge_tags", ["a\u2066b"])):
+        response = create(alice_api, **{field: value})
+        assert response.status_code == 400 and response.json()["error"]["message"].startswith(f"{field}: "), field
+    made = create(alice_api, visibility="workspace").json()
+    response = alice_api.patch(f"/api/v1/assistants/{made['id']}/", {"name": "Evil\u202e"}, format="json")
+    assert response.status_code == 400 and Assistant.objects.get(pk=made["id"]).name == "Helper"
+    Assistant.objects.all().delete()
     assert not Assistant.objects.exists()
 
 
@@ -242,3 +252,12 @@ def test_the_admin_lists_features_and_disables(alice_api, client, django_user_mo
     assert "Helper" in client.get("/admin/assistants/assistant/").content.decode()
     client.post("/admin/assistants/assistant/", {"action": "disable", "_selected_action": [made["id"]]})
     assert Assistant.objects.get(pk=made["id"]).disabled is True
+
+
+def test_the_schema_names_the_assistant_and_share_link_visibility_enums(alice_api):
+    """Both choice sets are called "visibility": without a name each got a hashed one
+    (``Visibility315Enum``) that changes with the choices, breaking generated clients."""
+    schemas = alice_api.get("/api/schema/?format=json").json()["components"]["schemas"]
+    assert schemas["AssistantVisibilityEnum"]["enum"] == ["private", "workspace"]
+    assert schemas["ShareVisibilityEnum"]["enum"] == ["workspace", "public"]
+    assert not [name for name in schemas if name.startswith("Visibility")]

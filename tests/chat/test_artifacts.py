@@ -84,6 +84,10 @@ def test_the_workspace_switch_is_checked_at_every_load(users, workspaces):
 def test_another_workspace_or_no_session_gets_no_preview_document(users, workspaces):
     assert signed_in(users["dave"]).get(frame_url(workspaces["demo"])).status_code == 404
     assert signed_in(users["alice"]).get("/chat/artifacts/999999/frame/").status_code == 404
+    # An id past the database's integer range is no workspace either (was a 500: OverflowError
+    # on SQLite, NumericValueOutOfRange on PostgreSQL).
+    for huge in ("9223372036854775808", "9" * 30):
+        assert signed_in(users["alice"]).get(f"/chat/artifacts/{huge}/frame/").status_code == 404
     anonymous = Client().get(frame_url(workspaces["demo"]))
     assert anonymous.status_code == 302 and "/login/" in anonymous["Location"]
 

@@ -237,3 +237,58 @@ def test_the_chat_page_offers_its_folder_and_tags_to_its_owner_only(users, works
     client.force_login(users["admin"])  # a workspace admin reads the chat, not its owner's organisation
     page = client.get(f"/chat/{chat.pk}/").content.decode()
     assert "quarterly" not in page and 'id="thread-folder"' not in page
+
+
+@pytest.mark.django_db(transaction=True)  # the foreign key is checked when the PATCH commits
+@pytest.mark.db_backends
+def test_a_folder_deleted_while_a_chat_is_moved_into_it_is_a_400_and_nothing_is_saved(
+        users, workspaces, offline, alice_api, monkeypatch):
+    """Two tabs: one deletes a folder while the other moves a chat into it. The move was
+    checked against the folder before the delete committed; writing it afterwards pointed the
+    chat at a deleted row (500 at commit). Now the move re-reads the folder under a lock."""
+    import chat.api.views as views
+    from chat.organise import folder_delete, thread_organise_check
+
+    alice = users["alice"]
+    thread = make_thread(alice, workspaces["demo"], offline, title="before")
+    folder = Folder.objects.create(owner=alice, workspace=workspaces["demo"], name="Doomed", key="doomed")
+
+    def checked_then_deleted(**kwargs):
+        change = thread_organise_check(**kwargs)
+        folder_delete(folder=Folder.objects.get(pk=folder.pk))  # the other tab, in between
+        return change
+
+    monkeypatch.setattr(views, "thread_organise_check", checked_then_deleted)
+    response = alice_api.patch(f"/api/v1/threads/{thread.pk}/", {"folder": str(folder.pk), "title": "after"},
+                               format="json")
+    assert error(response) == (400, "invalid") and response.json()["error"]["message"] == "folder: No such folder."
+    assert Thread.objects.filter(pk=thread.pk).values_list("folder_id", "title").get() == (None, "before")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.db_backends
+def test_a_tag_removed_from_its_last_chat_while_another_chat_takes_it_stays_and_is_a_200(
+        users, workspaces, offline, alice_api, monkeypatch):
+    """Tab 1 tags chat A "x" (found: chat B's tag) while tab 2 untags chat B, which deletes "x"
+    as unused. Tagging A with the deleted row failed at commit (500); now A keeps an "x"."""
+    import chat.organise as organise
+
+    alice = users["alice"]
+    chat_a = make_thread(alice, workspaces["demo"], offline, title="A")
+    chat_b = make_thread(alice, workspaces["demo"], offline, title="B")
+    assert alice_api.patch(f"/api/v1/threads/{chat_b.pk}/", {"tags": ["x"]}, format="json").status_code == 200
+    original = organise._tags_named
+
+    def found_then_untagged_elsewhere(**kwargs):
+        tags = original(**kwargs)
+        if kwargs["names"] == ["x"]:
+            monkeypatch.setattr(organise, "_tags_named", original)
+            organise.thread_organise(thread=Thread.objects.get(pk=chat_b.pk), user=alice,
+                                     change=organise.Organising(tags=[]))  # the other tab
+        return tags
+
+    monkeypatch.setattr(organise, "_tags_named", found_then_untagged_elsewhere)
+    response = alice_api.patch(f"/api/v1/threads/{chat_a.pk}/", {"tags": ["x"]}, format="json")
+    assert response.status_code == 200 and response.json()["tags"] == ["x"]
+    assert [t.name for t in Thread.objects.get(pk=chat_a.pk).tags.all()] == ["x"]
+    assert list(Thread.objects.get(pk=chat_b.pk).tags.all()) == []

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agents.models import Run
+from agents.models import Run, ToolCall
 from agents.runs.executors import drain_embedded
 from agents.runs.reaper import reaper_pass
 from agents.services import run_create
@@ -198,3 +198,27 @@ def test_a_closed_chat_whose_tool_calls_count_towards_a_limit_is_erased_not_dele
     reaper_pass()
     assert not Thread.objects.filter(pk=made["id"]).exists()
     assert not tool_limit_reason(**over)
+
+
+def test_the_tool_call_list_shows_a_temporary_chats_calls_to_its_owner_only(users, workspaces, offline, api_for):
+    """A workspace admin lists the tool calls of members' saved chats (their arguments and
+    results too), but a temporary chat is its owner's alone: it listed them before."""
+    from tests.conftest import make_thread
+
+    calls = {}
+    for temporary in (False, True):
+        thread = make_thread(users["alice"], workspaces["demo"], offline, temporary=temporary)
+        question = Message.objects.create(thread=thread, position=1, role="user", content="q")
+        answer_ = Message.objects.create(thread=thread, position=2, role="assistant", content="", parent=question)
+        run = Run.objects.create(thread=thread, user=users["alice"], user_message=question, status="succeeded")
+        calls[temporary] = str(ToolCall.objects.create(run=run, message=answer_, call_id="c", tool_name="search_knowledge",
+                                                       arguments={"query": "private words"}, status="succeeded").pk)
+
+    def listed(name):
+        response = api_for(users[name]).get("/api/v1/tool-calls/")
+        assert response.status_code == 200
+        return {row["id"] for row in response.json()["results"]}
+
+    assert listed("alice") == {calls[False], calls[True]}
+    assert listed("admin") == {calls[False]}
+    assert listed("bob") == set()

@@ -121,6 +121,8 @@ def test_duplicate_command_in_the_same_scope_is_a_field_error(users):
     ({"command": "c" * 41}, "command"),
     ({"title": ""}, "title"),
     ({"title": "t" * 121}, "title"),
+    ({"title": "Summary \u202efdp.exe"}, "title"),  # a bidirectional override disguises the title
+    ({"title": "Sum\x1bmary"}, "title"),
 ])
 def test_bad_fields_are_400_with_the_field_named(users, fields, field):
     error = create(session(users["alice"]), expect=400, **fields)["error"]
