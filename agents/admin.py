@@ -1,6 +1,8 @@
 from django import forms
 from django.contrib import admin, messages
 
+from chat.admin import BlindAdminMixin
+
 from .catalogue import models_refresh, provider_health
 from .models import (
     ApprovalDecision,
@@ -176,9 +178,15 @@ class ApprovalDecisionInline(admin.TabularInline):
 
 
 @admin.register(ToolCall)
-class ToolCallAdmin(ReadOnlyAdmin):
+class ToolCallAdmin(BlindAdminMixin, ReadOnlyAdmin):
+    """The tool ledger. In an admin-blind workspace a staff user sees a member's calls' name,
+    status, risk, environment and times, not what they carried (arguments, result, summary)."""
+
     list_display = ["tool_name", "status", "risk", "run", "approvals_shown", "attempts", "duration_ms", "created_at"]
     inlines = [ApprovalDecisionInline]
+    thread_path = "run__thread"
+    content_fields = ("arguments", "raw_arguments", "result", "summary", "message", "approval")
+    safe_search_fields = ("tool_name", "call_id", "run__user__username")
 
     @admin.display(description="approvals")
     def approvals_shown(self, obj):
