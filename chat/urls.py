@@ -9,5 +9,6 @@ urlpatterns = [
     path("new/", views.thread_new, name="thread-new"),
     path("settings/", views.preferences, name="preferences"),
     path("approvals/", views.approvals_page, name="approvals"),
+    path("break-glass/", views.break_glass_page, name="break-glass"),
     path("<uuid:thread_id>/", views.thread_page, name="thread"),
 ]

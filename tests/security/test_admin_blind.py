@@ -175,3 +175,32 @@ def test_the_django_admin_does_not_leak_a_blinded_chat(blind, client):
     page = client.get(f"/admin/chat/message/{message.pk}/change/")
     assert SECRET in page.content.decode()
     assert BreakGlassRead.objects.filter(request_id=rid, what=f"admin:message:{message.pk}").exists()
+
+
+def test_the_pages_refuse_request_approve_read_and_tell_the_owner(blind, client):
+    b = blind
+    tid = b["thread"].pk
+    client.force_login(b["admin"])
+    page = client.get(f"/chat/{tid}/")
+    assert page.status_code == 403 and SECRET not in page.content.decode()
+    assert 'id="break-glass-form"' in page.content.decode()
+    # No reason: the form again with the error, nothing made.
+    again = client.post("/chat/break-glass/", {"action": "request", "thread": str(tid), "reason": " "})
+    assert again.status_code == 400 and 'id="break-glass-error"' in again.content.decode()
+    assert not BreakGlassRequest.objects.exists()
+    made = client.post("/chat/break-glass/", {"action": "request", "thread": str(tid), "reason": "Legal hold L-9"})
+    assert made.status_code == 302
+    rid = BreakGlassRequest.objects.get().pk
+    refused = client.post("/chat/break-glass/", {"action": "approve", "id": str(rid)})
+    assert refused.status_code == 400 and "second admin" in refused.content.decode()
+    client.force_login(b["admin2"])
+    listing = client.get("/chat/break-glass/").content.decode()
+    assert "Legal hold L-9" in listing and SECRET not in listing
+    assert client.post("/chat/break-glass/", {"action": "approve", "id": str(rid)}).status_code == 302
+    client.force_login(b["admin"])
+    page = client.get(f"/chat/{tid}/").content.decode()
+    assert 'id="break-glass-banner"' in page and SECRET in page
+    client.force_login(b["alice"])
+    page = client.get(f"/chat/{tid}/").content.decode()
+    assert 'class="break-glass-notice"' in page and "Legal hold L-9" in page and "admin2" in page
+    assert list(BreakGlassRead.objects.values_list("what", flat=True)) == ["page"]
