@@ -24,8 +24,6 @@ from chat.selectors import memberships_for_user
 from chatplatform.errors import ServiceError
 from knowledge.selectors import knowledge_can_create
 
-from .models import UserPreferences
-from .organise import folder_list_for_user, tag_list_for_user, thread_tag_names
 from .breakglass import (
     audit_for_owner,
     request_create,
@@ -35,14 +33,16 @@ from .breakglass import (
     request_state,
     requests_for_user,
 )
+from .models import UserPreferences
+from .organise import folder_list_for_user, tag_list_for_user, thread_tag_names
 from .selectors import (
     INSTRUCTIONS_MAX_CHARS,
     NO_FOLDER,
     ThreadBlinded,
     custom_instructions_for_user,
     thread_get_for_user,
-    thread_title_for,
     thread_list_for_user,
+    thread_title_for,
     workspace_get_for_user,
 )
 from .services import custom_instructions_set, default_model_set, thread_create
