@@ -1,11 +1,11 @@
 from django import forms
 from django.contrib import admin
-from django.db.models import Q
+from django.db.models import BooleanField, Case, Q, Value, When
 from django.utils.translation import gettext_lazy as _
 
 from .breakglass import grant_active, read_record, request_state
 from .models import BreakGlassRequest, Membership, Message, Thread, Workspace
-from .selectors import thread_blinded_for, thread_title_for, threads_readable_q
+from .selectors import thread_blinded_for, threads_readable_q
 
 PRIVATE = _("(private chat)")
 
@@ -71,10 +71,18 @@ class BlindAdminMixin:
         return queryset.filter(safe | (content & readable)), False
 
 
-def thread_label(request, thread: Thread) -> str:
-    """What a list shows for ``thread`` to this staff user: its title, or "(private chat)"."""
-    blinded = thread_blinded_for(user=request.user, thread=thread)
-    return thread_title_for(thread, blinded=blinded) or (PRIVATE if blinded else str(thread))
+def title_readable(request, prefix: str = ""):
+    """An annotation: whether this staff user may see the (``prefix``-reached) thread's title —
+    they may read the chat (:func:`~chat.selectors.threads_readable_q`) or its owner opened it."""
+    readable = threads_readable_q(user=request.user, prefix=prefix) | Q(**{f"{prefix}title_visible_to_admins": True})
+    return Case(When(readable, then=Value(True)), default=Value(False), output_field=BooleanField())
+
+
+def thread_label(thread: Thread, *, readable: bool) -> str:
+    """What a list shows for ``thread``: its title when ``readable``, else "(private chat)"."""
+    if readable:
+        return thread.title or f"Thread {thread.pk}"
+    return str(PRIVATE)
 
 
 class MembershipInline(admin.TabularInline):
@@ -131,11 +139,12 @@ class ThreadAdmin(BlindAdminMixin, admin.ModelAdmin):
     readonly_fields = ["created_at", "updated_at"]
     exclude = ["leaf"]  # the selected branch is the owner's choice (chat UI / REST), not the admin's
 
-    def get_list_display(self, request):
-        def title_shown(obj):
-            return thread_label(request, obj)
-        title_shown.short_description = _("title")
-        return [title_shown, *self.list_display[1:]]
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(title_readable=title_readable(request))
+
+    @admin.display(description=_("title"), ordering="title")
+    def title_shown(self, obj):
+        return thread_label(obj, readable=getattr(obj, "title_readable", False))
 
     def get_fields(self, request, obj=None):
         fields = super().get_fields(request, obj)
@@ -155,13 +164,12 @@ class MessageAdmin(BlindAdminMixin, admin.ModelAdmin):
     readonly_fields = [f.name for f in Message._meta.fields]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("thread__workspace")
+        return (super().get_queryset(request).select_related("thread__workspace")
+                .annotate(title_readable=title_readable(request, prefix="thread__")))
 
-    def get_list_display(self, request):
-        def thread_shown(obj):
-            return thread_label(request, obj.thread)
-        thread_shown.short_description = _("thread")
-        return [thread_shown, *self.list_display[1:]]
+    @admin.display(description=_("thread"))
+    def thread_shown(self, obj):
+        return thread_label(obj.thread, readable=getattr(obj, "title_readable", False))
 
     def has_add_permission(self, request):
         return False
