@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 
 from agents.models import Run, ToolCall
 from chat.models import BreakGlassRead, BreakGlassRequest, Membership, Message, Thread
+from tests.runs.test_approval_routing import no_executor, rules  # noqa: F401  (fixtures)
 
 SECRET = "zebracorn-payroll-7731"  # a word only in alice's blinded chat
 pytestmark = pytest.mark.django_db
@@ -204,3 +205,41 @@ def test_the_pages_refuse_request_approve_read_and_tell_the_owner(blind, client)
     page = client.get(f"/chat/{tid}/").content.decode()
     assert 'class="break-glass-notice"' in page and "Legal hold L-9" in page and "admin2" in page
     assert list(BreakGlassRead.objects.values_list("what", flat=True)) == ["page"]
+
+
+def test_attachments_are_content(blind):
+    from chat.attachments import attachment_create
+
+    b = blind
+    attachment = attachment_create(user=b["alice"], thread=b["thread"], filename="notes.txt",
+                                   data=f"minutes: {SECRET}".encode())
+    message = Message.objects.get(thread=b["thread"], position=0)
+    type(attachment).objects.filter(pk=attachment.pk).update(message=message)
+    for path in ("", "content/"):
+        r = api_client(b["admin"]).get(f"/api/v1/attachments/{attachment.pk}/{path}")
+        assert r.status_code == 403 and SECRET not in r.content.decode(errors="replace"), path
+    rid = request_access(b)
+    api_client(b["admin2"]).post(f"/api/v1/break-glass/{rid}/approve/")
+    r = api_client(b["admin"]).get(f"/api/v1/attachments/{attachment.pk}/content/")
+    assert r.status_code == 200 and SECRET in b"".join(r.streaming_content if r.streaming else [r.content]).decode()
+    assert BreakGlassRead.objects.filter(request_id=rid, what=f"attachment:{attachment.pk}").exists()
+
+
+def test_a_designated_approver_still_sees_what_a_call_will_do(blind, rules, no_executor):
+    """Approvals keep working in an admin-blind workspace: the approver of a production write
+    sees its arguments in the inbox; once decided, the ledger only."""
+    from tests.runs.test_approval_routing import park
+
+    b = blind
+    people = {"alice": b["alice"]}
+    ledger = park(people, {"demo": b["thread"].workspace}, requester="alice", risk="write", tier="prod")
+    ledger.arguments = {"text": SECRET, "env_id": "prod"}
+    ledger.save(update_fields=["arguments"])
+    [item] = api_client(b["admin"]).get("/api/v1/approvals/").json()
+    assert item["may_decide"] is True and item["arguments"]["text"] == SECRET and item["blinded"] is False
+    decided = api_client(b["admin"]).post(f"/api/v1/tool-calls/{ledger.pk}/decision/", {"decision": "approve"},
+                                          format="json")
+    assert decided.status_code == 200
+    calls = api_client(b["admin2"]).get("/api/v1/tool-calls/").json()["results"]
+    [row] = [c for c in calls if c["id"] == str(ledger.pk)]
+    assert row["blinded"] is True and SECRET not in str(row)
