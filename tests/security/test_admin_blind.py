@@ -11,7 +11,6 @@ from rest_framework.test import APIClient
 
 from agents.models import Run, ToolCall
 from chat.models import BreakGlassRead, BreakGlassRequest, Membership, Message, Thread
-from tests.runs.test_approval_routing import no_executor, rules  # noqa: F401  (fixtures)
 
 SECRET = "zebracorn-payroll-7731"  # a word only in alice's blinded chat
 pytestmark = pytest.mark.django_db
@@ -225,7 +224,17 @@ def test_attachments_are_content(blind):
     assert BreakGlassRead.objects.filter(request_id=rid, what=f"attachment:{attachment.pk}").exists()
 
 
-def test_a_designated_approver_still_sees_what_a_call_will_do(blind, rules, no_executor):
+@pytest.fixture
+def approval_rules(db, settings):
+    """The seeded approval rules; no executor (a decision re-queues the run, nothing runs it)."""
+    from agents.approvals.defaults import ensure_default_approval_policies
+    from agents.models import ApprovalPolicy
+
+    ensure_default_approval_policies(ApprovalPolicy)
+    settings.RUN_EXECUTOR = "none"
+
+
+def test_a_designated_approver_still_sees_what_a_call_will_do(blind, approval_rules):
     """Approvals keep working in an admin-blind workspace: the approver of a production write
     sees its arguments in the inbox; once decided, the ledger only."""
     from tests.runs.test_approval_routing import park
