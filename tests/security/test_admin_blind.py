@@ -203,6 +203,7 @@ def test_the_pages_refuse_request_approve_read_and_tell_the_owner(blind, client)
     client.force_login(b["alice"])
     page = client.get(f"/chat/{tid}/").content.decode()
     assert 'class="break-glass-notice"' in page and "Legal hold L-9" in page and "admin2" in page
+    assert 'id="thread-title-visible"' in page  # the owner's own switch for the title
     assert list(BreakGlassRead.objects.values_list("what", flat=True)) == ["page"]
 
 
