@@ -2,6 +2,8 @@ from django import forms
 from django.contrib import admin, messages
 
 from chat.admin import BlindAdminMixin
+from chat.models import Thread
+from chat.selectors import thread_blinded_for
 
 from .catalogue import models_refresh, provider_health
 from .models import (
@@ -207,3 +209,14 @@ class AuditEventAdmin(ReadOnlyAdmin):
     list_filter = ["kind", ("user", admin.RelatedOnlyFieldListFilter), "tool_name",
                    ("created_at", admin.DateFieldListFilter)]
     search_fields = ["tool_name", "user__username"]
+
+    def get_fields(self, request, obj=None):
+        """An event of an admin-blind chat's (its ``detail`` can quote what was sent: a rejected
+        UI context or frame, a refused call's arguments) shows without ``detail`` to staff
+        who may not read that chat."""
+        fields = list(super().get_fields(request, obj))
+        if obj is not None and obj.thread_id is not None:
+            thread = Thread.objects.select_related("workspace").filter(pk=obj.thread_id).first()
+            if thread is not None and thread_blinded_for(user=request.user, thread=thread):
+                return [f for f in fields if f != "detail"]
+        return fields

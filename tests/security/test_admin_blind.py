@@ -161,6 +161,12 @@ def test_the_django_admin_does_not_leak_a_blinded_chat(blind, client):
         page = client.get(url)
         assert page.status_code == 200, url
         assert SECRET not in page.content.decode(), url
+    from agents.models import AuditEvent
+
+    event = AuditEvent.objects.create(kind="ui_context_rejected", user=b["alice"], workspace=b["thread"].workspace,
+                                      thread_id=b["thread"].pk, detail={"objectName": SECRET})
+    page = client.get(f"/admin/agents/auditevent/{event.pk}/change/")
+    assert page.status_code == 200 and SECRET not in page.content.decode()
     for url in (f"/admin/chat/message/?q={SECRET}", f"/admin/chat/thread/?q={SECRET}",
                 f"/admin/agents/toolcall/?q={SECRET}"):
         page = client.get(url).content.decode()
