@@ -30,15 +30,16 @@ from django.utils.translation import gettext as _
 
 from chatplatform.errors import ServiceError
 
-from .models import BreakGlassRead, BreakGlassRequest, Thread
+from .models import BreakGlassRequest, Thread
+from .selectors import grant_active, granted_thread_ids, memberships_for_user, read_record
+
+__all__ = ["grant_active", "granted_thread_ids", "read_record"]  # the grant reads live with the access check
 
 REASON_MAX_CHARS = 2000
 NOTE_MAX_CHARS = 500
 
 
 def _admin_membership(*, user, workspace_id):
-    from .selectors import memberships_for_user
-
     return memberships_for_user(user=user, workspace_id=workspace_id, admin=True).first()
 
 
@@ -51,21 +52,6 @@ def request_state(request: BreakGlassRequest, now=None) -> str:
     if request.status == BreakGlassRequest.Status.APPROVED:
         return "approved" if request.access_until and request.access_until > now else "ended"
     return request.status
-
-
-def grant_active(*, user, thread_id, now=None) -> BreakGlassRequest | None:
-    """``user``'s approved request for ``thread_id`` whose access has not ended, or None. The
-    grant is personal and per thread: another admin, or another thread, has none."""
-    now = now or timezone.now()
-    return (BreakGlassRequest.objects
-            .filter(requested_by_id=user.pk, thread_id=thread_id, status=BreakGlassRequest.Status.APPROVED,
-                    access_until__gt=now)
-            .order_by("-access_until").first())
-
-
-def read_record(*, grant: BreakGlassRequest, user, what: str) -> BreakGlassRead:
-    """Record one read under ``grant`` (``what``: what was read, ≤ 200 chars)."""
-    return BreakGlassRead.objects.create(request=grant, user_id=user.pk, what=str(what)[:200])
 
 
 def request_create(*, user, thread_id, reason: str) -> BreakGlassRequest:
@@ -108,8 +94,6 @@ def request_create(*, user, thread_id, reason: str) -> BreakGlassRequest:
 def requests_for_user(*, user) -> QuerySet[BreakGlassRequest]:
     """The requests ``user`` may see: every request of a workspace they are an admin of, and
     their own. Newest first."""
-    from .selectors import memberships_for_user
-
     admin_of = memberships_for_user(user=user, admin=True).values("workspace_id")
     return (BreakGlassRequest.objects.filter(Q(workspace_id__in=admin_of) | Q(requested_by_id=user.pk))
             .select_related("workspace", "thread", "thread_owner", "requested_by", "decided_by")
@@ -179,11 +163,3 @@ def audit_for_owner(*, thread: Thread) -> list[BreakGlassRequest]:
                 .filter(thread=thread, status__in=[BreakGlassRequest.Status.APPROVED, BreakGlassRequest.Status.REVOKED])
                 .select_related("requested_by", "decided_by").prefetch_related("reads__user")
                 .order_by("-decided_at"))
-
-
-def granted_thread_ids(*, user) -> QuerySet:
-    """The ids of the threads ``user`` holds an open grant for (a values queryset, for filters)."""
-    return (BreakGlassRequest.objects
-            .filter(requested_by_id=user.pk, status=BreakGlassRequest.Status.APPROVED, access_until__gt=timezone.now(),
-                    thread__isnull=False)
-            .values("thread_id"))
