@@ -16,7 +16,7 @@ def run_get_for_user(*, user, run_id) -> Run:
     """The run if ``user`` may see its thread; Http404 otherwise (also for bad ids)."""
     try:
         run = Run.objects.select_related("thread").get(pk=run_id)
-        thread_get_for_user(user=user, thread_id=run.thread_id)
+        thread_get_for_user(user=user, thread_id=run.thread_id, reading=f"run:{run.pk}")
     except Exception as exc:  # unknown, malformed or not visible: one answer for all
         raise Http404("No such run.") from exc
     return run
