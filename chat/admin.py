@@ -152,6 +152,13 @@ class ThreadAdmin(BlindAdminMixin, admin.ModelAdmin):
             return [f for f in fields if f != "title_visible_to_admins"]
         return fields
 
+    def has_change_permission(self, request, obj=None):
+        # A member's chat in an admin-blind workspace is view-only here, under a grant too (a grant
+        # is read-only): moving it to another owner (oneself) would open it.
+        if obj is not None and obj.workspace.admin_blind and obj.owner_id != request.user.pk:
+            return False
+        return super().has_change_permission(request, obj)
+
 
 @admin.register(Message)
 class MessageAdmin(BlindAdminMixin, admin.ModelAdmin):

@@ -165,6 +165,10 @@ def test_the_django_admin_does_not_leak_a_blinded_chat(blind, client):
 
     event = AuditEvent.objects.create(kind="ui_context_rejected", user=b["alice"], workspace=b["thread"].workspace,
                                       thread_id=b["thread"].pk, detail={"objectName": SECRET})
+    # A blinded chat is view-only: its owner cannot be changed to the staff user.
+    moved = client.post(f"/admin/chat/thread/{b['thread'].pk}/change/",
+                        {"owner": staff.pk, "workspace": b["thread"].workspace_id, "prompt_tier": "auto"})
+    assert moved.status_code == 403 and Thread.objects.get(pk=b["thread"].pk).owner_id == b["alice"].pk
     page = client.get(f"/admin/agents/auditevent/{event.pk}/change/")
     assert page.status_code == 200 and SECRET not in page.content.decode()
     for url in (f"/admin/chat/message/?q={SECRET}", f"/admin/chat/thread/?q={SECRET}",
