@@ -1,5 +1,5 @@
 """Admin-blind chats and break-glass (issue 57) in Chromium at 1280 and 390 px, against the
-embedded platform (seed_demo: the demo workspace admin-blind, admins ``admin`` and ``auditor``):
+embedded platform (seed_demo: the demo workspace admin-blind; a second admin, ``auditor``, added here):
 
 alice's chat holds a word no one else wrote. ``admin`` is refused its content on the chat page,
 in the REST API and in the Django admin (a search for the word finds nothing), asks for
@@ -21,6 +21,13 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def platform(embedded_platform):
+    """The embedded platform with a second admin of demo, ``auditor`` (the demo seeds one admin)."""
+    embedded_platform.manage("shell", "-c", (
+        "from django.contrib.auth import get_user_model; from agents.models import Role; "
+        "from chat.models import Membership, Workspace; "
+        f"u = get_user_model().objects.create_user('auditor', password={embedded_platform.password!r}); "
+        "Membership.objects.create(user=u, workspace=Workspace.objects.get(slug='demo'), "
+        "role=Role.objects.get(name='admin'))"))
     return embedded_platform
 
 

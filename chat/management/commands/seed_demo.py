@@ -32,8 +32,6 @@ USERS = [
     ("carol", "demo", "viewer", False),
     ("dave", "other", "member", False),
     ("admin", "demo", "admin", True),
-    # A second admin of demo: break-glass into an admin-blind chat takes a second admin's approval.
-    ("auditor", "demo", "admin", False),
 ]
 
 
