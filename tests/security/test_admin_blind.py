@@ -81,6 +81,7 @@ def test_a_workspace_that_is_not_blind_keeps_admin_reads(blind):
     assert r.status_code == 409 and r.json()["error"]["code"] == "not_blind"
 
 
+@pytest.mark.db_backends  # also on PostgreSQL: row locks, the admin's search and annotations
 def test_break_glass_end_to_end_is_read_only_audited_and_shown_to_the_owner(blind):
     b = blind
     tid = b["thread"].pk
@@ -148,6 +149,7 @@ def test_a_grant_opens_one_thread_until_it_ends(blind):
     assert BreakGlassRead.objects.filter(request_id=rid).count() == 0
 
 
+@pytest.mark.db_backends  # also on PostgreSQL: row locks, the admin's search and annotations
 def test_the_django_admin_does_not_leak_a_blinded_chat(blind, client):
     b = blind
     staff = b["admin"]
