@@ -108,6 +108,9 @@ def test_break_glass_end_to_end_is_read_only_audited_and_shown_to_the_owner(blin
     assert [(x["user"], x["what"]) for x in audit[0]["reads"]] == reads
     # Nobody else reads the owner's audit list.
     assert api_client(b["admin"]).get(f"/api/v1/threads/{tid}/break-glass/").status_code == 404
+    # Ending access early closes it at once.
+    assert api_client(b["admin"]).post(f"/api/v1/break-glass/{rid}/revoke/").json()["state"] == "revoked"
+    assert api_client(b["admin"]).get(f"/api/v1/threads/{tid}/messages/").status_code == 403
 
 
 def test_break_glass_doors(blind, settings):
@@ -120,6 +123,9 @@ def test_break_glass_doors(blind, settings):
     # By an admin of another workspace: 404, and it is not in their list.
     assert api_client(b["otheradmin"]).post(f"/api/v1/break-glass/{rid}/approve/").status_code == 404
     assert api_client(b["otheradmin"]).get("/api/v1/break-glass/").json() == []
+    # An admin of another workspace cannot ask for it either.
+    r = api_client(b["otheradmin"]).post("/api/v1/break-glass/", {"thread": str(tid), "reason": "x"}, format="json")
+    assert r.status_code == 404
     # A non-admin member neither requests nor decides nor lists.
     r = api_client(b["bob"]).post("/api/v1/break-glass/", {"thread": str(tid), "reason": "curious"}, format="json")
     assert r.status_code == 404
