@@ -1,6 +1,10 @@
 from django import forms
 from django.contrib import admin, messages
 
+from chat.admin import BlindAdminMixin
+from chat.models import Thread
+from chat.selectors import thread_blinded_for
+
 from .catalogue import models_refresh, provider_health
 from .models import (
     ApprovalDecision,
@@ -176,9 +180,15 @@ class ApprovalDecisionInline(admin.TabularInline):
 
 
 @admin.register(ToolCall)
-class ToolCallAdmin(ReadOnlyAdmin):
+class ToolCallAdmin(BlindAdminMixin, ReadOnlyAdmin):
+    """The tool ledger. In an admin-blind workspace a staff user sees a member's calls' name,
+    status, risk, environment and times, not what they carried (arguments, result, summary)."""
+
     list_display = ["tool_name", "status", "risk", "run", "approvals_shown", "attempts", "duration_ms", "created_at"]
     inlines = [ApprovalDecisionInline]
+    thread_path = "run__thread"
+    content_fields = ("arguments", "raw_arguments", "result", "summary", "message", "approval")
+    safe_search_fields = ("tool_name", "call_id", "run__user__username")
 
     @admin.display(description="approvals")
     def approvals_shown(self, obj):
@@ -199,3 +209,14 @@ class AuditEventAdmin(ReadOnlyAdmin):
     list_filter = ["kind", ("user", admin.RelatedOnlyFieldListFilter), "tool_name",
                    ("created_at", admin.DateFieldListFilter)]
     search_fields = ["tool_name", "user__username"]
+
+    def get_fields(self, request, obj=None):
+        """An event of an admin-blind chat's (its ``detail`` can quote what was sent: a rejected
+        UI context or frame, a refused call's arguments) shows without ``detail`` to staff
+        who may not read that chat."""
+        fields = list(super().get_fields(request, obj))
+        if obj is not None and obj.thread_id is not None:
+            thread = Thread.objects.select_related("workspace").filter(pk=obj.thread_id).first()
+            if thread is not None and thread_blinded_for(user=request.user, thread=thread):
+                return [f for f in fields if f != "detail"]
+        return fields

@@ -17,7 +17,7 @@ def run_get_for_user(*, user, run_id) -> Run:
     """The run if ``user`` may see its thread; Http404 otherwise (also for bad ids)."""
     try:
         run = Run.objects.select_related("thread").get(pk=run_id)
-        thread_get_for_user(user=user, thread_id=run.thread_id)
+        thread_get_for_user(user=user, thread_id=run.thread_id, reading=f"run:{run.pk}")
     except Exception as exc:  # unknown, malformed or not visible: one answer for all
         raise Http404("No such run.") from exc
     return run
@@ -113,7 +113,7 @@ def tool_call_list_for_user(*, user, status: str = "") -> QuerySet[ToolCall]:
 
     admin_workspaces = memberships_for_user(user=user, admin=True).values("workspace_id")
     member_workspaces = memberships_for_user(user=user).values("workspace_id")
-    qs = ToolCall.objects.select_related("run__thread").filter(
+    qs = ToolCall.objects.select_related("run__thread__workspace").filter(
         Q(run__thread__owner=user, run__thread__workspace_id__in=member_workspaces)
         | Q(run__thread__workspace_id__in=admin_workspaces, run__thread__temporary=False)
     )
@@ -123,10 +123,12 @@ def tool_call_list_for_user(*, user, status: str = "") -> QuerySet[ToolCall]:
 
 
 def tool_call_get_for_user(*, user, tool_call_id) -> ToolCall:
-    """Http404 unless the call's thread is visible to the user (also for malformed ids)."""
+    """Http404 unless the call's thread is visible to the user (also for malformed ids). An admin
+    blind to the thread gets the call too — the ledger is metadata; the serializer leaves out its
+    arguments and result (``chat.api.tool_calls``)."""
     try:
         tool_call = ToolCall.objects.select_related("run__thread", "decided_by").get(pk=tool_call_id)
-        thread_get_for_user(user=user, thread_id=tool_call.run.thread_id)
+        thread_get_for_user(user=user, thread_id=tool_call.run.thread_id, metadata=True)
     except Exception as exc:  # unknown, malformed or not visible: one answer for all
         raise Http404("No such tool call.") from exc
     return tool_call

@@ -122,7 +122,7 @@ class ThreadConsumer(ClosesOnLayerLoss, ReceiveLoopsMixin, AsyncJsonWebsocketCon
             return
         try:
             thread = await db_async(thread_get_for_user)(
-                user=user, thread_id=self.scope["url_route"]["kwargs"]["thread_id"]
+                user=user, thread_id=self.scope["url_route"]["kwargs"]["thread_id"], reading="live"
             )
         except Http404:
             await self.accept()

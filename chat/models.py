@@ -40,6 +40,17 @@ class Workspace(models.Model):
         help_text=_("Show a Preview button on HTML, SVG and Mermaid code blocks of answers, rendered in a "
                     "sandboxed frame beside the chat. Off: no previews in this workspace."),
     )
+    # Admin-blind chats (chat.selectors.thread_get_for_user): admins and staff see a member's
+    # chat's metadata, usage and tool ledger, never its content, unless a second admin approved a
+    # break-glass request (BreakGlassRequest). On for every new workspace; workspaces that
+    # existed before the setting keep admin read access until an admin switches it on
+    # (migration 0012 stores False for them).
+    admin_blind = models.BooleanField(
+        default=True, verbose_name=_("admin-blind chats"),
+        help_text=_("Admins see a member's chats' metadata, usage and tool ledger, not their messages, "
+                    "attachments or tool arguments. Reading one takes a break-glass request approved by a "
+                    "second admin of this workspace; the owner is told."),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -116,6 +127,9 @@ class Thread(models.Model):
     # only by its owner, deleted when closed or CHAT_TEMPORARY_TTL_S after its last activity
     # (agents.temporary_chats, by the reaper). Its usage records stay (they hold no key to it).
     temporary = models.BooleanField(default=False)
+    # A title is written from the conversation (by its owner or by the model) and can carry its
+    # content: in an admin-blind workspace admins see it only when the owner opts in.
+    title_visible_to_admins = models.BooleanField(default=False)
     # The owner's own organisation of their chats (chat.organise): at most one folder, any
     # number of tags. Deleting a folder puts its chats back in the list (SET_NULL).
     folder = models.ForeignKey("Folder", null=True, blank=True, on_delete=models.SET_NULL, related_name="threads")
@@ -132,7 +146,9 @@ class Thread(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.title or f"Thread {self.pk}"
+        # A row's name in generic places (the Django admin's breadcrumbs, checkboxes and foreign
+        # keys, logs) carries no content: a title can (admin-blind chats, issue 57).
+        return self.title if self.title and self.title_visible_to_admins else f"Thread {self.pk}"
 
     @property
     def group_name(self) -> str:
@@ -239,7 +255,7 @@ class Message(models.Model):
         constraints = [models.UniqueConstraint(fields=["thread", "position"], name="message_unique_position")]
 
     def __str__(self) -> str:
-        return f"{self.role}: {self.content[:40]}"
+        return f"{self.role} message #{self.position}"  # no content: see Thread.__str__
 
 
 class Attachment(models.Model):
@@ -293,3 +309,60 @@ class AttachmentBlob(models.Model):
 
     def __str__(self) -> str:
         return f"bytes of {self.attachment_id}"
+
+
+class BreakGlassRequest(models.Model):
+    """An admin's request to read one member's chat in an admin-blind workspace (chat.breakglass).
+
+    ``pending`` until a SECOND admin of the workspace approves or denies it, or until
+    ``expires_at`` (``BREAK_GLASS_REQUEST_TTL_S`` after it was made). Approved, it lets the
+    requester — no one else — read that thread, read-only, until ``access_until``
+    (``BREAK_GLASS_ACCESS_S`` after approval); every read is a :class:`BreakGlassRead`. The
+    thread's owner sees every approved request (who, why, when). Rows outlive the thread
+    (``thread`` SET_NULL; ``thread_ref`` keeps its id) so the audit survives a deletion.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        APPROVED = "approved", "Approved"
+        DENIED = "denied", "Denied"
+        REVOKED = "revoked", "Revoked"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="break_glass_requests")
+    thread = models.ForeignKey(Thread, null=True, on_delete=models.SET_NULL, related_name="break_glass_requests")
+    thread_ref = models.UUIDField(db_index=True)
+    thread_owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    reason = models.TextField(max_length=2000)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.CharField(max_length=500, blank=True)
+    access_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["requested_by", "thread", "status"], name="breakglass_grant_lookup")]
+
+    def __str__(self) -> str:
+        return f"break-glass {self.pk} ({self.status})"
+
+
+class BreakGlassRead(models.Model):
+    """One read under an approved :class:`BreakGlassRequest`: who, when, what (``what``: the
+    path that read it — ``messages``, ``export:json``, ``page``, ``attachment:<id>``…)."""
+
+    request = models.ForeignKey(BreakGlassRequest, on_delete=models.CASCADE, related_name="reads")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    what = models.CharField(max_length=200)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at"]
+
+    def __str__(self) -> str:
+        return f"{self.user} read {self.what} at {self.at:%Y-%m-%d %H:%M:%S}"

@@ -9,8 +9,18 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
+from django.utils.translation import gettext
 
-from .models import Attachment, Membership, Message, Thread, UserPreferences, Workspace
+from .models import (
+    Attachment,
+    BreakGlassRead,
+    BreakGlassRequest,
+    Membership,
+    Message,
+    Thread,
+    UserPreferences,
+    Workspace,
+)
 from .organise import tag_key
 
 
@@ -116,11 +126,66 @@ def thread_may_write(*, thread: Thread, user) -> bool:
     return thread.owner_id == user.pk
 
 
-def thread_get_for_user(*, user, thread_id, write: bool = False) -> Thread:
-    """The thread if ``user`` may see it: its owner (still a member of the workspace), or a
-    workspace admin (read-only: ``write=True`` excludes admins) — a temporary chat only its
-    owner, and no one once it expired (:func:`thread_expired`). Raises Http404 otherwise,
-    also for malformed ids, so existence is never revealed."""
+class ThreadBlinded(Http404):
+    """An admin asked for the content of a member's chat in an admin-blind workspace without an
+    open break-glass grant. A subclass of Http404 so every caller that treats "may not see" as
+    404 stays safe; REST answers 403 ``thread_blinded`` (chatplatform.api.exception_handler) and
+    the chat page offers a break-glass request instead."""
+
+    api_status = 403
+    api_code = "thread_blinded"
+
+    def __init__(self, thread) -> None:
+        super().__init__(gettext("This chat is private to its owner: reading it takes a break-glass request "
+                                 "approved by a second admin."))
+        self.thread = thread
+
+
+def thread_admin_blind(thread: Thread) -> bool:
+    """Whether admins of ``thread``'s workspace are blind to its content."""
+    return bool(thread.workspace.admin_blind)
+
+
+# --- break-glass grants (chat.breakglass makes and decides them; the access check reads them) ---
+def grant_active(*, user, thread_id, now=None) -> BreakGlassRequest | None:
+    """``user``'s approved request for ``thread_id`` whose access has not ended, or None. The
+    grant is personal and per thread: another admin, or another thread, has none."""
+    now = now or timezone.now()
+    return (BreakGlassRequest.objects
+            .filter(requested_by_id=user.pk, thread_id=thread_id, status=BreakGlassRequest.Status.APPROVED,
+                    access_until__gt=now)
+            .order_by("-access_until").first())
+
+
+def read_record(*, grant: BreakGlassRequest, user, what: str) -> BreakGlassRead:
+    """Record one read under ``grant`` (``what``: what was read, ≤ 200 chars)."""
+    return BreakGlassRead.objects.create(request=grant, user_id=user.pk, what=str(what)[:200])
+
+
+def granted_thread_ids(*, user) -> QuerySet:
+    """The ids of the threads ``user`` holds an open grant for (a values queryset, for filters)."""
+    return (BreakGlassRequest.objects
+            .filter(requested_by_id=user.pk, status=BreakGlassRequest.Status.APPROVED, access_until__gt=timezone.now(),
+                    thread__isnull=False)
+            .values("thread_id"))
+
+
+def thread_get_for_user(*, user, thread_id, write: bool = False, metadata: bool = False,
+                        reading: str | None = "content") -> Thread:
+    """The thread if ``user`` may see it — THE access check of every path that reads a thread
+    (pages, REST, exports, sockets, approvals, share links, usage). Raises Http404 otherwise,
+    also for malformed ids, so existence is never revealed.
+
+    - Its owner (still a member of the workspace) reads and writes it.
+    - A temporary chat: only its owner, and no one once it expired (:func:`thread_expired`).
+    - A workspace admin (never with ``write=True``): in a workspace that is not admin-blind,
+      reads it. In an admin-blind one (``Workspace.admin_blind``) only under an open break-glass
+      grant of theirs for this thread (``chat.breakglass``) — each such read is recorded with
+      ``reading`` (what was read: "messages", "export:json"…; None: a re-check of a read already
+      recorded, e.g. an open socket's). Without a grant, ``metadata=True``
+      returns the thread marked ``thread.blinded = True`` (the caller shows metadata, never
+      content or a title the owner did not open to admins); otherwise :class:`ThreadBlinded`.
+    """
     if not getattr(user, "is_authenticated", False):
         raise Http404("No such thread.")
     try:
@@ -133,11 +198,42 @@ def thread_get_for_user(*, user, thread_id, write: bool = False) -> Thread:
     if membership is None:
         raise Http404("No such thread.")
     thread._viewer_role = (user.pk, membership.role.name)  # this request's checks reuse it (viewer_role_name)
+    thread.blinded = False
+    thread.break_glass = None
     if thread_may_write(thread=thread, user=user):
         return thread
-    if membership.role.is_admin and not write:
+    if write or not membership.role.is_admin:
+        raise Http404("No such thread.")
+    if not thread_admin_blind(thread):
         return thread
-    raise Http404("No such thread.")
+    grant = grant_active(user=user, thread_id=thread.pk)
+    if grant is not None:
+        thread.break_glass = grant
+        if not metadata and reading:
+            read_record(grant=grant, user=user, what=reading)
+        return thread
+    if metadata:
+        thread.blinded = True
+        return thread
+    raise ThreadBlinded(thread)
+
+
+def thread_title_for(thread: Thread, *, blinded: bool) -> str:
+    """The title an admin who is blind to ``thread`` may see: "" unless its owner opened the
+    title to admins (``title_visible_to_admins``) — a title is written from the conversation."""
+    if blinded and not thread.title_visible_to_admins:
+        return ""
+    return thread.title
+
+
+def thread_blinded_for(*, user, thread: Thread) -> bool:
+    """Whether ``user`` (an admin or staff member who is not its owner) is blind to ``thread``'s
+    content now: admin-blind workspace, not the owner, no open grant. For listings that show
+    many threads (the Django admin, the approvals inbox) without going through
+    :func:`thread_get_for_user` one by one."""
+    if thread.owner_id == getattr(user, "pk", None) or not thread.workspace.admin_blind:
+        return False
+    return grant_active(user=user, thread_id=thread.pk) is None
 
 
 def viewer_role_name(*, thread: Thread, user) -> str | None:
@@ -268,7 +364,10 @@ def attachment_get_for_user(*, user, attachment_id, write: bool = False, fields=
         if attachment.message_id is None or write:
             if attachment.owner_id != user.pk:
                 raise Http404
-        thread_get_for_user(user=user, thread_id=attachment.thread_id, write=write)
+        thread_get_for_user(user=user, thread_id=attachment.thread_id, write=write,
+                            reading=f"attachment:{attachment.pk}")
+    except ThreadBlinded:
+        raise
     except Exception as exc:  # a bad UUID raises ValidationError
         raise Http404("No such attachment.") from exc
     return attachment
@@ -291,3 +390,12 @@ def attachments_pending(*, user, thread_id):
 
     return (Attachment.objects.filter(owner=user, thread_id=thread_id, message__isnull=True)
             .defer(*ATTACHMENT_BYTES).annotate(text_chars=Length("text")))
+
+
+def threads_readable_q(*, user, prefix: str = "") -> Q:
+    """A filter on threads (``prefix``: the path to the thread from the queried model, e.g.
+    ``"thread__"``) keeping those whose content ``user`` may read in the Django admin: in a
+    workspace that is not admin-blind, their own, or under an open break-glass grant of theirs.
+    Staff who are not a workspace's admin never hold a grant there."""
+    return (Q(**{f"{prefix}workspace__admin_blind": False}) | Q(**{f"{prefix}owner": user})
+            | Q(**{f"{prefix}pk__in": granted_thread_ids(user=user)}))

@@ -84,7 +84,7 @@ def title_from_message(content: str) -> str:
 
 
 THREAD_FIELDS = ("title", "provider", "model", "assistant_id", "grounded", "allow_model_save", "include_private_in_ai",
-                 "prompt_tier", "ui_context", "pinned", "archived")
+                 "prompt_tier", "ui_context", "pinned", "archived", "title_visible_to_admins")
 
 
 def thread_settings_save(*, thread: Thread, **changes) -> Thread:

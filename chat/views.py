@@ -26,6 +26,15 @@ from chatplatform.errors import ServiceError
 from knowledge.selectors import knowledge_can_create
 
 from .artifacts import artifacts_enabled, frame_headers
+from .breakglass import (
+    audit_for_owner,
+    request_create,
+    request_decide,
+    request_get_for_user,
+    request_revoke,
+    request_state,
+    requests_for_user,
+)
 from .language import (
     browser_language,
     language_choices,
@@ -38,9 +47,11 @@ from .organise import folder_list_for_user, tag_list_for_user, thread_tag_names
 from .selectors import (
     INSTRUCTIONS_MAX_CHARS,
     NO_FOLDER,
+    ThreadBlinded,
     custom_instructions_for_user,
     thread_get_for_user,
     thread_list_for_user,
+    thread_title_for,
     workspace_get_for_user,
 )
 from .services import (
@@ -130,7 +141,10 @@ def thread_new(request):
 
 @login_required
 def thread_page(request, thread_id):
-    thread = thread_get_for_user(user=request.user, thread_id=thread_id)
+    try:
+        thread = thread_get_for_user(user=request.user, thread_id=thread_id, reading="page")
+    except ThreadBlinded as blinded:
+        return _blinded_page(request, blinded.thread)
     context = _rail_context(request)
     env_id = (thread.ui_context or {}).get("envId") or ""
     context.update(_composer_context(request, workspace_id=thread.workspace_id))
@@ -139,6 +153,9 @@ def thread_page(request, thread_id):
     can_write = thread.owner_id == request.user.pk
     context.update({
         "thread": thread,
+        # Break-glass: the owner is told who read their chat and why; a reader under a grant, until when.
+        "break_glass_notices": audit_for_owner(thread=thread) if can_write and not thread.temporary else [],
+        "break_glass_grant": thread.break_glass,
         "can_write": can_write,
         "can_save_knowledge": can_write and knowledge_can_create(user=request.user, workspace=thread.workspace_id),
         "role_name": membership.role.name if membership else "",
@@ -291,3 +308,57 @@ def artifact_frame(request, workspace_id: int):
     for header, value in frame_headers(request).items():
         response[header] = value
     return response
+
+
+def _blinded_page(request, thread, *, error: str = "", reason: str = "", status: int = 403):
+    """An admin-blind chat as its workspace's admin sees it: metadata, and a break-glass request
+    form (or their open request's state). 403: the content is not theirs to read."""
+    mine = [r for r in requests_for_user(user=request.user).filter(thread=thread, requested_by=request.user)[:5]]
+    open_request = next((r for r in mine if request_state(r) in ("pending", "approved")), None)
+    return render(request, "chat/blinded.html", {
+        "thread": thread, "title": thread_title_for(thread, blinded=True),
+        "open_request": open_request, "open_state": request_state(open_request) if open_request else "",
+        "error": error, "reason": reason,
+    }, status=status)
+
+
+@login_required
+def break_glass_page(request):
+    """Break-glass requests (``chat.breakglass``): GET lists those of the workspaces the caller
+    is an admin of, and their own, with Approve / Deny for a second admin. POST ``action``:
+    ``request`` (``thread``, ``reason``: from a blinded chat's page), ``approve``, ``deny``,
+    ``revoke`` (``id``); each redirects back (an error keeps what was typed)."""
+    error = ""
+    if request.method == "POST":
+        action = request.POST.get("action", "")
+        try:
+            if action == "request":
+                thread_id = request.POST.get("thread", "")
+                try:
+                    row = request_create(user=request.user, thread_id=thread_id, reason=request.POST.get("reason", ""))
+                except ServiceError as exc:
+                    thread = thread_get_for_user(user=request.user, thread_id=thread_id, metadata=True)
+                    return _blinded_page(request, thread, error=exc.message, reason=request.POST.get("reason", ""),
+                                         status=400 if exc.status == 400 else 409)
+                return redirect("chat:thread", thread_id=row.thread_ref)
+            if action in ("approve", "deny", "revoke"):
+                row = request_get_for_user(user=request.user, request_id=request.POST.get("id", ""))
+                if action == "revoke":
+                    request_revoke(request=row, user=request.user)
+                else:
+                    request_decide(request=row, user=request.user, approve=action == "approve",
+                                   note=request.POST.get("note", ""))
+                return redirect(reverse("chat:break-glass") + f"?done={action}")
+            error = gettext("Unknown action.")
+        except ServiceError as exc:
+            error = exc.message
+    rows = list(requests_for_user(user=request.user).prefetch_related("reads__user")[:200])
+    for row in rows:
+        row.state = request_state(row)
+        row.may_decide = row.state == "pending" and row.requested_by_id != request.user.pk
+        row.title_shown = thread_title_for(row.thread, blinded=True) if row.thread is not None else ""
+    admin_of = memberships_for_user(user=request.user, admin=True).exists()
+    return render(request, "chat/break_glass.html", {
+        "rows": rows, "error": error, "done": request.GET.get("done", ""), "is_admin": admin_of,
+        "access_minutes": round(settings.BREAK_GLASS_ACCESS_S / 60),
+    }, status=400 if error else 200)

@@ -104,7 +104,8 @@ def socket_thread(*, user, thread_id: str, session_key: str | None, token: str |
     if not socket_user_active(user=user, session_key=session_key, token=token):
         return None
     try:
-        return thread_get_for_user(user=user, thread_id=thread_id)
+        # A re-check of an open socket, not a new read: not recorded again under a break-glass grant.
+        return thread_get_for_user(user=user, thread_id=thread_id, reading=None)
     except Http404:
         return None
 

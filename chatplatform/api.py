@@ -49,7 +49,11 @@ def exception_handler(exc, context):
     elif is_unavailable(exc):
         logger.warning("service unavailable: %s: %s", type(exc).__name__, exc)
         exc = ApiError("service_unavailable", gettext(UNAVAILABLE_MESSAGE), 503, headers={"Retry-After": "5"})
-    if isinstance(exc, Http404):
+    if isinstance(exc, Http404) and getattr(exc, "api_status", None):
+        # A 404 subclass that may say more to this caller (chat.selectors.ThreadBlinded: 403
+        # ``thread_blinded`` to an admin, who knows the chat exists from its metadata).
+        exc = ApiError(exc.api_code, str(exc), exc.api_status)
+    elif isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or gettext("Not found."))
     response = drf_exception_handler(exc, context)
     if response is None:

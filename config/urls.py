@@ -16,6 +16,7 @@ from apikeys import api as apikeys_api
 from assistants import api as assistants_api
 from chat import views as chat_views
 from chat.api import attachments as attachments_api
+from chat.api import breakglass as breakglass_api
 from chat.api import organise as organise_api
 from chat.api import views as chat_api
 from chat.api.providers import ModelChoicesApi, ProviderListApi, ProviderModelsApi
@@ -80,6 +81,16 @@ api_v1 = [
     path("threads/<str:thread_id>/runs/", chat_api.RunCreateApi.as_view(), name="thread-runs"),
     path("threads/<str:thread_id>/branch/", chat_api.ThreadBranchApi.as_view(), name="thread-branch"),
     path("threads/<str:thread_id>/export/", chat_api.ThreadExportApi.as_view(), name="thread-export"),
+    path("threads/<str:thread_id>/break-glass/", breakglass_api.ThreadBreakGlassApi.as_view(),
+         name="thread-break-glass"),
+    path("break-glass/", breakglass_api.BreakGlassListApi.as_view(), name="break-glass"),
+    path("break-glass/<str:request_id>/", breakglass_api.BreakGlassDetailApi.as_view(), name="break-glass-detail"),
+    path("break-glass/<str:request_id>/approve/", breakglass_api.BreakGlassDecideApi.as_view(action="approve"),
+         name="break-glass-approve"),
+    path("break-glass/<str:request_id>/deny/", breakglass_api.BreakGlassDecideApi.as_view(action="deny"),
+         name="break-glass-deny"),
+    path("break-glass/<str:request_id>/revoke/", breakglass_api.BreakGlassDecideApi.as_view(action="revoke"),
+         name="break-glass-revoke"),
     path("messages/<str:message_id>/regenerate/", chat_api.MessageRegenerateApi.as_view(), name="message-regenerate"),
     path("messages/<str:message_id>/edit/", chat_api.MessageEditApi.as_view(), name="message-edit"),
     path("threads/<str:thread_id>/tools/", ThreadToolsApi.as_view(), name="thread-tools"),

@@ -80,7 +80,8 @@ class ThreadSharesApi(APIView):
 
     @extend_schema(responses=ShareListSerializer, operation_id="thread_shares_list")
     def get(self, request, thread_id):
-        thread = thread_get_for_user(user=request.user, thread_id=thread_id)
+        # Metadata: an admin blind to the chat still manages (revokes) its links.
+        thread = thread_get_for_user(user=request.user, thread_id=thread_id, metadata=True)
         # Who sees the thread here is its owner or a workspace admin: both may manage its links.
         shares = shares_for_thread(thread=thread)
         owner = thread.owner_id == request.user.pk

@@ -147,9 +147,11 @@ def roles(db):
 
 @pytest.fixture
 def workspaces(db):
+    # Not admin-blind: these are the workspaces the tests written before the setting (issue 57)
+    # exercise — an admin reads a member's chat. tests/security/test_admin_blind.py blinds them.
     return {
-        "demo": Workspace.objects.create(slug="demo", name="Demo team"),
-        "other": Workspace.objects.create(slug="other", name="Other team"),
+        "demo": Workspace.objects.create(slug="demo", name="Demo team", admin_blind=False),
+        "other": Workspace.objects.create(slug="other", name="Other team", admin_blind=False),
     }
 
 

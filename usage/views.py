@@ -109,7 +109,7 @@ def usage_mine_csv(request):
 def budget_status(request, thread_id):
     """``{"budgets": [...]}`` for the thread's banner (see ``selectors.budget_status_for``);
     another user's thread is a 404."""
-    thread = thread_get_for_user(user=request.user, thread_id=thread_id)
+    thread = thread_get_for_user(user=request.user, thread_id=thread_id, metadata=True)  # usage is metadata
     return JsonResponse({"budgets": budget_status_for(user=request.user, thread=thread)})
 
 

@@ -20,7 +20,8 @@ def tool_call_get_for_decider(*, user, tool_call_id) -> ToolCall:
     except Exception as exc:  # unknown or malformed: one answer for all
         raise Http404("No such tool call.") from exc
     try:
-        thread_get_for_user(user=user, thread_id=tool_call.run.thread_id)
+        # Metadata is enough to reach the call: whether they may decide is the decision's business.
+        thread_get_for_user(user=user, thread_id=tool_call.run.thread_id, metadata=True)
         return tool_call
     except Http404:
         pass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import uuid
 
 from drf_spectacular.utils import extend_schema_field
@@ -13,6 +14,7 @@ from agents.presentation import error_for_viewer, tool_call_presentation
 from chat.models import Attachment, Folder, Message, Thread, Workspace
 from chat.organise import thread_tag_names
 from chat.rendering import render_markdown
+from chat.selectors import thread_title_for
 
 
 class WorkspaceSerializer(serializers.ModelSerializer):
@@ -57,15 +59,34 @@ class ThreadSerializer(serializers.ModelSerializer):
         help_text="The owner's tags on this chat, by name ([] to anyone but its owner).")
     assistant = serializers.UUIDField(source="assistant_id", read_only=True, allow_null=True,
                                       help_text="The workspace assistant the chat runs under, or null.")
+    blinded = serializers.SerializerMethodField(
+        help_text="True when the caller is an admin who sees this chat's metadata only (admin-blind "
+                  "workspace, no open break-glass grant): title \"\" unless the owner opened it, ui_context {}.")
+    break_glass_until = serializers.SerializerMethodField(
+        help_text="When the caller reads under a break-glass grant: when that access ends; else null.")
 
     class Meta:
         model = Thread
         fields = [
-            "id", "workspace", "title", "provider", "model", "assistant", "grounded", "allow_model_save",
-            "include_private_in_ai", "ui_context", "prompt_tier", "pinned", "archived", "temporary", "folder",
-            "tags", "leaf_id", "created_at", "updated_at",
+            "id", "workspace", "title", "title_visible_to_admins", "provider", "model", "assistant", "grounded",
+            "allow_model_save", "include_private_in_ai", "ui_context", "prompt_tier", "pinned", "archived",
+            "temporary", "folder", "tags", "leaf_id", "blinded", "break_glass_until", "created_at", "updated_at",
         ]
         read_only_fields = fields
+
+    def get_blinded(self, obj) -> bool:
+        return bool(getattr(obj, "blinded", False))
+
+    def get_break_glass_until(self, obj) -> datetime.datetime | None:
+        grant = getattr(obj, "break_glass", None)
+        return grant.access_until if grant is not None else None
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        if getattr(instance, "blinded", False):  # metadata only (chat.selectors.thread_get_for_user)
+            data["title"] = thread_title_for(instance, blinded=True)
+            data["ui_context"] = {}
+        return data
 
     def _owner_reads(self, obj) -> bool:
         """Folders and tags are the owner's own: a workspace admin reading the chat
@@ -114,6 +135,8 @@ class ThreadUpdateSerializer(serializers.Serializer):
     ui_context = serializers.JSONField(required=False)
     pinned = serializers.BooleanField(required=False)
     archived = serializers.BooleanField(required=False)
+    title_visible_to_admins = serializers.BooleanField(
+        required=False, help_text="Let the workspace's admins see this chat's title in an admin-blind workspace.")
     folder = serializers.CharField(
         required=False, allow_null=True, max_length=64,
         help_text="One of your folders in the chat's workspace (its id), or null: no folder. Any id that is not "

@@ -16,7 +16,7 @@ from agents.models import ToolCall
 from agents.presentation import shown_arguments, shown_named_arguments, tool_call_presentation
 from agents.selectors import tool_call_list_for_user
 from agents.services import tool_call_decide
-from chat.selectors import thread_get_for_user
+from chat.selectors import thread_blinded_for, thread_get_for_user, thread_title_for
 
 
 class ToolCallSerializer(serializers.ModelSerializer):
@@ -79,10 +79,10 @@ class ToolCallSerializer(serializers.ModelSerializer):
         if request is None:
             return False
         try:
-            thread_get_for_user(user=request.user, thread_id=obj.run.thread_id)
+            thread = thread_get_for_user(user=request.user, thread_id=obj.run.thread_id, metadata=True)
         except Http404:
             return False
-        return True
+        return not thread.blinded
 
     def get_arguments_summary(self, obj) -> str:
         return tool_call_presentation(obj)["arguments_summary"]
@@ -93,6 +93,15 @@ class ToolCallSerializer(serializers.ModelSerializer):
     def to_representation(self, instance):
         data = super().to_representation(instance)
         data["env_context"] = data["env_context"] or None  # prod | staging | dev | null, as in events
+        request = self.context.get("request")
+        if request is not None and thread_blinded_for(user=request.user, thread=instance.run.thread) \
+                and not data.get("may_decide"):
+            # Admin-blind: the ledger (name, status, times, risk, environment) without what the
+            # call carried. A designated approver deciding it still sees its arguments.
+            data.update({"arguments": {}, "arguments_shown": {}, "arguments_summary": "", "summary": "",
+                         "thread_title": thread_title_for(instance.run.thread, blinded=True), "blinded": True})
+        else:
+            data["blinded"] = False
         return data
 
 

@@ -53,5 +53,5 @@ class ThreadToolsApi(APIView):
         "unavailable": serializers.ListField(child=serializers.DictField()),
     }))
     def get(self, request, thread_id):
-        thread = thread_get_for_user(user=request.user, thread_id=thread_id)
+        thread = thread_get_for_user(user=request.user, thread_id=thread_id, metadata=True)
         return Response(thread_tools_for_user(user=request.user, thread=thread))

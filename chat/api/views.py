@@ -167,7 +167,8 @@ class ThreadListCreateApi(generics.ListAPIView):
 class ThreadDetailApi(APIView):
     @extend_schema(responses=ThreadSerializer)
     def get(self, request, thread_id):
-        thread = thread_get_for_user(user=request.user, thread_id=thread_id)
+        # Metadata: an admin blind to the chat gets it too (``blinded: true``, no title or context).
+        thread = thread_get_for_user(user=request.user, thread_id=thread_id, metadata=True)
         return Response(ThreadSerializer(thread, context={"viewer": request.user}).data)
 
     @extend_schema(request=ThreadUpdateSerializer, responses=ThreadSerializer)
@@ -226,7 +227,7 @@ class ThreadMessagesApi(generics.ListAPIView):
     pagination_class = None
 
     def get_queryset(self):
-        thread = thread_get_for_user(user=self.request.user, thread_id=self.kwargs["thread_id"])
+        thread = thread_get_for_user(user=self.request.user, thread_id=self.kwargs["thread_id"], metadata=True)
         return message_list_for_thread(thread=thread).select_related("run")
 
     @extend_schema(parameters=[OpenApiParameter("all", bool, description="Every version, not only the selected branch.")])
@@ -234,7 +235,7 @@ class ThreadMessagesApi(generics.ListAPIView):
         return super().get(request, *args, **kwargs)
 
     def list(self, request, *args, **kwargs):
-        thread = thread_get_for_user(user=request.user, thread_id=self.kwargs["thread_id"])
+        thread = thread_get_for_user(user=request.user, thread_id=self.kwargs["thread_id"], reading="messages")
         if request.query_params.get("all", "").lower() in ("1", "true"):
             messages = list(message_list_for_thread(thread=thread).select_related("run"))
         else:
@@ -267,10 +268,11 @@ class ThreadExportApi(APIView):
     def get(self, request, thread_id):
         from django.http import HttpResponse, JsonResponse
 
-        thread = thread_get_for_user(user=request.user, thread_id=thread_id)
         kind = request.query_params.get("as", "json")
         if kind not in ("json", "markdown"):
             raise ApiError("invalid", gettext('"as" must be "json" or "markdown".'), 400)
+        # A compliance export of a blinded chat is this same export under a break-glass grant.
+        thread = thread_get_for_user(user=request.user, thread_id=thread_id, reading=f"export:{kind}")
         name = f"chat-{thread.pk}"
         if kind == "markdown":
             response = HttpResponse(thread_export_markdown(thread=thread), content_type="text/markdown; charset=utf-8")

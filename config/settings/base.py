@@ -420,6 +420,11 @@ CHAT_TITLE_TIMEOUT_S = env.float("CHAT_TITLE_TIMEOUT_S", default=15.0)
 # Temporary chats (Thread.temporary) are deleted by the reaper this long after their last
 # activity, if not closed before (agents.temporary_chats). Seconds; default 24 h.
 CHAT_TEMPORARY_TTL_S = env.float("CHAT_TEMPORARY_TTL_S", default=24 * 3600.0)
+# Break-glass into an admin-blind chat (chat.breakglass): a request not decided within
+# BREAK_GLASS_REQUEST_TTL_S expires; an approved one lets its requester read the chat for
+# BREAK_GLASS_ACCESS_S. Seconds; defaults 24 h and 1 h.
+BREAK_GLASS_REQUEST_TTL_S = env.float("BREAK_GLASS_REQUEST_TTL_S", default=24 * 3600.0)
+BREAK_GLASS_ACCESS_S = env.float("BREAK_GLASS_ACCESS_S", default=3600.0)
 WS_MAX_FRAME_BYTES = env.int("WS_MAX_FRAME_BYTES", default=32_000 * 6 + 8192)
 # Deepest JSON nesting accepted in REST bodies, websocket frames and UI contexts (chatplatform.safe_input).
 JSON_MAX_DEPTH = env.int("JSON_MAX_DEPTH", default=32)

@@ -130,6 +130,8 @@ class Command(BaseCommand):
             "demo": Workspace.objects.get_or_create(slug="demo", defaults={"name": "Demo team"})[0],
             "other": Workspace.objects.get_or_create(slug="other", defaults={"name": "Other team"})[0],
         }
+        # The demo shows admin-blind chats on (a database from before the setting stored False).
+        Workspace.objects.filter(pk=workspaces["demo"].pk, admin_blind=False).update(admin_blind=True)
         roles = {r.name: r for r in Role.objects.all()}
         created_users = []
         for username, ws, role, superuser in USERS:
