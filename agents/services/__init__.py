@@ -15,7 +15,7 @@ from .sends import (
     model_check,
     run_create,
 )
-from .threads import thread_branch_select, thread_duplicate, thread_update
+from .threads import thread_branch_select, thread_changes_check, thread_duplicate, thread_update
 
 __all__ = [
     "MAX_MESSAGE_CHARS",
@@ -29,6 +29,7 @@ __all__ = [
     "run_create",
     "thread_branch_select",
     "thread_duplicate",
+    "thread_changes_check",
     "thread_update",
     "tool_call_decide",
 ]

@@ -19,13 +19,23 @@ from chat.services import attachments_copy, thread_settings_save
 from .sends import ensure_no_open_run
 
 
-def thread_update(*, thread: Thread, user, **changes) -> Thread:
-    """Change ``thread``'s settings (``chat.services.THREAD_FIELDS`` only). ``thread`` must come
-    from ``thread_get_for_user(..., write=True)``. A ``ui_context`` is validated and a rejected
-    one audited (``UIContextError``, 413/422); ``ValueError`` for a name that is not a setting."""
+def thread_changes_check(*, thread: Thread, user, changes: dict) -> dict:
+    """``changes`` to ``thread``'s settings, checked: a ``ui_context`` is validated and a rejected
+    one audited (``UIContextError``, 413/422). Call it before a transaction that may roll back,
+    so the refusal's audit row stays."""
     if "ui_context" in changes:
-        changes["ui_context"] = ui_context_accept(raw=changes["ui_context"], user=user,
-                                                  workspace_id=thread.workspace_id, thread_id=thread.pk)
+        changes = {**changes, "ui_context": ui_context_accept(
+            raw=changes["ui_context"], user=user, workspace_id=thread.workspace_id, thread_id=thread.pk)}
+    return changes
+
+
+def thread_update(*, thread: Thread, user, checked: bool = False, **changes) -> Thread:
+    """Change ``thread``'s settings (``chat.services.THREAD_FIELDS`` only). ``thread`` must come
+    from ``thread_get_for_user(..., write=True)``. ``changes`` are checked by
+    :func:`thread_changes_check` unless ``checked`` says they already were; ``ValueError`` for a
+    name that is not a setting."""
+    if not checked:
+        changes = thread_changes_check(thread=thread, user=user, changes=changes)
     return thread_settings_save(thread=thread, **changes)
 
 

@@ -28,6 +28,7 @@ from agents.services import (
     run_cancel,
     run_create,
     thread_branch_select,
+    thread_changes_check,
     thread_duplicate,
     thread_update,
 )
@@ -195,9 +196,12 @@ class ThreadDetailApi(APIView):
                 if field in changes:
                     setattr(candidate, field, changes[field])
             model_check(thread=candidate, user=request.user)
+        # Checked (a refused ui_context audited) before the all-or-nothing write, whose rollback
+        # would take the audit row with it.
+        changes = thread_changes_check(thread=thread, user=request.user, changes=changes)
         with transaction.atomic():  # all or nothing: the folder may be gone by now (thread_organise)
             if changes or not organise:  # organising alone is not activity (updated_at stays)
-                thread = thread_update(thread=thread, user=request.user, **changes)
+                thread = thread_update(thread=thread, user=request.user, checked=True, **changes)
             thread_organise(thread=thread, user=request.user, change=organising)
         return Response(ThreadSerializer(thread).data)
 
