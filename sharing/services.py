@@ -15,10 +15,12 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.http import Http404
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from agents.models import Run
+from agents.presets import preset_pick
 from agents.selectors import default_model_for, model_allowed
 from agents.temporary_chats import temporary_chats_close
 from chat.models import Message, Thread
@@ -126,8 +128,9 @@ def share_continue(*, share: ShareLink, viewer) -> Thread:
     usage are not copied: the viewer never saw them), citations only of knowledge items the
     viewer may see, and only when the copy stays in the link's workspace. Not copied:
     attachments (the viewer may not open the owner's files; the file names stay in the
-    text's place as a note). The model: the link's when the viewer may use it there, else the
-    viewer's default. Like any new chat, it closes the viewer's temporary chats.
+    text's place as a note). The model: the chat's workspace assistant (and its model) when the
+    copy stays in its workspace and the viewer may pick it, else the link's model when the
+    viewer may use it there, else the viewer's default. Like any new chat, it closes the viewer's temporary chats.
     """
     source = share.thread
     workspace_id = _target_workspace_id(share=share, viewer=viewer)
@@ -138,7 +141,11 @@ def share_continue(*, share: ShareLink, viewer) -> Thread:
         if same_workspace else set()
     role = membership_get(user=viewer, workspace_id=workspace_id).role.name
     provider, model = source.provider, source.model
-    if provider is None or not provider.enabled or not model_allowed(provider=provider, model=model,
+    assistant_id = None
+    assistant = _assistant_for_viewer(source=source, viewer=viewer, workspace_id=workspace_id)
+    if assistant is not None:  # the chat's workspace assistant, which the viewer may use: its model comes with it
+        provider, model, assistant_id = assistant
+    elif provider is None or not provider.enabled or not model_allowed(provider=provider, model=model,
                                                                       role_names=[role]):
         provider, model, _source = default_model_for(user=viewer, workspace_id=workspace_id)
     copied: list[dict] = []
@@ -159,7 +166,7 @@ def share_continue(*, share: ShareLink, viewer) -> Thread:
         thread = Thread.objects.create(
             workspace_id=workspace_id, owner=viewer, title=(share.title or source.title or "")[:200],
             provider=provider, model=model or (provider.default_model if provider else ""),
-            grounded=source.grounded, prompt_tier=source.prompt_tier)
+            assistant_id=assistant_id, grounded=source.grounded, prompt_tier=source.prompt_tier)
         rows = [Message(thread=thread, position=i, **fields) for i, fields in enumerate(copied, start=1)]
         Message.objects.bulk_create(rows)
         for parent, child in zip(rows, rows[1:], strict=False):
@@ -170,6 +177,20 @@ def share_continue(*, share: ShareLink, viewer) -> Thread:
             Thread.objects.filter(pk=thread.pk).update(leaf=rows[-1])
             thread.leaf = rows[-1]
     return thread
+
+
+def _assistant_for_viewer(*, source: Thread, viewer, workspace_id: int):
+    """``(provider, model, assistant_id)`` of ``source``'s workspace assistant when the copy
+    stays in its workspace and ``viewer`` may pick it now (shared with the workspace or theirs,
+    not disabled, its model enabled for their role: ``agents.presets.preset_pick``), else None —
+    without it a continued assistant chat lost the assistant's instructions, tools and knowledge."""
+    if source.assistant_id is None or workspace_id != source.workspace_id:
+        return None
+    try:
+        pick = preset_pick(user=viewer, preset_id=str(source.assistant_id), workspace_id=workspace_id)
+    except (Http404, ServiceError):  # not theirs to see, disabled, or its model not open to their role
+        return None
+    return pick.provider, pick.model, pick.preset_id
 
 
 def workspace_sharing_set(*, workspace_id: int, user, public_links: bool) -> bool:

@@ -74,6 +74,8 @@ def test_make_an_assistant_pick_it_see_its_starters_and_send(browser, platform, 
         page.select_option("#assistant-visibility", "workspace")
         page.click("#assistant-save")
         page.locator("#assistant-list li", has_text=name).wait_for()
+        api_id = page.locator("#assistant-list li", has_text=name).locator(".assistant-api-id code").inner_text()
+        assert re.fullmatch(r"assistant:[0-9a-f-]{36}", api_id), api_id  # the name to give /v1
         assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
         shot("settings")
 
@@ -81,6 +83,9 @@ def test_make_an_assistant_pick_it_see_its_starters_and_send(browser, platform, 
         page.click("#model-picker-button")
         page.locator("#model-group-assistants").wait_for()
         shot("picker")
+        panel = page.locator("#model-panel").bounding_box()  # on screen, and the page did not shift sideways
+        assert panel["x"] >= 0 and panel["x"] + panel["width"] <= width, panel
+        assert page.evaluate("() => window.scrollX === 0 && document.body.scrollLeft === 0")
         page.fill("#model-search", name)
         page.locator("#model-list [role=option]", has_text=name).click()
         assert page.locator("#model-picker-label").inner_text() == name

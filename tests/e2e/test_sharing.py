@@ -76,6 +76,7 @@ def test_a_shared_chat_opens_for_a_member_and_is_refused_to_outsiders(browser, p
         dialog = alice.locator("#share-dialog")
         dialog.wait_for(state="visible")
         alice.wait_for_selector("#share-create")
+        assert not alice.is_visible("#share-link")  # no empty link box and Copy before a link is made
         assert alice.is_checked("#share-visibility-workspace")
         assert alice.is_disabled("#share-visibility-public")  # the workspace has not allowed public links
         alice.click("#share-create")

@@ -255,3 +255,22 @@ def test_the_schema_lists_the_share_endpoints(users):
     assert {"/api/v1/threads/{thread_id}/shares/", "/api/v1/shares/{share_id}/",
             "/api/v1/workspaces/{workspace_id}/sharing/"} <= set(paths)
     assert set(paths["/api/v1/shares/{share_id}/"]) >= {"get", "delete"}
+
+
+def test_continuing_an_assistant_chat_keeps_its_assistant_when_the_viewer_may_use_it(users, workspaces, chat):
+    """A chat with a workspace assistant continues under that assistant (its instructions,
+    tools and knowledge scope), not as a bare model; a private or disabled one is not handed on."""
+    from assistants.models import Assistant
+
+    thread = chat["thread"]
+    shared = Assistant.objects.create(workspace=workspaces["demo"], owner=users["alice"], name="Tutor",
+                                      provider=thread.provider, model=thread.model, visibility="workspace")
+    Thread.objects.filter(pk=thread.pk).update(assistant=shared)
+    share = make_share(users["alice"], thread)
+    session(users["bob"]).post(path_of(share) + "continue/")
+    assert Thread.objects.get(owner=users["bob"]).assistant_id == shared.pk
+
+    Assistant.objects.filter(pk=shared.pk).update(visibility="private")  # alice's own now: not bob's to pick
+    session(users["bob"]).post(path_of(share) + "continue/")
+    latest = Thread.objects.filter(owner=users["bob"]).latest("created_at")
+    assert latest.assistant_id is None and latest.provider_id == thread.provider_id

@@ -25,6 +25,12 @@ for (const pre of document.querySelectorAll("#share-messages .body pre")) {
       () => { copy.textContent = gettext("Copied"); setTimeout(() => { copy.textContent = gettext("Copy"); }, 1500); },
       () => { copy.textContent = gettext("Copy failed"); });
   });
+  // In a .code-tools row as the chat's blocks have it (chat.css places it: over the code's
+  // corner on wide screens, above the code on narrow ones); bare, the button stretched across
+  // the block on a phone and sat above the code at its start on wide screens.
+  const tools = document.createElement("div");
+  tools.className = "code-tools";
+  tools.appendChild(copy);
   pre.replaceWith(wrap);
-  wrap.append(copy, pre);
+  wrap.append(tools, pre);
 }

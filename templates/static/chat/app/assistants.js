@@ -59,6 +59,11 @@ function start(section) {
     head.append(el("span", "muted", " · " + meta.join(" · ")));
     li.append(head);
     if (a.description) li.append(el("p", "muted", a.description));
+    // The name /v1 answers to (the section's intro says to name it as the model on the API):
+    // without it here a person had to list GET /v1/models to find it.
+    const api_id = el("p", "muted assistant-api-id", gettext("Model on the API:") + " ");
+    api_id.append(el("code", "", a.model_id));
+    li.append(api_id);
     const actions = el("div", "actions");
     if (a.can_edit) {
       actions.append(button(gettext("Edit"), "link", () => edit(a)),
