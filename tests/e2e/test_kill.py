@@ -1,4 +1,5 @@
-"""A Celery worker SIGKILLed mid-run (real Redis, PostgreSQL and workers).
+"""A Celery worker SIGKILLed mid-run (real Redis, PostgreSQL and workers) — a chat's run, and a
+scheduled run killed at fire time (issue 57: it fires once).
 
 The run's lease stops being renewed; the reaper of a new worker re-queues it within
 seconds; the resumed run never repeats the write tool (ledger: outcome unknown) and keeps
@@ -31,6 +32,7 @@ def platform(upstream, tmp_path_factory):
         "EXTRA_TOOL_MODULES": "tests.e2e.kill_tools", "KILL_TEST_LEDGER": str(ledger),
         "OPENAI_API_KEY": upstream.api_key, "OPENAI_BASE_URL": upstream.base_url, "OPENAI_MODEL": "fake-model",
         "STREAM_PERSIST_INTERVAL_S": "0.5",
+        "SCHEDULE_TICK_S": "0.3", "SCHEDULE_MIN_INTERVAL_S": "2",  # schedules (the last test) fire fast
     }
     p = Platform("services", extra_env=env)
     p.ledger = ledger
@@ -158,3 +160,42 @@ def test_stop_while_the_worker_is_dead_is_finished_by_the_reaper(platform, upstr
     assert answer["status"] == "cancelled" and answer["content"].startswith("word0 word1 ")
     run = flows.http(platform, token).get(f"/api/v1/runs/{seen[0]['run_id']}/").json()
     assert run["status"] == "cancelled" and run["finished_at"] is not None
+
+
+def test_worker_killed_at_a_scheduled_fire_fires_once_and_writes_once(platform, upstream):
+    """Issue 57: the worker running a scheduled run's write tool is SIGKILLed. The fire stays
+    one fire and one run (the claim is durable; the worker's ticker is not its owner), the next
+    worker's reaper finishes the run without repeating the write, and the schedule makes no
+    second run meanwhile (``overlap`` skip: a run in progress is not piled on)."""
+    upstream.script(
+        tool_call_chunks([("call_s", "slow_write", json.dumps({"text": "scheduled once", "seconds": 30}))]),
+        text_chunks("The scheduled write may not have finished; please check."),
+    )
+    token = flows.login_token(platform, "alice")
+    thread_id = flows.create_thread(platform, token, provider="openai")
+    with flows.http(platform, token) as client:
+        made = client.post("/api/v1/schedules/", json={
+            "name": "killed at fire time", "thread": thread_id, "prompt": "write it", "kind": "interval",
+            "interval_s": 2, "overlap": "skip"})
+        assert made.status_code == 201, made.text
+    schedule_id = made.json()["id"]
+    flows.wait_for(lambda: "scheduled once" in platform.ledger.read_text(), "the scheduled write to start", timeout=30)
+    killed_at = kill_worker_and_start_another(platform)
+    # Fires keep coming every 2 s while the run is being recovered: each is skipped, none starts.
+    flows.wait_for(lambda: platform.sql("SELECT count(*) FROM schedules_schedulefire WHERE schedule_id = %s "
+                                        "AND status = 'skipped'", schedule_id)[0][0] >= 1,
+                   "a later fire skipped while the run is recovered", timeout=60)
+    with flows.http(platform, token) as client:  # no fire after this one (the next would start a run)
+        assert client.post(f"/api/v1/schedules/{schedule_id}/pause/").status_code == 200
+    run_ids = flows.wait_for(
+        lambda: platform.sql("SELECT id::text FROM agents_run WHERE thread_id = %s AND status = 'completed'", thread_id),
+        "the scheduled run to be finished by the new worker", timeout=90)
+    recovered_s = time.monotonic() - killed_at
+    print(f"BENCH scheduled_kill_recovery_s={recovered_s:.1f}")
+    started = platform.sql("SELECT run_id::text FROM schedules_schedulefire WHERE schedule_id = %s "
+                           "AND status = 'started'", schedule_id)
+    assert started == [(run_ids[0][0],)]  # one fire started one run…
+    assert platform.sql("SELECT count(*) FROM agents_run WHERE thread_id = %s", thread_id) == [(1,)]  # …and only one
+    assert platform.ledger.read_text().count("scheduled once") == 1  # the write never ran again
+    msgs = flows.messages(platform, token, thread_id)
+    assert msgs[-1]["content"] == "The scheduled write may not have finished; please check."
