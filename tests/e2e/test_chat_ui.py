@@ -1070,7 +1070,7 @@ def test_custom_instructions_are_set_on_the_settings_page_and_shown_as_context(s
     page.wait_for_url(re.compile(r"/chat/settings/$"))
     page.fill("#custom-instructions", "x" * 4001)
     page.click("#preferences-form button[type=submit]")
-    assert "limited to 4000 characters" in page.locator("#prefs-error").inner_text()
+    assert "limited to 4,000 characters" in page.locator("#prefs-error").inner_text()
     assert len(page.input_value("#custom-instructions")) == 4001  # the text is still there
     page.fill("#custom-instructions", "I work on the billing service; answer with code first.")
     page.click("#preferences-form button[type=submit]")

@@ -1,8 +1,8 @@
 """An OAuth MCP server in a real browser (Chromium at 1280 and 390 px) against the running
 embedded platform: the model calls a tool of a server the person has not connected, the run
 parks on the "Connect Files to continue" card, the card's link goes through the real consent
-redirect of a real authorization server (``tests.mcp.oauth_server``, on loopback in the test
-process, consenting at once), the callback lands back in the chat and the run goes on by itself
+redirect of a real authorization server (``tests.mcp.oauth_server``, on loopback in a process
+of its own, consenting at once), the callback lands back in the chat and the run goes on by itself
 — the tool runs with the person's own token and the model answers, without being asked again.
 Then Settings → Connected services shows the connection and disconnects it (revoked upstream).
 The server's tools were listed with the admin's own connection (``?listing=1``).
@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.fakes.openai_server import text_chunks, tool_call_chunks
-from tests.mcp.oauth_server import OAuthPeer
+from tests.mcp.oauth_server import OAuthPeerProcess
 from tests.policy.tooltest import call
 
 from . import flows
@@ -31,7 +31,7 @@ USERS = {1280: "alice", 390: "bob"}
 
 @pytest.fixture(scope="module")
 def peer():
-    server = OAuthPeer().start()
+    server = OAuthPeerProcess().start()  # its own process: shares nothing with this one but the network
     yield server
     server.stop()
 
@@ -110,12 +110,12 @@ def test_connect_card_through_the_consent_redirect_resumes_the_run(browser, plat
         assert "connected" in row.inner_text()
         assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
         shot("settings")
-        revoked = peer.provider.revoked
+        revoked = peer.state()["revoked"]
         row.get_by_role("button", name="Disconnect Files").click()
         page.locator("dialog.app-dialog[open] button[value=ok]").click()
         row.locator("a.connect-link").wait_for()
         assert "not connected" in row.inner_text()
-        assert peer.provider.revoked == revoked + 2  # refresh and access token revoked upstream
+        assert peer.state()["revoked"] == revoked + 2  # refresh and access token revoked upstream
         shot("disconnected")
         with flows.http(platform, flows.login_token(platform, user)) as client:
             mine = client.get("/api/v1/mcp/connections/").json()

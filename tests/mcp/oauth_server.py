@@ -10,15 +10,23 @@ with a code, Deny with ``error=access_denied``. Counters: ``refreshes`` (refresh
 exchanges), ``exchanges`` (codes), ``revoked``; ``access_ttl_s`` sets the access tokens' life.
 Tools: ``whoami`` (the token's subject), ``echo`` and ``count`` (progress notifications).
 
-``OAuthPeer(...).start()`` → ``.url`` (the MCP endpoint), ``.base``; ``.stop()``.
+``OAuthPeer(...).start()`` → ``.url`` (the MCP endpoint), ``.base``; ``.stop()`` — in the test
+process, its counters read directly. ``OAuthPeerProcess().start()``: the same server in a process
+of its own (``python -m tests.mcp.oauth_server PORT``), for end-to-end tests that should share
+nothing with the test process but the network; its counters come from ``GET /test/state``.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
+import socket
+import subprocess
+import sys
 import threading
 import time
 from html import escape
+from pathlib import Path
 
 import uvicorn
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -35,9 +43,15 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp_types import ToolAnnotations
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse
 
-from tests.mcp.conftest import free_port
+
+def free_port() -> int:
+    """A free loopback port (this module runs alone too, without Django: no import of the tests'
+    conftest)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class Provider:
@@ -185,6 +199,11 @@ class OAuthPeer:
                                 f"<a id='allow' href='/consent?ticket={t}&choice=allow'>Allow</a> "
                                 f"<a id='deny' href='/consent?ticket={t}&choice=deny'>Deny</a>")
 
+        @mcp.custom_route("/test/state", methods=["GET"])
+        async def state(request: Request):
+            return JSONResponse({"revoked": provider.revoked, "refreshes": provider.refreshes,
+                                 "exchanges": provider.exchanges, "registrations": provider.registrations})
+
         return mcp.streamable_http_app(host="127.0.0.1")
 
     def start(self) -> OAuthPeer:
@@ -204,3 +223,53 @@ class OAuthPeer:
             self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(5)
+
+
+class OAuthPeerProcess:
+    """:class:`OAuthPeer` in a child process (auto-consent; long-lived access tokens)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.url = f"{self.base}/mcp"
+        self._proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 20.0) -> OAuthPeerProcess:
+        root = Path(__file__).resolve().parents[2]
+        env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+        self._proc = subprocess.Popen([sys.executable, "-m", "tests.mcp.oauth_server", str(self.port)], cwd=root,
+                                      env=env, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout_s
+        while True:  # until it accepts connections (or died)
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"the OAuth MCP test server exited with {self._proc.returncode}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the OAuth MCP test server did not start") from None
+                time.sleep(0.05)
+
+    def state(self) -> dict:
+        """The server's counters: ``revoked``, ``refreshes``, ``exchanges``, ``registrations``."""
+        import httpx
+
+        return httpx.get(f"{self.base}/test/state", timeout=10, trust_env=False).json()
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(5)
+
+
+if __name__ == "__main__":  # python -m tests.mcp.oauth_server PORT: serve until terminated
+    peer = OAuthPeer()
+    peer.port = int(sys.argv[1])
+    peer.base = f"http://127.0.0.1:{peer.port}"
+    peer.url = f"{peer.base}/mcp"
+    uvicorn.run(peer.build(), host="127.0.0.1", port=peer.port, log_level="warning", lifespan="on")
