@@ -26,6 +26,7 @@ from django.http import Http404
 from django.utils.translation import gettext as _
 
 from chatplatform.errors import ServiceError
+from chatplatform.safe_input import hidden_control
 
 from .models import Folder, Tag, Thread, Workspace
 
@@ -34,10 +35,11 @@ FOLDERS_MAX_PER_WORKSPACE = 100  # per person and workspace: a rail of more is n
 TAG_NAME_MAX_CHARS = 50
 TAGS_MAX_PER_THREAD = 20
 
-# Control characters, the bidirectional overrides/isolates (a name that reverses the text
-# after it in the rail) and lone UTF-16 surrogates (valid JSON escapes, not storable text);
-# other format characters (emoji joiners) are fine.
-_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# Besides the control and bidirectional characters every shown name refuses
+# (chatplatform.safe_input.hidden_control: a name that reverses the text after it in the
+# rail), lone UTF-16 surrogates: valid JSON escapes, not storable text. Other format
+# characters (emoji joiners) are fine.
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 # A key (name_key) may be this many times the name's length: NFKC expands a few characters
 # (U+FDFA is 18), case folding a few more (ß → ss); the key column holds 4×.
 _KEY_GROWTH = 4
@@ -65,7 +67,7 @@ def _clean_name(raw, *, max_chars: int, field: str) -> str:
     if len(name) > max_chars:
         raise ServiceError("invalid", _("%(field)s: at most %(max)d characters (%(n)d given).")
                            % {"field": field, "max": max_chars, "n": len(name)})
-    if _FORBIDDEN.search(name):
+    if hidden_control(name) or _LONE_SURROGATE.search(name):
         raise ServiceError("invalid", _("%(field)s: control characters are not allowed.") % {"field": field})
     if len(name_key(name)) > _KEY_GROWTH * max_chars:
         raise ServiceError("invalid", _("%(field)s: too long once its characters are normalised.") % {"field": field})

@@ -29,8 +29,7 @@ from .errors import ServiceError
 MAX_DB_INT = 2**63 - 1
 # In a name shown to other people (an assistant, a prompt's title): control characters and
 # the bidirectional overrides/isolates, which reverse or hide the text after them ("Helper"
-# + U+202E + "gpj.exe" reads "Helperexe.jpg"). ``chat.organise`` refuses the same in folder
-# and tag names.
+# + U+202E + "gpj.exe" reads "Helperexe.jpg"); also folder and tag names (``chat.organise``).
 _HIDDEN_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 T = TypeVar("T")
 
