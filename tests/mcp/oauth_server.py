@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import threading
@@ -45,13 +44,8 @@ from mcp_types import ToolAnnotations
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse
 
-
-def free_port() -> int:
-    """A free loopback port (this module runs alone too, without Django: no import of the tests'
-    conftest)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# Django-free, so this module also runs alone (python -m tests.mcp.oauth_server PORT).
+from tests.e2e.harness import free_port, tcp_reachable
 
 
 class Provider:
@@ -240,16 +234,13 @@ class OAuthPeerProcess:
         self._proc = subprocess.Popen([sys.executable, "-m", "tests.mcp.oauth_server", str(self.port)], cwd=root,
                                       env=env, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout_s
-        while True:  # until it accepts connections (or died)
+        while not tcp_reachable("127.0.0.1", self.port, timeout=0.5):  # until it accepts (or died)
             if self._proc.poll() is not None:
                 raise RuntimeError(f"the OAuth MCP test server exited with {self._proc.returncode}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the OAuth MCP test server did not start") from None
-                time.sleep(0.05)
+            if time.monotonic() > deadline:
+                raise RuntimeError("the OAuth MCP test server did not start")
+            time.sleep(0.05)
+        return self
 
     def state(self) -> dict:
         """The server's counters: ``revoked``, ``refreshes``, ``exchanges``, ``registrations``."""
