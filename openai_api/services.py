@@ -340,9 +340,19 @@ def model_list(*, user=None) -> list[dict]:
     """``GET /v1/models`` entries: each enabled provider that is set up (its key is there:
     ``key_status``; a run on any other could only fail) with its default model, and each of
     its enabled models, as ``provider/model`` — with ``user``, only what one of their roles
-    may use, and the workspace assistants they may use, as ``assistant:<id>``."""
+    may use, and the workspace assistants they may use, as ``assistant:<id>``. First, when it
+    names a model, ``default`` (what ``model="default"`` runs: :func:`model_resolve`), owned by
+    that model's provider, so a client that offers only listed ids can still follow the
+    platform's default."""
     roles = role_names_for_user(user=user) if user is not None else None
     out = []
+    try:
+        provider, _ = model_resolve(name="default", user=user)
+    except ApiRejected:
+        pass
+    else:
+        out.append({"id": "default", "object": "model", "created": int(provider.created_at.timestamp()),
+                    "owned_by": provider.slug})
     for provider in Provider.objects.filter(enabled=True).order_by("slug"):
         if key_status(provider) is not None:
             continue

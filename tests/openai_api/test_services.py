@@ -259,3 +259,16 @@ def test_a_new_thread_goes_to_the_first_workspace_whose_role_may_use_the_model(u
         completion_start(user=users["bob"], body=body)
     assert (exc.value.code, exc.value.status) == ("model_not_found", 404)
     assert Thread.objects.count() == threads
+
+
+@pytest.mark.django_db
+def test_v1_models_lists_default_first_owned_by_the_model_it_runs(offline, openai_provider, users, django_user_model):
+    """A client that offers only listed ids (model pickers of OpenAI-compatible apps) can
+    follow the platform's default: ``default`` comes first, owned by the provider
+    ``model="default"`` runs; a caller for whom it names nothing does not see it."""
+    entries = model_list(user=users["alice"])
+    provider, _ = model_resolve(name="default", user=users["alice"])
+    assert entries[0]["id"] == "default" and entries[0]["owned_by"] == provider.slug
+    assert [e["id"] for e in entries].count("default") == 1
+    loner = django_user_model.objects.create_user("loner", password="x")  # no workspace: no default
+    assert "default" not in {e["id"] for e in model_list(user=loner)}
