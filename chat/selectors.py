@@ -92,7 +92,7 @@ def thread_list_for_user(
     theirs (any case). Temporary chats are never listed (nor found by a search).
     """
     qs = (Thread.objects.filter(owner=user, workspace__memberships__user=user, temporary=False)
-          .select_related("provider", "workspace", "folder").prefetch_related("tags"))
+          .select_related("provider", "workspace", "folder", "assistant").prefetch_related("tags"))
     if workspace:
         key = "workspace_id" if _is_pk(workspace) else "workspace__slug"
         qs = qs.filter(**{key: workspace})

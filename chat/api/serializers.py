@@ -59,6 +59,8 @@ class ThreadSerializer(serializers.ModelSerializer):
         help_text="The owner's tags on this chat, by name ([] to anyone but its owner).")
     assistant = serializers.UUIDField(source="assistant_id", read_only=True, allow_null=True,
                                       help_text="The workspace assistant the chat runs under, or null.")
+    assistant_name = serializers.CharField(source="assistant.name", read_only=True, allow_null=True, default=None,
+                                           help_text="That assistant's name (what the rail shows), or null.")
     blinded = serializers.SerializerMethodField(
         help_text="True when the caller is an admin who sees this chat's metadata only (admin-blind "
                   "workspace, no open break-glass grant): title \"\" unless the owner opened it, ui_context {}.")
@@ -68,9 +70,10 @@ class ThreadSerializer(serializers.ModelSerializer):
     class Meta:
         model = Thread
         fields = [
-            "id", "workspace", "title", "title_visible_to_admins", "provider", "model", "assistant", "grounded",
-            "allow_model_save", "include_private_in_ai", "ui_context", "prompt_tier", "pinned", "archived",
-            "temporary", "folder", "tags", "leaf_id", "blinded", "break_glass_until", "created_at", "updated_at",
+            "id", "workspace", "title", "title_visible_to_admins", "provider", "model", "assistant", "assistant_name",
+            "grounded", "allow_model_save", "include_private_in_ai", "ui_context", "prompt_tier", "pinned",
+            "archived", "temporary", "folder", "tags", "leaf_id", "blinded", "break_glass_until", "created_at",
+            "updated_at",
         ]
         read_only_fields = fields
 

@@ -102,6 +102,13 @@ def test_make_an_assistant_pick_it_see_its_starters_and_send(browser, platform, 
         page.locator(".msg.assistant", has_text="under the palm tree").wait_for()
         assert f"Talk like a pirate ({width})." in system_prompt(upstream.requests[-1])
         assert page.locator("#model-picker-label").inner_text() == name  # the chat remembers it
+        # The rail names the chat by its assistant, not by the model's provider (after a reload too).
+        row = page.locator(".thread-item.active .t-meta")
+        row.locator(".t-assistant", has_text=name).wait_for()
+        page.reload()
+        row.locator(".t-assistant", has_text=name).wait_for()
+        page.locator(".msg.assistant", has_text="under the palm tree").wait_for()
+        assert "openai ·" not in row.inner_text()
         shot("thread")
         assert errors == []
     finally:

@@ -85,7 +85,14 @@ function start(nav) {
       meta.appendChild(f);
       meta.appendChild(document.createTextNode(" · "));
     }
-    meta.appendChild(document.createTextNode((t.provider || gettext("no provider")) + " · " + naturalTime(t.updated_at)));
+    if (t.assistant_name) {  // a chat under a workspace assistant is named by it, not its model's provider
+      const who = el("span", "t-assistant", t.assistant_name);
+      who.dir = "auto";
+      meta.appendChild(who);
+      meta.appendChild(document.createTextNode(" · " + naturalTime(t.updated_at)));
+    } else {
+      meta.appendChild(document.createTextNode((t.provider || gettext("no provider")) + " · " + naturalTime(t.updated_at)));
+    }
     a.appendChild(meta);
     if (t.tags && t.tags.length) a.appendChild(tagChips(t.tags));
     row.appendChild(a);
