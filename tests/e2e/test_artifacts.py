@@ -141,6 +141,10 @@ def test_artifacts_preview_sandboxed_copy_download_and_the_workspace_switch(brow
         if width == 1280:  # beside the chat: the messages stay visible on the left
             assert box["x"] > 600 and box["x"] + box["width"] <= viewport["width"] + 1
             assert page.locator("#messages").bounding_box()["width"] > 300
+            # The narrowed chat's header wraps instead of cutting its title and status short.
+            cut = page.evaluate("""() => ['#thread-title', '#conn'].filter((s) => {
+                const e = document.querySelector(s); return e && e.scrollWidth > e.clientWidth + 1; })""")
+            assert cut == [], cut
         else:  # a full-screen sheet
             assert (box["x"], box["y"], box["width"]) == (0, 0, viewport["width"])
             assert box["height"] >= viewport["height"] - 1
