@@ -1,7 +1,7 @@
 """``manage.py seed_demo``: demo workspaces, users, knowledge and providers. Idempotent.
 
-Users alice, bob (members of demo), carol (viewer of demo), dave (member of other) and
-admin (superuser, admin of demo). Password: ``$DEMO_PASSWORD``, else a random one printed
+Users alice, bob (members of demo), carol (viewer of demo), dave (member of other),
+admin (superuser, admin of demo) and erin (admin of demo, the second pair of eyes). Password: ``$DEMO_PASSWORD``, else a random one printed
 once when the users are first created. Providers: always ``offline``; ``openai`` from
 ``OPENAI_API_KEY`` (+ ``OPENAI_BASE_URL``, ``OPENAI_MODEL``); ``hermes`` (an agent provider) from
 ``HERMES_API_KEY`` (+ ``HERMES_API_BASE``); ``anthropic`` from
@@ -32,6 +32,9 @@ USERS = [
     ("carol", "demo", "viewer", False),
     ("dave", "other", "member", False),
     ("admin", "demo", "admin", True),
+    # A second admin of demo (not a superuser): the four-eyes features — break-glass into an
+    # admin-blind chat, policy changes — need someone other than the requester to decide.
+    ("erin", "demo", "admin", False),
 ]
 
 
