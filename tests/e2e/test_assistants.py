@@ -67,6 +67,9 @@ def test_make_an_assistant_pick_it_see_its_starters_and_send(browser, platform, 
         flows.sign_in_page(page, platform)
         page.goto("/chat/settings/")
         page.locator("#assistant-tool-checks input").first.wait_for(state="attached")
+        # Each tool says what it does under its name (a phone has no hover for a tooltip).
+        search = page.locator("#assistant-tool-checks .tool-check", has=page.locator("code", has_text="search_knowledge"))
+        assert search.locator(".tool-desc").is_visible() and len(search.locator(".tool-desc").inner_text()) > 10
         page.fill("#assistant-name", name)
         assert page.input_value("#assistant-model").startswith("openai/")  # a new chat's model: the fake upstream
         page.fill("#assistant-instructions", f"Talk like a pirate ({width}).")

@@ -40,8 +40,16 @@ function start(section) {
       box.type = "checkbox";
       box.value = t.name;
       box.checked = selected.includes(t.name);
-      label.append(box, " ", el("code", "", t.name));
-      if (t.description) label.title = t.description;
+      const text = el("span", "tool-check-text");
+      text.append(el("code", "", t.name));
+      if (t.description) {  // its first line under the name (a phone has no hover); the whole in the tooltip
+        const first = t.description.split("\n")[0].trim();
+        const desc = el("span", "tool-desc muted", first.length > 140 ? first.slice(0, 139) + "…" : first);
+        desc.dir = "auto";
+        text.append(desc);
+        label.title = t.description;
+      }
+      label.append(box, text);
       checks.appendChild(label);
     }
     if (!tools.length) checks.appendChild(el("p", "muted", gettext("No tools are open to your role here.")));
