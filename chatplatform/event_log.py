@@ -169,6 +169,10 @@ class RedisEventLog:
         redis-py's packer, on the same per-event path)."""
         try:
             conn = self._sync_connection()
+            # Reconnect here if the last call lost the connection: ``connect()`` is what asks
+            # the Sentinels where the master is now — the implicit reconnect inside
+            # ``send_packed_command`` would dial the old master's address again.
+            conn.connect()
             if self._sync_sha is None:
                 replies, broke = self._sync_call(conn, [("SCRIPT", "LOAD", _APPEND_AND_PUBLISH_MANY)])
                 if broke or isinstance(replies[0], Exception):
