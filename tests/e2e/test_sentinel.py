@@ -214,3 +214,49 @@ def test_a_sentinel_failover_loses_no_run_and_no_word(platform, upstream, group)
     assert turn.events[-1]["type"] == "run.completed" and turn.text == "A new socket works."
     assert worker.poll() is None and web.poll() is None
     assert platform.procs["celery"] is worker and platform.procs["daphne"] is web
+
+
+def test_events_a_new_master_lacks_are_told_as_events_missing(platform, upstream, group):
+    """What Redis's asynchronous replication can do in a failover: the old master took a run's
+    last events (and published them) but the replica never got them. Made here by deleting the
+    ended run's last entries on the master the Sentinels name. The run stays completed with its
+    whole answer stored, and a client resuming from the start gets the events the log has, then
+    ``events_missing`` for the rest (``from_seq``–``to_seq``) — never a silent end."""
+    import redis
+
+    token = flows.login_token(platform, "alice")
+    thread_id = flows.create_thread(platform, token, provider="openai")
+    text = " ".join(f"t{n}" for n in range(12))
+    upstream.script(text_chunks(text, pieces=12))
+    with flows.ws_connect(platform, thread_id, token=token) as ws:
+        turn = flows.ws_turn(ws, "short, please")
+    assert turn.events[-1]["type"] == "run.completed" and turn.text == text
+    last = turn.events[-1]["seq"]
+    master = redis.Redis(host="127.0.0.1", port=group.master_port(), db=0, socket_timeout=5)
+    key = f"chatplatform:events:{turn.run_id}"
+    tail = [entry_id for entry_id, _ in master.xrevrange(key, count=3)]
+    assert master.xdel(key, *tail) == 3  # the last delta(s) and run.completed: never replicated
+    master.close()
+
+    with flows.ws_connect(platform, thread_id, token=token) as ws:
+        ws.send(json.dumps({"type": "run.resume", "run_id": turn.run_id, "after_seq": 0}))
+        frames = flows.events_until(ws, lambda f: f.get("type") == "error" or f.get("type") in flows.TERMINAL,
+                                    timeout=30)
+    error = frames[-1]
+    assert error["type"] == "error" and error["code"] == "events_missing", frames
+    assert (error["from_seq"], error["to_seq"]) == (last - 2, last)
+    assert [f["seq"] for f in frames[:-1]] == list(range(1, last - 2))
+    stored = flows.final_assistant(flows.messages(platform, token, thread_id), turn.run_id)
+    assert stored["content"] == text  # what the client reloads: whole
+    run = wait_run(platform, token, turn.run_id)
+    assert run["status"] == "completed"
+
+    sse: list[dict] = []  # the SSE stream of the same run: the same, then its end
+    with flows.http(platform, token) as client, client.stream(
+            "GET", f"/api/v1/runs/{turn.run_id}/events/", timeout=httpx.Timeout(30)) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                sse.append(json.loads(line[len("data: "):]))
+    assert [e.get("seq") for e in sse[:-1]] == list(range(1, last - 2))
+    assert sse[-1]["type"] == "error" and sse[-1]["code"] == "events_missing", sse[-1]
