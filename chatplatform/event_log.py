@@ -201,6 +201,12 @@ class RedisEventLog:
                 results, error = replies[i]
                 error = error.decode() if isinstance(error, bytes) else error
                 out.append(Appended([bool(r) for r in results], ResponseError(error) if error else None))
+        if any(a.error is not None and str(a.error).startswith("READONLY") for a in out):
+            # The server became a replica (a failover; a partitioned old master rejoining): drop
+            # the connection, so the next call asks the Sentinels for the master. The events
+            # were not taken, and are retried as after a lost connection.
+            conn.disconnect()
+            self._sync_sha = None
         if reload:  # Redis restarted and lost its script cache: nothing of these runs was run
             self._sync_sha = None
             for i, again in zip(reload, self.append_and_publish_many([runs[i] for i in reload]), strict=True):

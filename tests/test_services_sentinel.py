@@ -106,3 +106,33 @@ def test_the_subscriber_resubscribes_on_the_new_master(group):
 
     got = asyncio.run(scenario())
     assert got[0] == b"one"
+
+
+def test_the_event_log_leaves_a_master_demoted_under_it(group):
+    """A master demoted while the event log's connection stays open (Sentinel could not kill
+    its clients: a partition heals, the old master rejoins as a replica): the log's appends
+    fail with READONLY, so it drops the connection and the next append goes to the master the
+    Sentinels name. Made by hand here: the roles swapped with REPLICAOF, the Sentinels told
+    with SENTINEL REMOVE / MONITOR."""
+    import redis
+
+    config = config_of(group)
+    log = RedisEventLog(redis=config, ttl_s=60)
+
+    def append(seq: int):
+        return log.append_and_publish_many([("run-2", "chan", [(seq, f'{{"seq":{seq}}}', b"p")])])[0]
+
+    assert append(1).done == [True]
+    with redis.Redis(port=group.replica.port) as replica:
+        replica.replicaof("NO", "ONE")
+    with redis.Redis(port=group.primary.port) as old:
+        old.replicaof("127.0.0.1", group.replica.port)
+    for port in group.sentinel_ports:
+        with redis.Redis(port=port) as sentinel:
+            sentinel.sentinel_remove(group.MASTER)
+            sentinel.sentinel_monitor(group.MASTER, "127.0.0.1", group.replica.port, 2)
+    assert group.master_port() == group.replica.port
+    first = append(2)
+    assert first.done == [] and str(first.error).startswith("READONLY"), first  # on the old connection
+    assert until(lambda: append(2).done == [True], "the append on the new master")
+    assert [e["seq"] for e in asyncio.run(log.read("run-2"))] == [1, 2]
