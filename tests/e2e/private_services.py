@@ -242,6 +242,21 @@ class PrivateSentinelGroup:
                 continue
         return None
 
+    def failed_over_from(self, port: int) -> bool:
+        """Every Sentinel names a master other than ``port`` (the failover is known to all:
+        a client asking any of them reaches the new master)."""
+        import redis
+
+        named = set()
+        for sentinel_port in self.sentinel_ports:
+            try:
+                with self._sentinel(sentinel_port) as client:
+                    found = client.sentinel_get_master_addr_by_name(self.MASTER)
+            except (redis.RedisError, OSError):
+                return False
+            named.add(int(found[1]) if found else None)
+        return len(named) == 1 and None not in named and port not in named
+
     def kill_master(self) -> PrivateRedis:
         """SIGKILL the current master's redis-server (no shutdown, no goodbye to its clients'
         sockets beyond the kernel's reset); returns it."""
