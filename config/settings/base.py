@@ -523,6 +523,9 @@ LOGGING = {
         # warning with a traceback for each; 5xx still log as errors.
         "django.request": {"level": "ERROR"},
         "django.security": {"level": "ERROR"},
+        # The MCP SDK logs every JSON-RPC message at DEBUG — a person's answers to an MCP
+        # server's question (elicitation) included, sensitive fields too: never below INFO.
+        "mcp": {"level": "INFO"},
         # A body over the upload limits is the client's error (413/400): a warning line.
         **{f"django.security.{name}": {"filters": ["client_error"]}
            for name in ("RequestDataTooBig", "TooManyFieldsSent", "TooManyFilesSent")},
