@@ -224,8 +224,8 @@ def test_resource_links_open_for_their_owner_only(ask_http, thread, users, fake_
     assert image.status_code == 200 and image["Content-Type"] == "image/png" and image.content.startswith(b"\x89PNG")
     page = alice.get(links["page://inline"]["url"])  # text/html at the server: never HTML here
     assert page.status_code == 200 and page["Content-Type"] == "text/plain; charset=utf-8"
-    server_id = links["notes://today"]["url"].split("/")[3]
-    assert alice.get(f"/mcp/resources/{server_id}/", {"uri": "notes://private"}).status_code == 404  # not linked
+    server_id = links["notes://today"]["url"].split("/")[2]
+    assert alice.get(f"/mcp-resources/{server_id}/", {"uri": "notes://private"}).status_code == 404  # not linked
     bob = APIClient()
     bob.force_login(users["bob"])
     assert bob.get(links["notes://today"]["url"]).status_code == 404

@@ -23,7 +23,8 @@ function start(box) {
     canWrite: d.canWrite === "1",
     canSaveKnowledge: d.canSaveKnowledge === "1",
     urls: {messages: d.urlMessages, branch: d.urlBranch, regenerate: d.urlRegenerate, edit: d.urlEdit,
-           knowledgeItem: d.urlKnowledgeItem, thread: d.urlThread, runCancel: d.urlRunCancel, run: d.urlRun},
+           knowledgeItem: d.urlKnowledgeItem, thread: d.urlThread, runCancel: d.urlRunCancel, run: d.urlRun,
+           elicitation: d.urlElicitation},
     showProd: () => { const b = document.getElementById("prod-banner"); if (b) b.hidden = false; },
   };
 
@@ -136,6 +137,8 @@ function start(box) {
   // What the handlers (handlers.js) see of the page.
   const app = {
     box, view, showConn, showProd: config.showProd, decide,
+    // POST an answer to an MCP server's question (elicitation.js); the template's id is all zeros
+    elicitationUrl: (id) => config.urls.elicitation.replace("00000000-0000-0000-0000-000000000000", encodeURIComponent(id)),
     get live() { return run.live; },
     startLive: run.startLive, liveReady: run.liveReady, endLive: run.endLive, queued: run.queued,
     missed: run.missed, busy: run.busy, unavailable: run.unavailable, stickToBottom: run.stickToBottom,
