@@ -60,7 +60,7 @@ _ALL = (
     EventType("elicitation.resolved", ("tool_call_id", "elicitation_id", "action", "reason"),
               optional=("server", "server_name", "message", "content")),
     # An MCP tool's result linked resources (mcp_client.resources): links: [{name, uri,
-    # mime_type, url}] — url is /mcp/resources/<server id>/?uri=… (read with the person's access).
+    # mime_type, url}] — url is /mcp-resources/<server id>/?uri=… (read with the person's access).
     EventType("resource.linked", ("tool_call_id", "links")),
     # One approval of two (two-person rule): the call keeps waiting for the next person.
     EventType("approval.progress", ("tool_call_id", "approvals_so_far", "approvals_needed", "approved_by",

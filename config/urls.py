@@ -156,7 +156,7 @@ urlpatterns = [
     path("s/", include("sharing.urls")),
     path("prompts/", include("prompts.urls")),
     path("mcp-oauth/callback/", mcp_views.callback, name="mcp-oauth-callback"),
-    path("mcp/resources/<int:server_id>/", mcp_views.resource, name="mcp-resource"),
+    path("mcp-resources/<int:server_id>/", mcp_views.resource, name="mcp-resource"),
     path("mcp-oauth/<slug:slug>/connect/", mcp_views.connect, name="mcp-oauth-connect"),
     path("schedules/", schedules_views.schedules_page, name="schedules-page"),
     path("metrics", usage_views.metrics, name="metrics"),

@@ -258,7 +258,7 @@ class MCPElicitation(models.Model):
 
 class MCPResourceLink(models.Model):
     """A resource an MCP server linked (``resource_link`` or an embedded resource) in a tool
-    result of someone's thread: the only URIs ``/mcp/resources/<server id>/?uri=`` reads for
+    result of someone's thread: the only URIs ``/mcp-resources/<server id>/?uri=`` reads for
     them — never an open proxy to whatever URI a caller names."""
 
     server = models.ForeignKey(MCPServer, on_delete=models.CASCADE, related_name="+")

@@ -1,5 +1,5 @@
 """Resources an MCP server links in tool results (``resource_link`` blocks and embedded
-resources), opened by the person through the platform: ``/mcp/resources/<server id>/?uri=``.
+resources), opened by the person through the platform: ``/mcp-resources/<server id>/?uri=``.
 
 :func:`links_record` keeps, per person, thread and server, the URIs a server linked; the
 door (:func:`resource_response`) reads only those — it is never an open proxy to whatever URI a

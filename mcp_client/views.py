@@ -163,7 +163,7 @@ class ElicitationAnswerApi(APIView):
 @login_required
 @require_GET
 def resource(request, server_id: int):
-    """``GET /mcp/resources/<server id>/?uri=<uri>``: a resource the server linked in one of
+    """``GET /mcp-resources/<server id>/?uri=<uri>``: a resource the server linked in one of
     the caller's threads, read with the caller's own session or token (``resources/read``).
     Text as ``text/plain``, PNG/JPEG/GIF/WebP images as themselves, anything else as a
     download; ``X-Content-Type-Options: nosniff``; ``MCP_RESOURCE_MAX_BYTES``. 404 when the
