@@ -32,6 +32,7 @@ import mcp_types as types
 from django.conf import settings
 from django.http import Http404
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from agents.audit import audit_record
 from agents.models import AuditEvent
@@ -257,7 +258,7 @@ def elicitation_answer(*, user, elicitation_id, action: str, content=None) -> MC
     if row is None:
         raise Http404
     if row.status != MCPElicitation.Status.PENDING or row.expires_at <= timezone.now():
-        raise AnswerRefused("not_pending", "This question was already answered or has expired.")
+        raise AnswerRefused("not_pending", _("This question was already answered or has expired."))
     if action not in ("accept", "decline", "cancel"):
         raise AnswerRefused("invalid", "action must be accept, decline or cancel")
     secret = ""
@@ -266,6 +267,6 @@ def elicitation_answer(*, user, elicitation_id, action: str, content=None) -> MC
     done = MCPElicitation.objects.filter(pk=row.pk, status=MCPElicitation.Status.PENDING).update(
         status=action, reason="answered", answer_encrypted=secret, resolved_at=timezone.now())
     if not done:
-        raise AnswerRefused("not_pending", "This question was already answered or has expired.")
+        raise AnswerRefused("not_pending", _("This question was already answered or has expired."))
     row.refresh_from_db()
     return row

@@ -47,7 +47,11 @@ class AskServer:
 
     def stop(self) -> None:
         self.proc.terminate()
-        self.proc.wait(5)
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:  # an SSE stream still open: uvicorn waits for it
+            self.proc.kill()
+            self.proc.wait(5)
 
 
 @pytest.fixture(scope="module")

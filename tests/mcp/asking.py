@@ -17,7 +17,13 @@ import base64
 from typing import Literal
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import EmbeddedResource, ResourceLink, TextContent, TextResourceContents, ToolAnnotations
+from mcp_types import (
+    EmbeddedResource,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+    ToolAnnotations,
+)
 from pydantic import BaseModel, Field
 
 READ = ToolAnnotations(read_only_hint=True)

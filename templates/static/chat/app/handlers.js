@@ -136,6 +136,9 @@ function baseHandlers(app) {
       if (row) { row.after(card); setToolStatus(row, "running", undefined, gettext("waiting for your answer")); }
       else turn.querySelector(".tools").appendChild(card);
       turn.querySelector(".body").classList.remove("streaming");
+      const meta = turn.querySelector(".meta");
+      meta.textContent = "";  // the card says what the run waits for (and no "nothing new" count)
+      meta.className = "meta awaiting";
       card.scrollIntoView({block: "nearest"});
       const first = card.querySelector("input, select");
       if (first) first.focus({preventScroll: true});
@@ -148,6 +151,8 @@ function baseHandlers(app) {
       const card = resolveElicitation(found, ev);
       const row = rowOf(live, ev.tool_call_id);
       if (row) setToolStatus(row, "running");
+      const meta = live && live.turn && live.turn.querySelector(".meta");
+      if (meta && meta.classList.contains("awaiting")) { meta.textContent = ""; meta.className = "meta"; }
       if (!found && live) {
         if (row) row.after(card); else turnOf(live).querySelector(".tools").appendChild(card);
       }
@@ -155,7 +160,7 @@ function baseHandlers(app) {
 
     "resource.linked"(ev) {
       const row = rowOf(app.live, ev.tool_call_id);
-      if (row && !row.nextElementSibling?.classList.contains("tool-links")) row.after(resourceLinks(ev.links));
+      if (row && !row.dataset.links) { row.dataset.links = "1"; row.after(resourceLinks(ev.links)); }
     },
 
     "approval.progress"(ev) {

@@ -23,9 +23,11 @@ function start(box) {
     canWrite: d.canWrite === "1",
     canSaveKnowledge: d.canSaveKnowledge === "1",
     urls: {messages: d.urlMessages, branch: d.urlBranch, regenerate: d.urlRegenerate, edit: d.urlEdit,
-           knowledgeItem: d.urlKnowledgeItem, thread: d.urlThread, runCancel: d.urlRunCancel, run: d.urlRun,
-           elicitation: d.urlElicitation},
+           knowledgeItem: d.urlKnowledgeItem, thread: d.urlThread, runCancel: d.urlRunCancel, run: d.urlRun},
     showProd: () => { const b = document.getElementById("prod-banner"); if (b) b.hidden = false; },
+    // POST an answer to an MCP server's question (elicitation.js); the template's id is all zeros
+    elicitationUrl: (id) => String(d.urlElicitation || "").replace("00000000-0000-0000-0000-000000000000",
+                                                                  encodeURIComponent(id)),
   };
 
   function showConn(text, kind) {
@@ -137,8 +139,7 @@ function start(box) {
   // What the handlers (handlers.js) see of the page.
   const app = {
     box, view, showConn, showProd: config.showProd, decide,
-    // POST an answer to an MCP server's question (elicitation.js); the template's id is all zeros
-    elicitationUrl: (id) => config.urls.elicitation.replace("00000000-0000-0000-0000-000000000000", encodeURIComponent(id)),
+    elicitationUrl: config.elicitationUrl,
     get live() { return run.live; },
     startLive: run.startLive, liveReady: run.liveReady, endLive: run.endLive, queued: run.queued,
     missed: run.missed, busy: run.busy, unavailable: run.unavailable, stickToBottom: run.stickToBottom,
