@@ -108,6 +108,11 @@ def test_accepted_form_values_reach_the_server(request, transport, thread, users
     assert fields["seating"]["enum"] == ["inside", "terrace"] and fields["seating"]["default"] == "inside"
     assert fields["newsletter"]["type"] == "boolean"
     assert not any(f["sensitive"] for f in fields.values())
+    # the thread's messages carry the waiting question (a reload draws the card again)
+    listed = api(users["alice"]).get(f"/api/v1/threads/{thread.pk}/messages/").json()
+    waiting = [q for m in listed for c in m.get("tool_calls") or [] for q in c.get("elicitations", [])]
+    assert [(q["elicitation_id"], q["status"], len(q["fields"])) for q in waiting] == [
+        (asked["elicitation_id"], "pending", 4)]
     # only the run's owner may answer; values are checked against the fields first
     assert answer(users["bob"], asked, "accept", {"name": "Bob"}).status_code == 404
     bad = answer(users["alice"], asked, "accept", {"name": "Ann", "size": 40, "seating": "inside",
@@ -126,6 +131,9 @@ def test_accepted_form_values_reach_the_server(request, transport, thread, users
     ledger = ToolCall.objects.get(run=run)
     assert ledger.status == "succeeded" and ledger.result == "booked for Ann, 4 people, terrace"
     assert MCPElicitation.objects.get().answer_encrypted == ""  # taken by the call: not kept
+    listed = api(users["alice"]).get(f"/api/v1/threads/{thread.pk}/messages/").json()
+    done = [q for m in listed for c in m.get("tool_calls") or [] for q in c.get("elicitations", [])]
+    assert [(q["status"], q["reason"], "fields" in q) for q in done] == [("accept", "answered", False)]
 
 
 @pytest.mark.parametrize("action,told", [("decline", "declined"), ("cancel", "cancelled")])
