@@ -3,7 +3,8 @@ against the running embedded platform: the model calls ``book_table`` of a real 
 (``tests.mcp.http_server ask``, its own process on loopback), the server elicits, the chat shows
 the card (the server's message as text, a form from its schema), a reload draws the waiting
 card again, the person fills it in and accepts, the values reach the server and the run
-completes; the next tool's resource link opens through ``/mcp-resources/`` as plain text.
+completes; the next tool's resource link opens through ``/mcp-resources/`` as plain text. In
+the embedded platform and with services (PostgreSQL, Redis, a separate Celery worker).
 """
 
 from __future__ import annotations
@@ -61,9 +62,11 @@ def ask():
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def platform(upstream, ask):
-    for platform in started_with_fake_model("embedded", upstream):
+@pytest.fixture(scope="module", params=["embedded", "services"])
+def platform(request, upstream, ask):
+    """``services``: the web process and the Celery worker are separate processes — the answer
+    posted to the web process reaches the call waiting on the worker through the database."""
+    for platform in started_with_fake_model(request.param, upstream):
         platform.manage("shell", "-c", (
             "from mcp_client.models import MCPServer\n"
             f"MCPServer.objects.create(slug='ask', name='Ask', transport='streamable_http', url='{ask.url}', "
@@ -85,7 +88,9 @@ def test_the_servers_question_is_a_card_the_person_answers(browser, platform, up
     page.on("console", lambda msg: errors.append(msg.text)
             if msg.type == "error" and not msg.text.startswith("Failed to load resource") else None)
     ARTIFACTS.mkdir(exist_ok=True)
-    shot = lambda step: page.screenshot(path=str(ARTIFACTS / f"mcp-elicit-{width}-{step}.png"), full_page=True)  # noqa: E731
+    mode = platform.mode
+    shot = lambda step: page.screenshot(path=str(ARTIFACTS / f"mcp-elicit-{mode}-{width}-{step}.png"),  # noqa: E731
+                                        full_page=True)
     try:
         flows.sign_in_page(page, platform, user)
         csrf = next(c["value"] for c in context.cookies() if c["name"] == "csrftoken")
