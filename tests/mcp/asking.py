@@ -5,7 +5,8 @@ shared by the HTTP test server's ``ask`` flavour and the stdio test server.
   what it got (``booked for <name>, <size> people, <seating>``), ``declined`` or ``cancelled``;
 * ``sign_in`` — asks an API token (a sensitive field); records and returns only its length;
 * ``pester`` — asks again and again until declined (at most 10 times);
-* ``linker`` — returns a ``resource_link`` to ``notes://today`` and ``files://dot.png`` and an
+* ``linker`` — returns a ``resource_link`` to ``notes://today``, ``files://dot.png`` and
+  ``files://report.bin`` and an
   embedded ``page://inline``; the server also offers ``notes://private`` (never linked).
 
 ``record(tool, **facts)`` says what reached the server (tests read it back).
@@ -84,6 +85,8 @@ def add_asking_tools(server: MCPServer, record) -> None:
             ResourceLink(type="resource_link", uri="notes://today", name="today", title="Today's notes",
                          mime_type="text/plain"),
             ResourceLink(type="resource_link", uri="files://dot.png", name="dot.png", mime_type="image/png"),
+            ResourceLink(type="resource_link", uri="files://report.bin", name="report.bin",
+                         mime_type="application/octet-stream"),
             EmbeddedResource(type="resource", resource=TextResourceContents(
                 uri="page://inline", mime_type="text/html", text="<script>alert(1)</script>inline page")),
         ]
@@ -99,6 +102,10 @@ def add_asking_tools(server: MCPServer, record) -> None:
     @server.resource("files://dot.png", name="dot.png", mime_type="image/png")
     def dot() -> bytes:
         return DOT_PNG
+
+    @server.resource("files://report.bin", name="report.bin", mime_type="application/octet-stream")
+    def report() -> bytes:
+        return b"\x00\x01 binary report"
 
     @server.resource("page://inline", name="inline", mime_type="text/html")
     def inline() -> str:

@@ -216,12 +216,12 @@ def test_a_server_asking_in_a_loop_is_declined_after_the_limit(ask_http, thread,
     assert AuditEvent.objects.filter(kind=AuditEvent.Kind.MCP_CALL, detail__reason="limit").count() == 1
 
 
-def test_resource_links_open_for_their_owner_only(ask_http, thread, users, fake_openai, sink_for):
+def test_resource_links_open_for_their_owner_only(ask_http, thread, users, fake_openai, sink_for, settings):
     run, sink = start(fake_openai, sink_for, thread, users["alice"], "linker")
     events = sink.until_terminal(run.pk)
     linked = next(e for e in events if e["type"] == "resource.linked")
     links = {link["uri"]: link for link in linked["links"]}
-    assert set(links) == {"notes://today", "files://dot.png", "page://inline"}
+    assert set(links) == {"notes://today", "files://dot.png", "files://report.bin", "page://inline"}
     assert links["notes://today"]["name"] == "Today's notes"
     alice = APIClient()
     alice.force_login(users["alice"])
@@ -232,6 +232,12 @@ def test_resource_links_open_for_their_owner_only(ask_http, thread, users, fake_
     assert image.status_code == 200 and image["Content-Type"] == "image/png" and image.content.startswith(b"\x89PNG")
     page = alice.get(links["page://inline"]["url"])  # text/html at the server: never HTML here
     assert page.status_code == 200 and page["Content-Type"] == "text/plain; charset=utf-8"
+    other = alice.get(links["files://report.bin"]["url"])  # anything else: a download, never shown
+    assert other.status_code == 200 and other["Content-Type"] == "application/octet-stream"
+    assert other["Content-Disposition"] == 'attachment; filename="report.bin"'
+    assert other.content == b"\x00\x01 binary report"
+    settings.MCP_RESOURCE_MAX_BYTES = 10
+    assert alice.get(links["notes://today"]["url"]).status_code == 413
     server_id = links["notes://today"]["url"].split("/")[2]
     assert alice.get(f"/mcp-resources/{server_id}/", {"uri": "notes://private"}).status_code == 404  # not linked
     bob = APIClient()
