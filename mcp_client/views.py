@@ -142,7 +142,11 @@ class ElicitationAnswerApi(APIView):
         action = serializers.ChoiceField(choices=["accept", "decline", "cancel"])
         content = serializers.DictField(required=False, allow_empty=True)
 
-    @extend_schema(request=InputSerializer, responses={200: None})
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.UUIDField()
+        status = serializers.ChoiceField(choices=["accept", "decline", "cancel"])
+
+    @extend_schema(request=InputSerializer, responses=OutputSerializer)
     def post(self, request, elicitation_id):
         from chatplatform.api import error_response
 
@@ -157,7 +161,7 @@ class ElicitationAnswerApi(APIView):
                                                  content=data.validated_data.get("content"))
         except elicitation.AnswerRefused as exc:
             return error_response(exc.code, str(exc), 409 if exc.code == "not_pending" else 400)
-        return Response({"id": str(row.pk), "status": row.status})
+        return Response(self.OutputSerializer({"id": row.pk, "status": row.status}).data)
 
 
 @login_required

@@ -243,3 +243,20 @@ def test_resource_links_open_for_their_owner_only(ask_http, thread, users, fake_
     bob = APIClient()
     bob.force_login(users["bob"])
     assert bob.get(links["notes://today"]["url"]).status_code == 404
+
+
+def test_cancelling_the_run_while_the_person_is_asked_cancels_the_question(ask_http, thread, users, fake_openai,
+                                                                           sink_for):
+    from agents.services import run_cancel
+
+    run, sink = start(fake_openai, sink_for, thread, users["alice"], "book_table")
+    asked = until(sink, run.pk, "elicitation.requested", [])
+    run.refresh_from_db()
+    run_cancel(run=run, user=users["alice"])
+    assert types(sink.until_terminal(run.pk))[-1] == "run.cancelled"
+    row = MCPElicitation.objects.filter(pk=asked["elicitation_id"])
+    deadline = time.monotonic() + 10
+    while row.values_list("status", "reason").get() != ("cancel", "cancelled"):
+        assert time.monotonic() < deadline, row.values_list("status", "reason").get()
+        time.sleep(0.05)
+    assert answer(users["alice"], asked, "accept", {"name": "late"}).status_code == 409
