@@ -112,10 +112,24 @@ def fields_from_schema(schema: dict) -> list[dict]:
                 field[out] = prop[key]
         if prop.get("format") in FORMATS and kind == "string":
             field["format"] = prop["format"]
-        if "default" in prop and not field["sensitive"] and isinstance(prop["default"], str | int | float | bool):
+        if "default" in prop and not field["sensitive"] and _fits(field, prop["default"]):
             field["default"] = prop["default"]
         fields.append(field)
     return fields
+
+
+def _fits(field: dict, value) -> bool:
+    """A default of the field's own type (and one of its options): a card shows no other."""
+    kind = field["type"]
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if kind == "integer":
+        return isinstance(value, int)
+    if kind == "number":
+        return isinstance(value, int | float)
+    return isinstance(value, str) and ("enum" not in field or value in field["enum"])
 
 
 def _schema_of(fields: list[dict]) -> dict:

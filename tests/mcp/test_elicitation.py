@@ -260,3 +260,34 @@ def test_cancelling_the_run_while_the_person_is_asked_cancels_the_question(ask_h
         assert time.monotonic() < deadline, row.values_list("status", "reason").get()
         time.sleep(0.05)
     assert answer(users["alice"], asked, "accept", {"name": "late"}).status_code == 409
+
+
+@pytest.mark.parametrize("name,prop,sensitive", [
+    ("password", {"type": "string"}, True),
+    ("pin", {"type": "string", "format": "password"}, True),
+    ("github_token", {"type": "string"}, True),
+    ("key", {"type": "string", "title": "API key"}, True),
+    ("client_secret", {"type": "string"}, True),
+    ("private_key", {"type": "string"}, True),
+    ("name", {"type": "string", "title": "Your name"}, False),
+    ("passenger", {"type": "string"}, False),
+    ("size", {"type": "integer"}, False),
+])
+def test_which_fields_are_sensitive(name, prop, sensitive):
+    from mcp_client.elicitation import fields_from_schema
+
+    field = fields_from_schema({"type": "object", "properties": {name: {**prop, "default": "x"}}})[0]
+    assert field["sensitive"] is sensitive
+    assert ("default" in field) is (not sensitive and prop["type"] == "string")  # never a sensitive default
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}}}},
+    {"type": "object", "properties": {"address": {"type": "object", "properties": {}}}},
+    {"type": "array"},
+])
+def test_schemas_outside_the_restricted_form_are_refused(schema):
+    from mcp_client.elicitation import Unsupported, fields_from_schema
+
+    with pytest.raises(Unsupported):
+        fields_from_schema(schema)
