@@ -45,6 +45,23 @@ _ALL = (
               # call limit sent the call to approval (usage); connect: {server, name, url} — the
               # person must connect their account to an OAuth MCP server (mcp_client.oauth)
               optional=("description", "reason", "connect")),
+    # An MCP server asks the run's person something during a call (mcp_client.elicitation): the
+    # card's form. fields: [{name, type (string|number|integer|boolean), title, description,
+    # required, sensitive, default?, enum?, enum_names?, minimum?, maximum?, min_length?,
+    # max_length?, format?}] — a sensitive field has no default here; message: the server's own
+    # text (untrusted: shown as text); expires_at: ISO 8601.
+    EventType("elicitation.requested", ("tool_call_id", "elicitation_id", "server", "server_name", "message",
+                                        "fields", "expires_at")),
+    # action: accept | decline | cancel (what the server was told); reason: answered |
+    # expired | unattended (no person watches the run: API, schedule) | limit (too many
+    # questions in one call) | unsupported (a schema or mode the card cannot show) |
+    # cancelled (the run gave up on the call). content: the accepted values, sensitive ones as
+    # "***". server_name/message: when no requested event came first (declined at once).
+    EventType("elicitation.resolved", ("tool_call_id", "elicitation_id", "action", "reason"),
+              optional=("server", "server_name", "message", "content")),
+    # An MCP tool's result linked resources (mcp_client.resources): links: [{name, uri,
+    # mime_type, url}] — url is /mcp-resources/<server id>/?uri=… (read with the person's access).
+    EventType("resource.linked", ("tool_call_id", "links")),
     # One approval of two (two-person rule): the call keeps waiting for the next person.
     EventType("approval.progress", ("tool_call_id", "approvals_so_far", "approvals_needed", "approved_by",
                                     "waiting_text")),

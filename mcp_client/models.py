@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
@@ -213,3 +215,64 @@ class MCPAuthRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id}@{self.server_id} ({'used' if self.used_at else 'open'})"
+
+
+class MCPElicitation(models.Model):
+    """An MCP server's question to a run's person during a tool call (``elicitation/create``,
+    form mode): the card's message and fields, and how it ended. The worker whose call waits
+    polls the row; the person's answer (``answer_encrypted``: the accepted values as JSON,
+    Fernet-encrypted like provider keys) reaches it here from any web process and is blanked
+    as soon as the worker took it — a sensitive value is never stored in clear, never logged.
+
+    ``status``: ``pending`` | ``accept`` | ``decline`` | ``cancel`` (what the server was told;
+    ``reason`` says why: answered, expired, unattended, limit, unsupported, cancelled)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        ACCEPT = "accept"
+        DECLINE = "decline"
+        CANCEL = "cancel"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey("agents.Run", on_delete=models.CASCADE, related_name="+")
+    tool_call = models.ForeignKey("agents.ToolCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    server_slug = models.CharField(max_length=64)
+    server_name = models.CharField(max_length=200, blank=True)
+    message = models.TextField(blank=True)
+    fields = models.JSONField(default=list, blank=True, help_text="the card's fields (mcp_client.elicitation)")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    reason = models.CharField(max_length=20, blank=True)
+    answer_encrypted = models.TextField(blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "MCP elicitation"
+
+    def __str__(self) -> str:
+        return f"{self.server_slug}: {self.status}"
+
+
+class MCPResourceLink(models.Model):
+    """A resource an MCP server linked (``resource_link`` or an embedded resource) in a tool
+    result of someone's thread: the only URIs ``/mcp-resources/<server id>/?uri=`` reads for
+    them — never an open proxy to whatever URI a caller names."""
+
+    server = models.ForeignKey(MCPServer, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    thread_id = models.UUIDField()
+    tool_call = models.ForeignKey("agents.ToolCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    uri = models.CharField(max_length=2000)
+    name = models.CharField(max_length=300, blank=True)
+    mime_type = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "MCP resource link"
+        indexes = [models.Index(fields=["server", "user", "uri"], name="mcpreslink_lookup")]
+
+    def __str__(self) -> str:
+        return self.uri

@@ -53,6 +53,7 @@ from mcp.shared.exceptions import MCPError
 logger = logging.getLogger(__name__)
 
 MAX_RESOURCES = 200  # resources listed per server (the synthetic read tool's enum)
+Elicit = Callable[[types.ElicitRequestParams], types.ElicitResult]
 REFUSED_RETRY_S = 0.25  # first pause before asking a server that refused the connection again (doubles to 2 s)
 
 
@@ -85,14 +86,94 @@ class Unauthorized(ConnectionError):
     tool: the session's initialisation or the call request itself was refused)."""
 
 
+class BudgetSpent(Exception):
+    """A call's own time (not counting the person's) ran out."""
+
+
+class CallSlot:
+    """One call in flight, shared by the calling tool thread and the MCP loop.
+
+    ``asks``: the server's elicitations (``(params, concurrent.futures.Future)``), answered by
+    the tool thread (:meth:`Runtime.call` hands them to its ``elicit``). While one waits, the
+    call's clock stops: ``timeout_s`` bounds the server's own work, not the person's answer
+    (that wait is bounded by ``MCP_ELICITATION_TIMEOUT_S`` on the platform side)."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.asks: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._start = time.monotonic()
+        self._held = 0.0
+        self._since: float | None = None
+        self._depth = 0
+
+    def restart(self) -> None:
+        """Start the clock now (after connecting: the connection has its own timeout)."""
+        with self._lock:
+            self._start, self._held = time.monotonic(), 0.0
+
+    def left(self) -> float | None:
+        """Seconds of the call's own time left; None while a person is being asked."""
+        with self._lock:
+            if self._depth:
+                return None
+            return self._start + self.timeout_s + self._held - time.monotonic()
+
+    async def ask(self, params: types.ElicitRequestParams) -> types.ElicitResult:
+        """Hand an elicitation to the calling thread and wait for its answer (clock stopped)."""
+        answer: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            if not self._depth:
+                self._since = time.monotonic()
+            self._depth += 1
+        self.asks.put((params, answer))
+        try:
+            return await asyncio.wrap_future(answer)
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if not self._depth and self._since is not None:
+                    self._held += time.monotonic() - self._since
+                    self._since = None
+
+
+async def within(call: CallSlot, coro) -> Any:
+    """Await ``coro`` within the call's own time (see :class:`CallSlot`); BudgetSpent when it
+    ran out (the request is cancelled: the SDK sends ``notifications/cancelled``)."""
+    task = asyncio.ensure_future(coro)
+    try:
+        while True:
+            left = call.left()
+            await asyncio.wait([task], timeout=0.25 if left is None else max(0.0, min(left, 1.0)))
+            if task.done():
+                return task.result()
+            left = call.left()
+            if left is not None and left <= 0:
+                raise BudgetSpent
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+
 async def call_once(config: ServerConfig, bearer: str, name: str, arguments: dict, timeout_s: float,
-                    on_progress: Callable[[float, float | None, str | None], None]) -> types.CallToolResult:
+                    on_progress: Callable[[float, float | None, str | None], None],
+                    call: CallSlot | None = None) -> types.CallToolResult:
     """One call in its own short session carrying ``bearer`` (a person's OAuth token): open
     the transport, initialise, call, close. Per-person sessions are not kept: a token changes
     on every refresh, and a session bound to one person must never serve another.
 
+    Its elicitations go to ``call`` (this session serves one call only); time spent waiting
+    for the person does not count against ``timeout_s``.
+
     Raises Unauthorized (HTTP 401), CallTimedOut, CallFailed, ServerGone."""
     refused: list[int] = []
+    call = call or CallSlot(timeout_s)
+
+    async def elicit(_context, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return await call.ask(params)
+
 
     async def watch(response: httpx2.Response) -> None:
         if response.status_code == 401:
@@ -109,11 +190,16 @@ async def call_once(config: ServerConfig, bearer: str, name: str, arguments: dic
         async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(client)
             read, write = await stack.enter_async_context(streamable_http_client(config.url, http_client=client))
-            session = await stack.enter_async_context(ClientSession(read, write))
+            session = await stack.enter_async_context(ClientSession(read, write, elicitation_callback=elicit))
             with anyio.fail_after(config.connect_timeout_s):
                 await session.initialize()
-            return await session.call_tool(name, arguments, read_timeout_seconds=timeout_s,
-                                           progress_callback=progress)
+            call.restart()
+            try:
+                return await within(call, session.call_tool(name, arguments, progress_callback=progress))
+            except BudgetSpent:
+                raise CallTimedOut(f"{name} timed out after {timeout_s:g} s") from None
+    except CallTimedOut:
+        raise
     except MCPError as exc:
         if refused:
             raise Unauthorized(f"MCP server {config.slug!r} refused the token") from None
@@ -129,6 +215,27 @@ async def call_once(config: ServerConfig, bearer: str, name: str, arguments: dic
             raise Unauthorized(f"MCP server {config.slug!r} refused the token") from None
         if isinstance(exc, TimeoutError):
             raise CallTimedOut(f"{name}: the MCP server did not answer in time") from None
+        raise ServerGone(f"MCP server {config.slug!r}: {config.redact(root_cause(exc))}") from None
+
+
+async def read_once(config: ServerConfig, bearer: str, uri: str, timeout_s: float) -> types.ReadResourceResult:
+    """``resources/read`` in its own short session carrying ``bearer`` (a person's token).
+    Raises CallFailed, ServerGone, TimeoutError."""
+    client = httpx2.AsyncClient(headers={**dict(config.headers), "Authorization": f"Bearer {bearer}"},
+                                timeout=httpx2.Timeout(30.0, read=max(timeout_s, 30.0)))
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(client)
+            read, write = await stack.enter_async_context(streamable_http_client(config.url, http_client=client))
+            session = await stack.enter_async_context(ClientSession(read, write))
+            with anyio.fail_after(timeout_s):
+                await session.initialize()
+                return await session.read_resource(uri)
+    except MCPError as exc:
+        raise CallFailed(exc.message) from None
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:  # noqa: BLE001 — transport errors arrive wrapped in groups
         raise ServerGone(f"MCP server {config.slug!r}: {config.redact(root_cause(exc))}") from None
 
 
@@ -232,6 +339,7 @@ class Connection:
         self._waiters: dict[asyncio.Future, int] = {}  # caller → the attempt number it waits for
         self.refused = False  # the last attempt found nothing listening (refused_connection)
         self.task: asyncio.Task | None = None
+        self._calls: dict[int, CallSlot] = {}  # calls in flight on the shared session
 
     # -- status -----------------------------------------------------------------------
     @property
@@ -310,7 +418,8 @@ class Connection:
                 client = create_mcp_http_client(headers=dict(cfg.headers))
                 await stack.enter_async_context(client)
                 read, write = await stack.enter_async_context(streamable_http_client(cfg.url, http_client=client))
-            session = await stack.enter_async_context(ClientSession(read, write, message_handler=self._on_message))
+            session = await stack.enter_async_context(ClientSession(
+                read, write, message_handler=self._on_message, elicitation_callback=self._on_elicit))
             try:
                 with anyio.fail_after(cfg.connect_timeout_s):
                     result = await session.initialize()
@@ -397,6 +506,17 @@ class Connection:
         elif isinstance(message, Exception):
             logger.info("MCP server %s transport error: %s", self.config.slug, self.config.redact(str(message)))
 
+    async def _on_elicit(self, _context, params: types.ElicitRequestParams) -> types.ElicitResult:
+        """An elicitation on the shared session goes to the call in flight. The SDK does not
+        say which request it belongs to: with several calls in flight it is declined rather
+        than shown to a person who may not be the one the server asks."""
+        calls = list(self._calls.values())
+        if len(calls) != 1:
+            logger.warning("MCP server %s: elicitation declined: %d calls in flight on the shared session",
+                           self.config.slug, len(calls))
+            return types.ElicitResult(action="decline")
+        return await calls[0].ask(params)
+
     # -- requests (run as their own tasks on the loop) ------------------------------------
     async def _ready_session(self, wait_s: float) -> ClientSession:
         """The live session; when there is none, wait (up to ``wait_s``) for a connection
@@ -454,18 +574,24 @@ class Connection:
             self._broken.set()
 
     async def call_tool(self, name: str, arguments: dict, timeout_s: float,
-                        on_progress: Callable[[float, float | None, str | None], None]) -> types.CallToolResult:
+                        on_progress: Callable[[float, float | None, str | None], None],
+                        call: CallSlot | None = None) -> types.CallToolResult:
         """Call ``name``; while the server is reconnecting, wait up to ``timeout_s`` for it
-        first (see ``_ready_session``). Raises ServerUnavailable, ServerGone, CallTimedOut,
-        CallFailed."""
+        first (see ``_ready_session``). Elicitations go to ``call`` (see :class:`CallSlot`).
+        Raises ServerUnavailable, ServerGone, CallTimedOut, CallFailed."""
         session = await self._ready_session(timeout_s)
+        call = call or CallSlot(timeout_s)
+        call.restart()
 
         async def progress(value: float, total: float | None, message: str | None) -> None:
             on_progress(value, total, message)
 
+        self._calls[id(call)] = call
         try:
-            result = await session.call_tool(name, arguments, read_timeout_seconds=timeout_s,
-                                              progress_callback=progress)
+            result = await within(call, session.call_tool(name, arguments, progress_callback=progress))
+        except BudgetSpent:
+            self._timed_out(session)
+            raise CallTimedOut(f"{name} timed out after {timeout_s:g} s") from None
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
                 raise self._gone(exc, session) from None
@@ -477,6 +603,8 @@ class Connection:
             raise CallFailed(exc.message) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             raise self._gone(exc, session) from None
+        finally:
+            self._calls.pop(id(call), None)
         if session is self._session:
             self.timeouts = 0  # it answered
         return result
@@ -620,10 +748,13 @@ class Runtime:
 
     # -- blocking calls for tool threads ---------------------------------------------------------
     def call(self, slug: str, tool: str, arguments: dict, *, timeout_s: float,
-             cancelled: threading.Event, progress: Callable[[str], None]) -> types.CallToolResult:
+             cancelled: threading.Event, progress: Callable[[str], None],
+             elicit: Elicit | None = None) -> types.CallToolResult:
         """Call ``tool`` on server ``slug`` from a tool thread, blocking. Progress
-        notifications become ``progress(label)`` calls on this thread; when ``cancelled``
-        is set the call's task is cancelled (the SDK sends ``notifications/cancelled``).
+        notifications become ``progress(label)`` calls on this thread, and the server's
+        elicitations ``elicit(params) -> ElicitResult`` calls (blocking while a person answers;
+        without ``elicit``: declined); when ``cancelled`` is set the call's task is cancelled
+        (the SDK sends ``notifications/cancelled``).
 
         Raises ``ServerUnavailable``, ``ServerGone``, ``CallFailed``, ``CallTimedOut`` or
         ``CallCancelled``."""
@@ -635,10 +766,12 @@ class Runtime:
         def on_progress(value: float, total: float | None, message: str | None) -> None:
             updates.put((value, total, message))
 
-        future = self.submit(conn.call_tool(tool, arguments, timeout_s, on_progress))
+        slot = CallSlot(timeout_s)
+        future = self.submit(conn.call_tool(tool, arguments, timeout_s, on_progress, slot))
         while not future.done():
             concurrent.futures.wait([future], timeout=0.1)
             _drain(updates, progress)
+            _answer(slot, elicit)
             if cancelled.is_set() and not future.done():
                 future.cancel()
                 raise CallCancelled(f"{tool} was cancelled")
@@ -646,7 +779,8 @@ class Runtime:
         return future.result()
 
     def call_as(self, config: ServerConfig, bearer: str, tool: str, arguments: dict, *, timeout_s: float,
-                cancelled: threading.Event, progress: Callable[[str], None]) -> types.CallToolResult:
+                cancelled: threading.Event, progress: Callable[[str], None],
+                elicit: Elicit | None = None) -> types.CallToolResult:
         """:func:`call_once` from a tool thread, blocking, with progress and cancellation as
         :meth:`call`. Raises ``Unauthorized``, ``ServerGone``, ``CallFailed``, ``CallTimedOut``
         or ``CallCancelled``."""
@@ -655,21 +789,45 @@ class Runtime:
         def on_progress(value: float, total: float | None, message: str | None) -> None:
             updates.put((value, total, message))
 
-        future = self.submit(call_once(config, bearer, tool, arguments, timeout_s, on_progress))
+        slot = CallSlot(timeout_s)
+        future = self.submit(call_once(config, bearer, tool, arguments, timeout_s, on_progress, slot))
         while not future.done():
             concurrent.futures.wait([future], timeout=0.1)
             _drain(updates, progress)
+            _answer(slot, elicit)
             if cancelled.is_set() and not future.done():
                 future.cancel()
                 raise CallCancelled(f"{tool} was cancelled")
         _drain(updates, progress)
         return future.result()
 
+    def read_as(self, config: ServerConfig, bearer: str, uri: str, *, timeout_s: float) -> types.ReadResourceResult:
+        """:func:`read_once` from an ordinary thread, blocking."""
+        return self.submit(read_once(config, bearer, uri, timeout_s)).result(timeout_s + 5)
+
     def read_resource(self, slug: str, uri: str, *, timeout_s: float) -> types.ReadResourceResult:
         conn = self._connections.get(slug)
         if conn is None:
             raise ServerUnavailable(f"MCP server {slug!r} is not enabled")
         return self.submit(conn.read_resource(uri, timeout_s)).result(timeout_s + 5)
+
+
+def _answer(slot: CallSlot, elicit: Elicit | None) -> None:
+    """Answer the call's pending elicitations on this (the tool's) thread."""
+    while True:
+        try:
+            params, answer = slot.asks.get_nowait()
+        except queue.Empty:
+            return
+        if answer.done():  # the call ended meanwhile
+            continue
+        try:
+            result = elicit(params) if elicit is not None else types.ElicitResult(action="decline")
+        except Exception:  # a broken handler cancels the request rather than hang the server
+            logger.exception("elicitation handler failed")
+            result = types.ElicitResult(action="cancel")
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            answer.set_result(result)
 
 
 def _drain(updates: queue.SimpleQueue, progress: Callable[[str], None]) -> None:

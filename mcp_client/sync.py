@@ -40,7 +40,7 @@ from agents.provider_keys import decrypt_key, encrypt_key
 from agents.tools import ConnectRequired, ToolContext, ToolError, ToolSpec, registry
 from agents.tools.api import DEFAULT_SCOPE_ARGS
 
-from . import naming, trust
+from . import elicitation, naming, resources, trust
 from .content import resource_text, result_text
 from .models import MCPServer, MCPTool
 from .runtime import (
@@ -299,13 +299,14 @@ def _oauth_call(server_id: int, tool: str, arguments: dict, timeout_s: float, ct
         bearer, version = oauth.access_token(ctx.user_id, server)
         try:
             return runtime.call_as(config, bearer, tool, arguments, timeout_s=timeout_s, cancelled=ctx.cancelled,
-                                   progress=ctx.progress)
+                                   progress=ctx.progress, elicit=elicitation.asker(ctx, server.slug))
         except Unauthorized:
             # Refused before the tool ran (initialise or the call request): safe to send again.
             bearer, version = oauth.access_token(ctx.user_id, server, stale_version=version)
             try:
                 return runtime.call_as(config, bearer, tool, arguments, timeout_s=timeout_s,
-                                       cancelled=ctx.cancelled, progress=ctx.progress)
+                                       cancelled=ctx.cancelled, progress=ctx.progress,
+                                       elicit=elicitation.asker(ctx, server.slug))
             except Unauthorized:
                 oauth.mark_expired(ctx.user_id, server, "the server refused a fresh token")
                 raise oauth.NeedsConnection(server, "expired") from None
@@ -355,7 +356,7 @@ def _tool_func(slug: str, tool: str, risk: str, timeout_s: float, oauth_server_i
                 result = _oauth_call(oauth_server_id, tool, arguments, timeout_s, ctx)
             else:
                 result = runtime.call(slug, tool, arguments, timeout_s=timeout_s, cancelled=ctx.cancelled,
-                                      progress=ctx.progress)
+                                      progress=ctx.progress, elicit=elicitation.asker(ctx, slug))
         except ServerGone as exc:
             if risk == "read":  # retried once by the loop, after the session reconnects
                 raise ToolError(str(exc), retryable=True) from None
@@ -372,6 +373,9 @@ def _tool_func(slug: str, tool: str, risk: str, timeout_s: float, oauth_server_i
         text = result_text(result)
         if result.is_error:
             raise ToolError(text or f"{tool} failed (no details from the server)")
+        links = resources.links_record(ctx, slug, result)
+        if links:  # shown under the call as links the person may open through the platform
+            ctx.emit("resource.linked", links=links)
         return text
 
     return call

@@ -130,3 +130,48 @@ class ConnectionDetailApi(APIView):
         if server is None or not oauth.disconnect(request.user.pk, server, actor=request.user):
             return Response({"detail": _("Not connected.")}, status=status.HTTP_404_NOT_FOUND)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ElicitationAnswerApi(APIView):
+    """POST ``{action: accept|decline|cancel, content?: {field: value}}``: the run's person
+    answers an MCP server's question (``elicitation.requested``); the waiting call takes it.
+    404 for anyone else's or an unknown id; 409 ``not_pending`` (answered, declined or
+    expired already); 400 ``invalid`` (values that do not fit the card's fields)."""
+
+    class InputSerializer(serializers.Serializer):
+        action = serializers.ChoiceField(choices=["accept", "decline", "cancel"])
+        content = serializers.DictField(required=False, allow_empty=True)
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.UUIDField()
+        status = serializers.ChoiceField(choices=["accept", "decline", "cancel"])
+
+    @extend_schema(request=InputSerializer, responses=OutputSerializer)
+    def post(self, request, elicitation_id):
+        from chatplatform.api import error_response
+
+        from . import elicitation
+
+        data = self.InputSerializer(data=request.data)
+        if not data.is_valid():
+            return error_response("invalid", "action must be accept, decline or cancel", 400)
+        try:
+            row = elicitation.elicitation_answer(user=request.user, elicitation_id=elicitation_id,
+                                                 action=data.validated_data["action"],
+                                                 content=data.validated_data.get("content"))
+        except elicitation.AnswerRefused as exc:
+            return error_response(exc.code, str(exc), 409 if exc.code == "not_pending" else 400)
+        return Response(self.OutputSerializer({"id": row.pk, "status": row.status}).data)
+
+
+@login_required
+@require_GET
+def resource(request, server_id: int):
+    """``GET /mcp-resources/<server id>/?uri=<uri>``: a resource the server linked in one of
+    the caller's threads, read with the caller's own session or token (``resources/read``).
+    Text as ``text/plain``, PNG/JPEG/GIF/WebP images as themselves, anything else as a
+    download; ``X-Content-Type-Options: nosniff``; ``MCP_RESOURCE_MAX_BYTES``. 404 when the
+    caller may not call the server's tools or the server never linked that URI for them."""
+    from . import resources
+
+    return resources.resource_response(request.user, server_id, request.GET.get("uri", ""))

@@ -28,6 +28,7 @@ from agents.presentation import arguments_summary, named_arguments
 from agents.risk import resolve_env, risk_classify
 from agents.runs import lifecycle
 from agents.tools import ToolContext, ToolError, ToolOutput, ToolSpec, tool_sources
+from agents.tools.api import PersonWait
 from agents.tools.scope import RUN_SCOPE_ARGS, pin_scope
 from chat.models import Message
 from chat.services import message_create
@@ -303,6 +304,8 @@ def _request_connect(run, ledger, emitter, model_args: dict, assessment, spec, n
     return CallOutcome(None, [], pending=True)
 
 
+# The events a running tool may publish for its person (ToolContext.emit): an MCP server's question.
+PERSON_EVENTS = frozenset({"elicitation.requested", "elicitation.resolved", "resource.linked"})
 TICK_S = 0.25  # how often a waiting loop looks at the clock, the lease and the cancel flag
 
 
@@ -312,7 +315,12 @@ def _run(run, assistant, call, ledger, emitter, *, spec, policy, ctx, args, tick
     def progress(label: str, status: str = "running") -> None:
         emitter.emit("tool.progress", tool_call_id=str(ledger.pk), label=str(label)[:200], status=status)
 
-    ctx = dataclasses.replace(ctx, progress=progress, cancelled=threading.Event())
+    def emit(type_: str, **fields) -> None:
+        if type_ in PERSON_EVENTS:
+            emitter.emit(type_, tool_call_id=str(ledger.pk), **fields)
+
+    ctx = dataclasses.replace(ctx, progress=progress, cancelled=threading.Event(), tool_call_id=str(ledger.pk),
+                              emit=emit, person_wait=PersonWait())
     attempts = 0
     while True:
         attempts += 1
@@ -331,8 +339,10 @@ def _run(run, assistant, call, ledger, emitter, *, spec, policy, ctx, args, tick
         output = _NOTHING
         failure: BaseException | None = None
         while True:
+            # the call's own time: a wait for the person (ctx.person_wait, an elicitation) is not counted
+            limit = deadline + ctx.person_wait.seconds()
             try:
-                output = future.result(timeout=min(TICK_S, max(0.0, deadline - time.monotonic())))
+                output = future.result(timeout=min(TICK_S, max(0.0, limit - time.monotonic())))
                 break
             except concurrent.futures.TimeoutError:
                 if tick():
@@ -347,7 +357,7 @@ def _run(run, assistant, call, ledger, emitter, *, spec, policy, ctx, args, tick
                     return _finish(run, assistant, call, ledger, emitter, status=status, started=started,
                                    error=f"{spec.name} was cancelled by the user" +
                                    ("." if spec.risk == "read" else "; its outcome is unknown."))
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= deadline + ctx.person_wait.seconds():
                     break
             except concurrent.futures.CancelledError:
                 return _not_started(run, assistant, call, ledger, emitter, spec=spec, policy=policy, started=started)

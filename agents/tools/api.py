@@ -3,9 +3,11 @@ returns (``ToolOutput``) or raises (``ToolError``), and the ``@tool`` declaratio
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +15,33 @@ from typing import Any
 # whatever the model writes, a call acts inside the caller's workspace, thread and user.
 DEFAULT_SCOPE_ARGS = ("workspace_id", "thread_id", "user_id")
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+class PersonWait:
+    """The time a running tool spends waiting for its person (an MCP server asking a question:
+    an elicitation card). The loop's call timeout does not count it; the wait has its own
+    bound. Thread-safe: the tool thread holds it, the run's thread reads it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held = 0.0
+        self._since: float | None = None
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        with self._lock:
+            self._since = time.monotonic()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held += time.monotonic() - (self._since or time.monotonic())
+                self._since = None
+
+    def seconds(self) -> float:
+        """Seconds waited so far, the wait in progress included."""
+        with self._lock:
+            return self._held + (time.monotonic() - self._since if self._since is not None else 0.0)
 
 
 @dataclass(frozen=True)
@@ -33,6 +62,11 @@ class ToolContext:
     # Set when the run gave up on this call (cancelled, timed out): a long tool should check
     # ``ctx.cancelled.is_set()`` between steps and stop; its late result is discarded anyway.
     cancelled: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+    # The ledger row of this call ("" outside the loop), and ``emit(type, **fields)``: publish one
+    # of the call's person-facing events (``elicitation.requested`` / ``elicitation.resolved``).
+    tool_call_id: str = ""
+    emit: Callable[..., None] = field(default=lambda type_, **fields: None, compare=False, repr=False)
+    person_wait: PersonWait = field(default_factory=PersonWait, compare=False, repr=False)
 
     def scope_values(self) -> dict[str, Any]:
         return {"workspace_id": self.workspace_id, "thread_id": self.thread_id, "user_id": self.user_id}

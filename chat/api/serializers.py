@@ -294,6 +294,11 @@ class MessageSerializer(serializers.ModelSerializer):
 
     def get_tool_calls(self, obj) -> list[dict]:
         ledger = self.context.get("ledger", {})
+        extras = self.context.get("_mcp_extras")
+        if extras is None:  # once per listing: an MCP server's questions and links (mcp_client)
+            from mcp_client.presentation import call_extras
+
+            extras = self.context["_mcp_extras"] = call_extras([row.pk for row in ledger.values()])
         out = []
         for call in obj.tool_calls or []:
             row = ledger.get((obj.pk, call["id"]))
@@ -308,7 +313,8 @@ class MessageSerializer(serializers.ModelSerializer):
             else:
                 shown = {**NO_LEDGER_ROW, "decision": "", "decided_by": ""}
             out.append({"id": call["id"], "name": call["name"], "arguments": call.get("arguments", ""),
-                        "tool_call_id": str(row.pk) if row else None, **shown})
+                        "tool_call_id": str(row.pk) if row else None, **shown,
+                        **(extras.get(str(row.pk), {}) if row else {})})
         return out
 
 

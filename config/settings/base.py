@@ -534,6 +534,9 @@ LOGGING = {
         # warning with a traceback for each; 5xx still log as errors.
         "django.request": {"level": "ERROR"},
         "django.security": {"level": "ERROR"},
+        # The MCP SDK logs every JSON-RPC message at DEBUG — a person's answers to an MCP
+        # server's question (elicitation) included, sensitive fields too: never below INFO.
+        "mcp": {"level": "INFO"},
         # A body over the upload limits is the client's error (413/400): a warning line.
         **{f"django.security.{name}": {"filters": ["client_error"]}
            for name in ("RequestDataTooBig", "TooManyFieldsSent", "TooManyFilesSent")},
@@ -628,6 +631,14 @@ MCP_OAUTH_TIMEOUT_S = env.float("MCP_OAUTH_TIMEOUT_S", default=10.0)
 MCP_OAUTH_REFRESH_LEASE_S = env.float("MCP_OAUTH_REFRESH_LEASE_S", default=30.0)
 MCP_OAUTH_EXPIRY_SKEW_S = env.float("MCP_OAUTH_EXPIRY_SKEW_S", default=60.0)
 MCP_OAUTH_REQUEST_TTL_S = env.float("MCP_OAUTH_REQUEST_TTL_S", default=900.0)
+# An MCP server's question during a call (elicitation: a card in the chat): how long the call waits
+# for the person before the server is told "cancel" (the card says it expired), and how many
+# questions one call may ask before the rest are declined (a server asking in a loop).
+MCP_ELICITATION_TIMEOUT_S = env.float("MCP_ELICITATION_TIMEOUT_S", default=600.0)
+MCP_ELICITATIONS_PER_CALL = env.int("MCP_ELICITATIONS_PER_CALL", default=3)
+# A resource a server linked in a tool result, opened through /mcp/resources/<id>/: the most
+# bytes returned (larger: 413).
+MCP_RESOURCE_MAX_BYTES = env.int("MCP_RESOURCE_MAX_BYTES", default=5 * 1024 * 1024)
 
 # --- OpenAI-compatible API (openai_api/) -------------------------------------------------------
 # "model": "default" → this provider/model (else the first enabled provider's default model).

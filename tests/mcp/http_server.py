@@ -8,7 +8,8 @@ Flavours:
 * ``lab``    — ``echo`` (read-only), ``count`` (progress notifications), ``die_read`` /
   ``die_write`` (the process exits mid-call), ``hang`` (never answers, until cancelled),
   ``drifty`` (its description changes after ``POST /control/drift``), ``whoami`` (its schema
-  asks for ``user_id``), ``picture`` (an image result), ``add_note`` (a write tool).
+  asks for ``user_id``), ``picture`` (an image result), ``add_note`` (a write tool);
+* ``ask``    — tools that ask the user mid-call and link resources (``tests.mcp.asking``).
 
 ``GET /control/log`` returns the calls received (name, arguments) and the cancellations seen,
 so tests can check what really reached the server.
@@ -146,6 +147,11 @@ def build(flavour: str) -> MCPServer:
         @server.resource("lab://readme", name="readme", description="The lab's readme.")
         def readme() -> str:
             return "The lab readme: be careful with die_write."
+
+    elif flavour == "ask":
+        from tests.mcp.asking import add_asking_tools
+
+        add_asking_tools(server, record)
 
     else:
         raise SystemExit(f"unknown flavour {flavour}")

@@ -193,10 +193,16 @@ class OAuthPeer:
                                 f"<a id='allow' href='/consent?ticket={t}&choice=allow'>Allow</a> "
                                 f"<a id='deny' href='/consent?ticket={t}&choice=deny'>Deny</a>")
 
+        from tests.mcp.asking import add_asking_tools  # a tool that asks the person (elicitation)
+
+        asked: list[dict] = []
+        add_asking_tools(mcp, lambda tool, **facts: asked.append({"tool": tool, "arguments": facts}))
+
         @mcp.custom_route("/test/state", methods=["GET"])
         async def state(request: Request):
             return JSONResponse({"revoked": provider.revoked, "refreshes": provider.refreshes,
-                                 "exchanges": provider.exchanges, "registrations": provider.registrations})
+                                 "exchanges": provider.exchanges, "registrations": provider.registrations,
+                                 "asked": asked})
 
         return mcp.streamable_http_app(host="127.0.0.1")
 

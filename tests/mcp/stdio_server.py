@@ -1,7 +1,8 @@
 """The tests' own stdio MCP server (the SDK's MCPServer): ``python tests/mcp/stdio_server.py``.
 
 Tools: ``environment`` (the variables this process got, as JSON), ``pid`` (this process's
-id), ``hang`` (never answers until cancelled), ``crash`` (the process exits mid-call).
+id), ``hang`` (never answers until cancelled), ``crash`` (the process exits mid-call); with
+``ASK_TOOLS=1`` also the asking tools of ``tests.mcp.asking`` (recorded in ``$ASK_LOG``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,23 @@ async def hang() -> str:
 @server.tool(annotations=READ, description="The process exits while answering.")
 async def crash() -> str:
     os._exit(3)
+
+
+def _record(tool: str, **facts) -> None:
+    """What reached this server, one JSON line per call in ``$ASK_LOG`` (when set)."""
+    if os.environ.get("ASK_LOG"):
+        with open(os.environ["ASK_LOG"], "a", encoding="utf-8") as f:
+            f.write(json.dumps({"tool": tool, "arguments": facts}) + "\n")
+
+
+if os.environ.get("ASK_TOOLS") == "1":  # the asking tools (tests.mcp.asking)
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.mcp.asking import add_asking_tools
+
+    add_asking_tools(server, _record)
 
 
 if __name__ == "__main__":

@@ -411,3 +411,43 @@ def test_an_expired_connect_card_ends_the_call_and_a_late_callback_resumes_nothi
     assert MCPUserToken.objects.get(user=bob).status == "connected"
     ledger.refresh_from_db()
     assert ledger.status == "denied" and ledger.attempts == 0  # the expired call never ran
+
+
+def test_an_oauth_servers_question_reaches_its_person_on_their_own_session(peer, users, openai_provider,
+                                                                           fake_openai, sink_for):
+    """Elicitation on a per-person session (``runtime.call_once``): the card, the answer, the
+    values at the server."""
+    from agents.services import run_create
+    from tests.conftest import make_thread
+    from tests.fakes.openai_server import text_chunks, tool_call_chunks
+    from tests.policy.tooltest import call
+
+    admin = users["admin"]
+    admin.is_staff = True
+    admin.save()
+    server = oauth_row(peer, allowlist=["book_table"])
+    client = browser(admin)
+    start = client.get("/mcp-oauth/files/connect/", {"listing": "1"})
+    back = httpx2.get(start["Location"], follow_redirects=False).headers["location"]
+    assert client.get(back.replace("http://testserver", "")).status_code == 302
+    assert sync.refresh(server).health == "connected"
+    alice = users["alice"]
+    alice_client = browser(alice)
+    _auth_url, query = consent(alice_client, "files")
+    assert alice_client.get("/mcp-oauth/callback/", query).status_code == 302
+
+    thread = make_thread(alice, workspaces_of(alice), openai_provider)
+    fake_openai.script(tool_call_chunks([call("c1", "book_table", {})]), text_chunks("Booked."))
+    sink = sink_for(thread.pk)
+    run = run_create(thread=thread, user=alice, content="book it").run
+    while (asked := sink.until_any(run.pk))["type"] != "elicitation.requested":
+        pass
+    assert asked["server_name"] == "Files"
+    answered = alice_client.post(f"/api/v1/mcp/elicitations/{asked['elicitation_id']}/", {
+        "action": "accept", "content": {"name": "Ann", "size": 3, "seating": "inside", "newsletter": False}},
+        content_type="application/json")
+    assert answered.status_code == 200, answered.content
+    events = sink.until_terminal(run.pk)
+    assert events[-1]["type"] == "run.completed"
+    assert httpx2.get(peer.base + "/test/state").json()["asked"] == [{"tool": "book_table", "arguments": {
+        "action": "accept", "name": "Ann", "size": 3, "seating": "inside", "newsletter": False}}]

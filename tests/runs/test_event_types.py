@@ -46,7 +46,7 @@ def emit_sites() -> list[tuple[str, str, set[str], bool]]:
     """``(where, type, keyword names, has **kwargs)`` for every ``….emit("type", …)`` and
     ``send_error(code, message, …)`` call in the application code."""
     sites = []
-    for app in ("agents", "chat", "knowledge", "chatplatform", "usage"):
+    for app in ("agents", "chat", "knowledge", "chatplatform", "usage", "mcp_client"):
         for path in (ROOT / app).rglob("*.py"):
             if "migrations" in path.parts:
                 continue
@@ -55,6 +55,8 @@ def emit_sites() -> list[tuple[str, str, set[str], bool]]:
                     continue
                 where = f"{path.relative_to(ROOT)}:{node.lineno}"
                 names = {k.arg for k in node.keywords if k.arg}
+                if app == "mcp_client":  # a tool's ctx.emit: the loop stamps the call's tool_call_id
+                    names.add("tool_call_id")
                 starred = any(k.arg is None for k in node.keywords)
                 if node.func.attr == "emit" and node.args and isinstance(node.args[0], ast.Constant):
                     sites.append((where, node.args[0].value, names, starred))

@@ -5,6 +5,7 @@ import { el } from "./dom.js";
 import { formatList, gettext, interpolate } from "./i18n.js";
 import { LiveText } from "./live-text.js";
 import { toolRow, setToolStatus, approvalCard, resolveCard, progressCard } from "./tools.js";
+import { elicitationCard, resolveElicitation, resourceLinks } from "./elicitation.js";
 
 // ``vocabulary`` is the server's declaration (agents/event_types.py, embedded by the page):
 // its terminal types end the live run; a handler for an undeclared type is a bug.
@@ -121,6 +122,45 @@ function baseHandlers(app) {
       meta.className = "meta awaiting";
       if (ev.env_context === "prod") app.showProd();
       app.busy(false, {canStop: true});  // a new message may be sent instead of deciding
+    },
+
+    // An MCP server asks the person something mid-call: a card under the call (replayed after
+    // a reload while the run still waits: found by id, drawn once).
+    "elicitation.requested"(ev) {
+      const live = app.live;
+      if (!live) return;
+      const turn = turnOf(live);
+      if (box.querySelector('.card.elicitation[data-id="' + CSS.escape(ev.elicitation_id) + '"]')) return;
+      const card = elicitationCard(ev, app.elicitationUrl);
+      const row = rowOf(live, ev.tool_call_id);
+      if (row) { row.after(card); setToolStatus(row, "running", undefined, gettext("waiting for your answer")); }
+      else turn.querySelector(".tools").appendChild(card);
+      turn.querySelector(".body").classList.remove("streaming");
+      const meta = turn.querySelector(".meta");
+      meta.textContent = "";  // the card says what the run waits for (and no "nothing new" count)
+      meta.className = "meta awaiting";
+      card.scrollIntoView({block: "nearest"});
+      const first = card.querySelector("input, select");
+      if (first) first.focus({preventScroll: true});
+    },
+
+    "elicitation.resolved"(ev) {
+      const live = app.live;
+      const found = box.querySelector('.card.elicitation[data-id="' + CSS.escape(ev.elicitation_id) + '"]');
+      if (found && found.dataset.state) return;
+      const card = resolveElicitation(found, ev);
+      const row = rowOf(live, ev.tool_call_id);
+      if (row) setToolStatus(row, "running");
+      const meta = live && live.turn && live.turn.querySelector(".meta");
+      if (meta && meta.classList.contains("awaiting")) { meta.textContent = ""; meta.className = "meta"; }
+      if (!found && live) {
+        if (row) row.after(card); else turnOf(live).querySelector(".tools").appendChild(card);
+      }
+    },
+
+    "resource.linked"(ev) {
+      const row = rowOf(app.live, ev.tool_call_id);
+      if (row && !row.dataset.links) { row.dataset.links = "1"; row.after(resourceLinks(ev.links)); }
     },
 
     "approval.progress"(ev) {

@@ -25,6 +25,9 @@ function start(box) {
     urls: {messages: d.urlMessages, branch: d.urlBranch, regenerate: d.urlRegenerate, edit: d.urlEdit,
            knowledgeItem: d.urlKnowledgeItem, thread: d.urlThread, runCancel: d.urlRunCancel, run: d.urlRun},
     showProd: () => { const b = document.getElementById("prod-banner"); if (b) b.hidden = false; },
+    // POST an answer to an MCP server's question (elicitation.js); the template's id is all zeros
+    elicitationUrl: (id) => String(d.urlElicitation || "").replace("00000000-0000-0000-0000-000000000000",
+                                                                  encodeURIComponent(id)),
   };
 
   function showConn(text, kind) {
@@ -136,6 +139,7 @@ function start(box) {
   // What the handlers (handlers.js) see of the page.
   const app = {
     box, view, showConn, showProd: config.showProd, decide,
+    elicitationUrl: config.elicitationUrl,
     get live() { return run.live; },
     startLive: run.startLive, liveReady: run.liveReady, endLive: run.endLive, queued: run.queued,
     missed: run.missed, busy: run.busy, unavailable: run.unavailable, stickToBottom: run.stickToBottom,

@@ -7,6 +7,7 @@ import { renderInto, copyText } from "./markdown.js";
 import { toolRow, approvalCard, resolveCard, setToolStatus } from "./tools.js";
 import { citationList, wireCitationPreviews } from "./citations.js";
 import { attachmentList } from "./attachments.js";
+import { elicitationCard, resolveElicitation, resourceLinks } from "./elicitation.js";
 
 const STATUS_LABEL = {complete: "", streaming: gettext("writing…"), truncated: gettext("truncated"), error: gettext("error"),
                       cancelled: gettext("cancelled")};
@@ -36,6 +37,9 @@ export class ThreadView {
   // that is still open (streaming, queued or waiting for approval) with its stored text so far,
   // the run of an unanswered last question (unanswered) and the last question (lastUser).
   render(messages) {
+    // A waiting question's card is kept as it is (what the person typed so far) when the
+    // thread is drawn again (the stream's run.started reloads it).
+    const asking = new Map([...this.box.querySelectorAll(".card.elicitation:not(.resolved)")].map((c) => [c.dataset.id, c]));
     this.box.replaceChildren();
     let turn = null, lastRun = null, openRun = null, openText = "", waiting = false;
     for (const m of messages) {
@@ -57,6 +61,18 @@ export class ThreadView {
         const row = toolRow({id: c.tool_call_id, name: c.name, summary: c.arguments_summary, status: c.status || "failed",
                              detail: c.summary});
         tools.appendChild(row);
+        // An MCP server's questions (a pending one: its card, answered by the run that waits) and links.
+        if (c.links && c.links.length) { row.dataset.links = "1"; tools.appendChild(resourceLinks(c.links)); }
+        for (const q of c.elicitations || []) {
+          const ev = {...q, tool_call_id: c.tool_call_id, action: q.status};
+          tools.appendChild(q.status !== "pending" ? resolveElicitation(null, ev)
+            : asking.get(q.elicitation_id) || elicitationCard(ev, this.config.elicitationUrl));
+          if (q.status === "pending") {
+            openRun = m.run_id;
+            turn.dataset.asking = "1";
+            setToolStatus(row, "running", undefined, gettext("waiting for your answer"));
+          }
+        }
         // A call still to run (back from an approval or a connect card while the page loaded):
         // its run goes on, so follow it — the answer comes on the stream, not in this list.
         if (["pending", "approved", "running"].includes(c.status)) openRun = m.run_id;
@@ -94,6 +110,7 @@ export class ThreadView {
       meta.textContent = bits.join(" — ");
       meta.className = "meta " + m.status;
       turn.dataset.status = m.status;
+      if (turn.dataset.asking) { meta.textContent = ""; meta.className = "meta awaiting"; }  // its card says what it waits for
       if (m.citations && m.citations.length) {
         this.citationsByTurn.set(turn, m.citations);
         const old = turn.querySelector(".sources");
