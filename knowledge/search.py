@@ -306,6 +306,10 @@ _PG_LANGUAGE = (
 # Title 'A' counts 10× content 'B' (weights {D, C, B, A}), as bm25's 10:1 on SQLite: with
 # the defaults a long passage repeating a word outranks the topic titled by it.
 _PG_WEIGHTS = "'{0.01, 0.02, 0.1, 1.0}'::float4[]"
+# ts_rank (word frequency), not ts_rank_cd (cover density): for a question's OR-ed words
+# ts_rank_cd looks for covers in every candidate and cost ~2.5× as much per row, for a worse
+# keyword ranking on the labelled questions (docs/performance.md, Retrieval).
+_PG_RANK = "ts_rank"
 
 
 @dataclass(frozen=True)
@@ -386,84 +390,33 @@ def _pg_question_query(q: Question) -> PgQuery:
                                           None, " ".join(q.words), None, CONTENT_CANDIDATES], has_bonus=True)
 
 
-# RUM (an extension, migration knowledge/0007): an index on (search_vector, workspace_id) that
-# keeps each lexeme's positions, so it can hand out a tier's matches best first
-# (``ORDER BY search_vector <=> query LIMIT k``) without reading them from the table.
-RUM_INDEX = "knowledge_chunk_search_rum"
-RUM_CANDIDATES = 300
-_rum_index: dict[str, bool] = {}
-
-
-def rum_available() -> bool:
-    """Whether this database has the RUM index (looked up once per database name and process)."""
-    name = connection.settings_dict["NAME"]
-    if name not in _rum_index:
-        with connection.cursor() as cur:
-            cur.execute("SELECT to_regclass(%s) IS NOT NULL", [RUM_INDEX])
-            _rum_index[name] = bool(cur.fetchone()[0])
-    return _rum_index[name]
-
-
 def _postgres(pq: PgQuery, f: Filters, limit: int) -> list[Row]:
     """Two capped candidate tiers, ranked together. A title candidate must also match the
     whole query (``-word`` applies to the content too); ``ts_match_vq`` is ``@@`` spelled as
     a function so the planner rechecks it per candidate instead of building a second bitmap
-    from the content index.
-
-    With the RUM index the content tier is its ``RUM_CANDIDATES`` best matches by the index's
-    own rank (cover density, default weights), and only the union of the tiers is read and
-    scored with ``ts_rank_cd`` as below; without it, up to ``CONTENT_CANDIDATES`` matches in
-    storage order are scored. Either way the filters are in the tier's ``WHERE``: a chunk the
-    caller may not see is never a candidate (with RUM, the workspace is an index condition,
-    the visibility a filter on the index's output before the ``LIMIT``)."""
+    from the content index."""
     where, params = _filter_sql(f, true="TRUE", false="FALSE")
     q_params = [f.workspace_id if p is None else p for p in pq.params]
-    score = f"ts_rank_cd({_PG_WEIGHTS}, c.search_vector, q.query)"
+    score = f"{_PG_RANK}({_PG_WEIGHTS}, c.search_vector, q.query)"
     if pq.has_bonus:
         score += " + CASE WHEN c.title_vector @@ q.bonus THEN 1.0 ELSE 0.0 END"
-    title_tier = f"""
-        SELECT c.id FROM knowledge_knowledgechunk c, q
-        WHERE c.title_vector @@ q.title_query AND ts_match_vq(c.search_vector, q.query) AND {where}
-        LIMIT {TITLE_CANDIDATES}"""
-    if rum_available():
-        # bigint, as the index's column: psycopg sends a small int as smallint, an operator
-        # the index's int8 class lacks (the workspace would only be filtered, not searched).
-        # The tsquery as an InitPlan (a sub-select) — the index can order only by a value
-        # known when its scan starts, not by a column of the joined q.
-        rum_where = where.replace("c.workspace_id = %s", "c.workspace_id = %s::bigint", 1)
-        sql = f"""
-            WITH q AS MATERIALIZED ({pq.select}),
-            ids AS (({title_tier})
-                UNION
-                (SELECT c.id FROM knowledge_knowledgechunk c
-                 WHERE c.search_vector @@ (SELECT candidates FROM q) AND {rum_where}
-                 ORDER BY c.search_vector <=> (SELECT candidates FROM q) LIMIT {RUM_CANDIDATES})),
-            top AS (SELECT c.id, {score} AS score FROM ids JOIN knowledge_knowledgechunk c ON c.id = ids.id, q
-                    ORDER BY score DESC, c.id LIMIT %s)
-            SELECT c.id, c.item_id, c.title, c.content, top.score, i.type
-            FROM top
-            JOIN knowledge_knowledgechunk c ON c.id = top.id
-            JOIN knowledge_knowledgeitem i ON i.id = c.item_id
-            ORDER BY top.score DESC, c.id
-        """
-    else:
-        sql = f"""
-            WITH q AS MATERIALIZED ({pq.select}),
-            hits AS (
-                (SELECT c.id, {score} AS score FROM knowledge_knowledgechunk c, q
-                 WHERE c.title_vector @@ q.title_query AND ts_match_vq(c.search_vector, q.query) AND {where}
-                 LIMIT {TITLE_CANDIDATES})
-                UNION ALL
-                (SELECT c.id, {score} AS score FROM knowledge_knowledgechunk c, q
-                 WHERE c.search_vector @@ q.candidates AND {where} LIMIT {CONTENT_CANDIDATES})
-            ),
-            top AS (SELECT DISTINCT id, score FROM hits ORDER BY score DESC, id LIMIT %s)
-            SELECT c.id, c.item_id, c.title, c.content, top.score, i.type
-            FROM top
-            JOIN knowledge_knowledgechunk c ON c.id = top.id
-            JOIN knowledge_knowledgeitem i ON i.id = c.item_id
-            ORDER BY top.score DESC, c.id
-        """
+    sql = f"""
+        WITH q AS MATERIALIZED ({pq.select}),
+        hits AS (
+            (SELECT c.id, {score} AS score FROM knowledge_knowledgechunk c, q
+             WHERE c.title_vector @@ q.title_query AND ts_match_vq(c.search_vector, q.query) AND {where}
+             LIMIT {TITLE_CANDIDATES})
+            UNION ALL
+            (SELECT c.id, {score} AS score FROM knowledge_knowledgechunk c, q
+             WHERE c.search_vector @@ q.candidates AND {where} LIMIT {CONTENT_CANDIDATES})
+        ),
+        top AS (SELECT DISTINCT id, score FROM hits ORDER BY score DESC, id LIMIT %s)
+        SELECT c.id, c.item_id, c.title, c.content, top.score, i.type
+        FROM top
+        JOIN knowledge_knowledgechunk c ON c.id = top.id
+        JOIN knowledge_knowledgeitem i ON i.id = c.item_id
+        ORDER BY top.score DESC, c.id
+    """
     with connection.cursor() as cur:
         cur.execute(sql, [*q_params, *params, *params, limit])
         return cur.fetchall()
