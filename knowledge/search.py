@@ -18,10 +18,10 @@ Two query modes, one result shape (``knowledge.selectors.knowledge_search`` is t
 PostgreSQL: each chunk's ``search_vector`` holds the title (weight 'A', ``simple`` config)
 and the content (weight 'B', the workspace's language), ``title_vector`` the title alone; both
 have GIN indexes. Web-search queries are built with the workspace's language OR-ed with
-``simple`` (so title words that are stop words still match) and ranked with ``ts_rank_cd``
+``simple`` (so title words that are stop words still match) and ranked with ``ts_rank``
 (title weighted 10× content). Questions match their words in the workspace's language, rank
-with ``ts_rank_cd`` and add 1.0 when an adjacent pair appears verbatim in the title (a
-phrase operator inside ``ts_rank_cd`` costs ~4× per row). SQLite: an FTS5 table (porter
+with ``ts_rank`` and add 1.0 when an adjacent pair appears verbatim in the title (a phrase
+operator inside the rank costs several times more per row). SQLite: an FTS5 table (porter
 stemming) ranked with ``bm25`` (title weighted 10×); in the question mode single English
 stop words are left out (bm25 reads the whole posting list of every term).
 
@@ -307,8 +307,8 @@ _PG_LANGUAGE = (
 # the defaults a long passage repeating a word outranks the topic titled by it.
 _PG_WEIGHTS = "'{0.01, 0.02, 0.1, 1.0}'::float4[]"
 # ts_rank (word frequency), not ts_rank_cd (cover density): for a question's OR-ed words
-# ts_rank_cd looks for covers in every candidate and cost ~2.5× as much per row, for a worse
-# keyword ranking on the labelled questions (docs/performance.md, Retrieval).
+# ts_rank_cd looks for covers in every candidate, which costs several times more per row, and
+# ranked the labelled questions worse (docs/performance.md, Retrieval).
 _PG_RANK = "ts_rank"
 
 
@@ -371,13 +371,15 @@ _PG_RARE_LEXEMES = f"""(
 
 def _pg_question_query(q: Question) -> PgQuery:
     """Words OR-ed in the workspace's language (``simple`` when they are all stop words)
-    rank with ``ts_rank_cd``; adjacent pairs are matched verbatim against the title for a
-    bonus instead of inside the rank — phrase operators make ``ts_rank_cd`` ~4× slower.
+    rank with ``ts_rank``; adjacent pairs are matched verbatim against the title for a
+    bonus instead of inside the rank — phrase operators make the ranking several times slower.
     Content tier: the rarest of the words (``_PG_RARE_LEXEMES``). Title tier: titles holding
     an adjacent pair (in the language: a stop word between is skipped, so "a coroutine"
     finds the title "Coroutines"), or the word for one word."""
     words = " | ".join(q.words)
     pairs = " | ".join(f"({a} <-> {b})" for a, b in q.pairs) or " | ".join(q.keywords)
+    # OFFSET 0 keeps ``w`` a subquery of its own: flattened, each of the CASEs' references to
+    # w.rare became a copy of the statistics sub-select, planned and run twice.
     select = f"""
         SELECT CASE WHEN numnode(w.lang) > 0 THEN w.lang ELSE to_tsquery('simple', %s) END AS query,
                CASE WHEN numnode(w.lang) > 0 AND numnode(coalesce(w.rare, ''::tsquery)) > 0 THEN w.rare
