@@ -27,7 +27,9 @@ items, as bench/retrieval.py; their vectors are the corpus chunks' real vectors 
 noise — embedding 100 k chunks on this CPU would take hours, and a nearest-neighbour search
 costs the same on either) and times 200 hybrid searches of the labelled questions, query
 embedding included (p50/p95, with the load average). ``--throughput``: chunks per second
-the configured model embeds (batches of ``KNOWLEDGE_EMBEDDING_BATCH``).
+the configured model embeds (batches of ``KNOWLEDGE_EMBEDDING_BATCH``). ``--ab-rank R`` (with
+``--latency``, PostgreSQL): the same searches with the keyword rank function ``ts_rank_cd``
+(before) and ``ts_rank`` (now) interleaved question by question, R rounds.
 """
 
 from __future__ import annotations
@@ -251,11 +253,40 @@ def latency(source, target: int, user) -> None:
           f"max {times[-1]:.1f} ms; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
+def latency_ab(user, rounds: int) -> None:
+    """PostgreSQL's keyword rank function A/B, interleaved: every labelled question searched
+    with ``ts_rank_cd`` and with ``ts_rank`` back to back (the order alternating), ``rounds``
+    times, so both sides see the same load."""
+    from knowledge import search
+
+    workspace = prepare(LATENCY_SLUG, "Retrieval latency benchmark")
+    questions = [q for q, _ in load_questions()]
+    shipped = search._PG_RANK
+    times: dict[str, list[float]] = {"ts_rank_cd": [], "ts_rank": []}
+    try:
+        for n, q in enumerate(questions[:10] + questions * rounds):
+            for rank in (("ts_rank_cd", "ts_rank") if n % 2 else ("ts_rank", "ts_rank_cd")):
+                search._PG_RANK = rank
+                t0 = time.perf_counter()
+                knowledge_search(workspace=workspace, user=user, query=q, top_k=8, mode="question", per_item=2)
+                if n >= 10:
+                    times[rank].append((time.perf_counter() - t0) * 1000)
+    finally:
+        search._PG_RANK = shipped
+    print(f"\ninterleaved, {len(questions)} questions x {rounds}, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}:")
+    for rank, t in times.items():
+        t.sort()
+        print(f"  {rank:10} p50 {statistics.median(t):.1f} ms, p95 {t[int(0.95 * (len(t) - 1))]:.1f} ms")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=int, default=0, help="chunks in the latency workspace (0: skip)")
     parser.add_argument("--throughput", action="store_true")
     parser.add_argument("--no-quality", action="store_true")
+    parser.add_argument("--ab-rank", type=int, default=0, metavar="ROUNDS",
+                        help="PostgreSQL: time ts_rank_cd against ts_rank interleaved (needs --latency)")
     args = parser.parse_args()
     if current_spec() is None:
         print("embeddings are off (KNOWLEDGE_EMBEDDINGS=off)")
@@ -273,6 +304,8 @@ def main() -> int:
         throughput(workspace)
     if args.latency:
         latency(workspace, args.latency, user)
+        if args.ab_rank and connection.vendor == "postgresql":
+            latency_ab(user, args.ab_rank)
     return 0
 
 

@@ -18,10 +18,10 @@ Two query modes, one result shape (``knowledge.selectors.knowledge_search`` is t
 PostgreSQL: each chunk's ``search_vector`` holds the title (weight 'A', ``simple`` config)
 and the content (weight 'B', the workspace's language), ``title_vector`` the title alone; both
 have GIN indexes. Web-search queries are built with the workspace's language OR-ed with
-``simple`` (so title words that are stop words still match) and ranked with ``ts_rank_cd``
+``simple`` (so title words that are stop words still match) and ranked with ``ts_rank``
 (title weighted 10× content). Questions match their words in the workspace's language, rank
-with ``ts_rank_cd`` and add 1.0 when an adjacent pair appears verbatim in the title (a
-phrase operator inside ``ts_rank_cd`` costs ~4× per row). SQLite: an FTS5 table (porter
+with ``ts_rank`` and add 1.0 when an adjacent pair appears verbatim in the title (a phrase
+operator inside the rank costs several times more per row). SQLite: an FTS5 table (porter
 stemming) ranked with ``bm25`` (title weighted 10×); in the question mode single English
 stop words are left out (bm25 reads the whole posting list of every term).
 
@@ -306,6 +306,10 @@ _PG_LANGUAGE = (
 # Title 'A' counts 10× content 'B' (weights {D, C, B, A}), as bm25's 10:1 on SQLite: with
 # the defaults a long passage repeating a word outranks the topic titled by it.
 _PG_WEIGHTS = "'{0.01, 0.02, 0.1, 1.0}'::float4[]"
+# ts_rank (word frequency), not ts_rank_cd (cover density): for a question's OR-ed words
+# ts_rank_cd looks for covers in every candidate, which costs several times more per row, and
+# ranked the labelled questions worse (docs/performance.md, Retrieval).
+_PG_RANK = "ts_rank"
 
 
 @dataclass(frozen=True)
@@ -367,20 +371,22 @@ _PG_RARE_LEXEMES = f"""(
 
 def _pg_question_query(q: Question) -> PgQuery:
     """Words OR-ed in the workspace's language (``simple`` when they are all stop words)
-    rank with ``ts_rank_cd``; adjacent pairs are matched verbatim against the title for a
-    bonus instead of inside the rank — phrase operators make ``ts_rank_cd`` ~4× slower.
+    rank with ``ts_rank``; adjacent pairs are matched verbatim against the title for a
+    bonus instead of inside the rank — phrase operators make the ranking several times slower.
     Content tier: the rarest of the words (``_PG_RARE_LEXEMES``). Title tier: titles holding
     an adjacent pair (in the language: a stop word between is skipped, so "a coroutine"
     finds the title "Coroutines"), or the word for one word."""
     words = " | ".join(q.words)
     pairs = " | ".join(f"({a} <-> {b})" for a, b in q.pairs) or " | ".join(q.keywords)
+    # OFFSET 0 keeps ``w`` a subquery of its own: flattened, each of the CASEs' references to
+    # w.rare became a copy of the statistics sub-select, planned and run twice.
     select = f"""
         SELECT CASE WHEN numnode(w.lang) > 0 THEN w.lang ELSE to_tsquery('simple', %s) END AS query,
                CASE WHEN numnode(w.lang) > 0 AND numnode(coalesce(w.rare, ''::tsquery)) > 0 THEN w.rare
                     WHEN numnode(w.lang) > 0 THEN w.lang ELSE to_tsquery('simple', %s) END AS candidates,
                to_tsquery({_PG_LANGUAGE}, %s) || to_tsquery('simple', %s) AS title_query,
                to_tsquery('simple', %s) AS bonus
-        FROM (SELECT to_tsquery({_PG_LANGUAGE}, %s) AS lang, {_PG_RARE_LEXEMES} AS rare) w
+        FROM (SELECT to_tsquery({_PG_LANGUAGE}, %s) AS lang, {_PG_RARE_LEXEMES} AS rare OFFSET 0) w
     """
     return PgQuery(select=select, params=[words, words, None, pairs, pairs, pairs, None, words,
                                           None, " ".join(q.words), None, CONTENT_CANDIDATES], has_bonus=True)
@@ -393,7 +399,7 @@ def _postgres(pq: PgQuery, f: Filters, limit: int) -> list[Row]:
     from the content index."""
     where, params = _filter_sql(f, true="TRUE", false="FALSE")
     q_params = [f.workspace_id if p is None else p for p in pq.params]
-    score = f"ts_rank_cd({_PG_WEIGHTS}, c.search_vector, q.query)"
+    score = f"{_PG_RANK}({_PG_WEIGHTS}, c.search_vector, q.query)"
     if pq.has_bonus:
         score += " + CASE WHEN c.title_vector @@ q.bonus THEN 1.0 ELSE 0.0 END"
     sql = f"""
