@@ -426,6 +426,14 @@ class Cluster:
             self.wait_worker(host)
         return self
 
+    def web_ready(self, host: str) -> bool:
+        """Whether ``host``'s web process answers its sign-in page (what HAProxy's check asks)."""
+        try:
+            return httpx.get(f"{self.web_url(host)}/accounts/login/", headers={"Host": self.ip("lb")}, timeout=2,
+                             trust_env=False).status_code == 200
+        except httpx.HTTPError:
+            return False
+
     def http_ok(self) -> bool:
         try:
             return httpx.get(f"{self.base_url}/accounts/login/", timeout=2, trust_env=False).status_code == 200
@@ -439,7 +447,7 @@ class Cluster:
         if self._torn_down:
             return
         self._torn_down = True
-        for host, procs in self.procs.items():
+        for procs in self.procs.values():
             for proc in procs.values():
                 if proc.poll() is None:
                     try:

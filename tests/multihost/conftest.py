@@ -7,18 +7,35 @@ Skipped, with the reason, where namespaces cannot be made (not root, a tool miss
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAI, text_chunks
-from tests.fakes.openai_server import _Scripted  # noqa: PLC2701 - the fallback answer's wrapper
+from tests.fakes.openai_server import FakeOpenAI, _Scripted, text_chunks, tool_call_chunks
 
 from .cluster import Cluster, ClusterError, cannot_make_namespaces
 
 ANSWER_WORDS = 60
+AFTER_TOOL = "I could not confirm the write; please check."
+RESULTS: list[str] = []
+
+
+def record(fault: str, **numbers) -> None:
+    """Keep one fault's numbers for the session's summary (``MULTIHOST <fault> k=v …``)."""
+    parts = [f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in numbers.items()]
+    line = f"MULTIHOST {fault} " + " ".join(parts)
+    RESULTS.append(line)
+    print(line)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if RESULTS:
+        terminalreporter.section("multi-host faults")
+        for line in RESULTS:
+            terminalreporter.write_line(line)
 
 
 def answer_text(words: int = ANSWER_WORDS) -> str:
@@ -56,11 +73,25 @@ class Counter:
 
 
 class StreamingModel(FakeOpenAI):
-    """The fake model: scripted answers first, then every request gets ``answer_text()`` in one
-    chunk per word (``delay_s`` apart), so any number of chats can stream at once."""
+    """The fake model, answering from the request (no script queue to race over): a last user
+    message ``write <marker>`` gets a ``counted_write`` call of ``<marker>`` that sleeps a
+    minute, a conversation ending in a tool result gets :data:`AFTER_TOOL`, anything else
+    ``answer_text()`` in one chunk per word (``delay_s`` apart) — any number of chats at once."""
 
     def fallback_iteration(self):
-        return _Scripted(text_chunks(answer_text(), pieces=ANSWER_WORDS), raw=False)
+        return _Scripted(self.respond, raw=False)
+
+    @staticmethod
+    def respond(body: dict):
+        messages = body.get("messages") or []
+        last = messages[-1] if messages else {}
+        if last.get("role") == "tool":
+            return text_chunks(AFTER_TOOL)
+        content = last.get("content") if isinstance(last.get("content"), str) else ""
+        if last.get("role") == "user" and content.startswith("write "):
+            marker = content.split(" ", 1)[1]
+            return tool_call_chunks([("call_w", "counted_write", json.dumps({"text": marker, "seconds": 60}))])
+        return text_chunks(answer_text(), pieces=ANSWER_WORDS)
 
 
 def _require_namespaces() -> None:
@@ -87,8 +118,9 @@ def cluster():
             "OPENAI_API_KEY": model.api_key, "OPENAI_BASE_URL": model.base_url, "OPENAI_MODEL": "fake-model",
             "EXTRA_TOOL_MODULES": "tests.multihost.tools", "MH_COUNTER_URL": counter.url,
             # Short leases so a lost worker's runs come back within seconds (README: the reaper).
-            "RUN_LEASE_S": "4", "RUN_HEARTBEAT_S": "1", "RUN_REAPER_PERIOD_S": "1",
+            "RUN_LEASE_S": "3", "RUN_HEARTBEAT_S": "0.5", "RUN_REAPER_PERIOD_S": "1",
             "STREAM_PERSIST_INTERVAL_S": "0.5", "RUN_QUEUED_DEADLINE_S": "10",
+            "MAX_ACTIVE_RUNS_PER_USER": "1000",  # one user streams every chat of a test
         })
         try:
             c.start()
