@@ -52,6 +52,7 @@ ROOT_OCTET = 254
 WEB_PORT = 8000
 LB_PORT = 80
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+FAKETIME_SHIM = Path(__file__).parent / "faketime_shim"
 
 
 class ClusterError(RuntimeError):
@@ -205,9 +206,11 @@ class Cluster:
         runs that far off (libfaketime)."""
         env = dict(env if env is not None else os.environ)
         if faketime:
-            # The monotonic clock moves by the same constant (FAKETIME_DONT_FAKE_MONOTONIC=1 makes
-            # Python's time.sleep fail with EINVAL under libfaketime 0.9.10).
-            env.update({"LD_PRELOAD": FAKETIME_LIB, "FAKETIME": faketime, "FAKETIME_NO_CACHE": "1"})
+            # The wall clock only (FAKETIME_DONT_FAKE_MONOTONIC): a faked monotonic clock makes
+            # timed waits hang; the shim works around libfaketime's EINVAL for time.sleep then.
+            env.update({"LD_PRELOAD": FAKETIME_LIB, "FAKETIME": faketime, "FAKETIME_NO_CACHE": "1",
+                        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                        "PYTHONPATH": os.pathsep.join(filter(None, [str(FAKETIME_SHIM), env.get("PYTHONPATH")]))})
         log = self.tmp / f"{host}-{name}.log"
         fh = log.open("a")
         self._log_files.append(fh)
