@@ -113,6 +113,7 @@ class Cluster:
         self.namespaces: list[str] = []
         self.pg_data = self.tmp / "pg" / "data"
         self.db_name = "chatplatform"
+        self.worker_concurrency = 16
         self.redis_hosts = ["redis1"]
         self.sentinels: list[str] = []  # hosts running a Sentinel (once configured)
         self._torn_down = False
@@ -332,7 +333,7 @@ class Cluster:
         if role == "web":
             env["DB_POOL_MAX_SIZE"] = "12"  # README step 6: web processes run no turns
         else:
-            env["WORKER_CONCURRENCY"] = "16"
+            env["WORKER_CONCURRENCY"] = str(self.worker_concurrency)
         env.update(self.extra_env)
         return env
 

@@ -176,13 +176,21 @@ def test_a_host_clock_3s_ahead(cluster, token, model):
     cluster.wait_worker("work2")
     model.delay_s = 0.1  # 6 s an answer, past a 3 s lease
     try:
-        chats = start_chats(cluster, token, 6)
+        chats = start_chats(cluster, token, 8)
+        # Some of them must run on work1 (the right clock), whose leases work2's reaper judges.
+        on_work1 = set()
+        while not all(c.done or c.error for c in chats):
+            for run_id, owner in cluster.sql("SELECT id::text, lease_owner FROM agents_run WHERE status = 'running'"):
+                if owner and int(owner.split(":")[1]) == cluster.procs["work1"]["celery"].pid:
+                    on_work1.add(run_id)
+            time.sleep(0.3)
+        assert on_work1, "no run went to work1: the skew was not put to the test"
         result = check_runs(cluster, chats)
         ids = [c.run_id for c in chats]
         attempts = flows.run_rows(cluster, ids, "attempts")
         reaped = sum(1 for (n,) in attempts.values() if n)
         assert reaped == 0, f"healthy runs re-queued by the host ahead: {attempts}"
-        record("clock_3s_ahead", reaped_healthy_runs=reaped, **result)
+        record("clock_3s_ahead", runs_on_work1=len(on_work1), reaped_healthy_runs=reaped, **result)
     finally:
         cluster.kill("work2", "celery", signal.SIGTERM)
         cluster.start_worker("work2")
