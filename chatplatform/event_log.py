@@ -1,6 +1,6 @@
 """The run event log: every published event is kept for replay (DESIGN §7, issue: streams).
 
-* Production (``REDIS_URL``): one Redis stream per run, ``chatplatform:events:<run_id>``,
+* Production (``settings.REDIS``: ``REDIS_URL`` or Sentinel): one Redis stream per run, ``chatplatform:events:<run_id>``,
   entry id ``<seq>-1``, expiring ``RUN_EVENT_LOG_TTL_S`` (default 24 h) after the last event.
 * Embedded: a bounded in-process store (``RUN_EVENT_LOG_MAX_RUNS`` runs, same TTL).
 
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
+from chatplatform import redis_clients
 from chatplatform.pubsub import pack_command
 
 logger = logging.getLogger(__name__)
@@ -105,12 +106,19 @@ class Appended:
 class RedisEventLog:
     """Redis streams, one per run. One asyncio client per event loop (connections are
     loop-bound), and one synchronous connection for :meth:`append_and_publish_many` (the
-    production publisher thread, ``agents.events.ThreadPublisher``)."""
+    production publisher thread, ``agents.events.ThreadPublisher``), both from ``redis``
+    (``chatplatform.redis_clients``: through Sentinel, a connection lost with its master
+    reconnects to the one the Sentinels name).
+
+    After a Sentinel failover the new master may lack the last events the old one took but had
+    not yet replicated (Redis replicates asynchronously). Appends go on above them (the log
+    refuses only a seq not above its last one), and a reader meets the hole as
+    ``events_missing`` (``agents.replay``, ``agents.streams``), as after an outage."""
 
     SOCKET_TIMEOUT_S = 5.0  # a hung Redis stalls the publisher thread at most this long per batch
 
-    def __init__(self, *, url: str, ttl_s: int) -> None:
-        self.url = url
+    def __init__(self, *, redis: redis_clients.RedisSettings, ttl_s: int) -> None:
+        self.redis = redis
         self.ttl_s = int(ttl_s)
         self._clients: dict[int, object] = {}
         self._lock = threading.Lock()
@@ -118,13 +126,11 @@ class RedisEventLog:
         self._sync_sha: str | None = None
 
     def _client(self):
-        import redis.asyncio as redis
-
         loop = asyncio.get_running_loop()
         with self._lock:
             client = self._clients.get(id(loop))
             if client is None:
-                client = redis.Redis.from_url(self.url)
+                client = redis_clients.async_client(self.redis)
                 self._clients[id(loop)] = client
             return client
 
@@ -163,6 +169,10 @@ class RedisEventLog:
         redis-py's packer, on the same per-event path)."""
         try:
             conn = self._sync_connection()
+            # Reconnect here if the last call lost the connection: ``connect()`` is what asks
+            # the Sentinels where the master is now — the implicit reconnect inside
+            # ``send_packed_command`` would dial the old master's address again.
+            conn.connect()
             if self._sync_sha is None:
                 replies, broke = self._sync_call(conn, [("SCRIPT", "LOAD", _APPEND_AND_PUBLISH_MANY)])
                 if broke or isinstance(replies[0], Exception):
@@ -191,6 +201,12 @@ class RedisEventLog:
                 results, error = replies[i]
                 error = error.decode() if isinstance(error, bytes) else error
                 out.append(Appended([bool(r) for r in results], ResponseError(error) if error else None))
+        if any(a.error is not None and str(a.error).startswith("READONLY") for a in out):
+            # The server became a replica (a failover; a partitioned old master rejoining): drop
+            # the connection, so the next call asks the Sentinels for the master. The events
+            # were not taken, and are retried as after a lost connection.
+            conn.disconnect()
+            self._sync_sha = None
         if reload:  # Redis restarted and lost its script cache: nothing of these runs was run
             self._sync_sha = None
             for i, again in zip(reload, self.append_and_publish_many([runs[i] for i in reload]), strict=True):
@@ -199,12 +215,11 @@ class RedisEventLog:
 
     def _sync_connection(self):
         if self._sync_conn is None:
-            import redis
             from redis.backoff import NoBackoff
             from redis.retry import Retry
 
-            pool = redis.ConnectionPool.from_url(
-                self.url, socket_timeout=self.SOCKET_TIMEOUT_S, socket_connect_timeout=self.SOCKET_TIMEOUT_S,
+            pool = redis_clients.sync_pool(
+                self.redis, socket_timeout=self.SOCKET_TIMEOUT_S, socket_connect_timeout=self.SOCKET_TIMEOUT_S,
                 retry=Retry(NoBackoff(), 0))
             self._sync_conn = pool.get_connection()  # kept: the publisher thread is its only user
         return self._sync_conn
@@ -242,12 +257,12 @@ _log_lock = threading.Lock()
 
 
 def event_log():
-    """The process's event log (Redis when ``REDIS_URL`` is set, else memory)."""
+    """The process's event log (Redis in production mode, ``settings.REDIS``; else memory)."""
     global _log
     with _log_lock:
         if _log is None:
-            if settings.REDIS_URL:
-                _log = RedisEventLog(url=settings.REDIS_URL, ttl_s=settings.RUN_EVENT_LOG_TTL_S)
+            if settings.REDIS:
+                _log = RedisEventLog(redis=settings.REDIS, ttl_s=settings.RUN_EVENT_LOG_TTL_S)
             else:
                 _log = MemoryEventLog(max_runs=settings.RUN_EVENT_LOG_MAX_RUNS, ttl_s=settings.RUN_EVENT_LOG_TTL_S)
         return _log

@@ -125,7 +125,9 @@ async def receive_within(layer, channel: str, timeout_s: float) -> dict | None:
 class _Shard(RedisSingleShardConnection):
     """One Redis of the layer, on one event loop: publishes through redis-py's pool and
     receives through :class:`chatplatform.pubsub.Subscriber` (channels-redis's own reader for
-    host specs it does not handle, such as Sentinel)."""
+    host specs it does not handle). Through Sentinel both sides find the master at connect
+    time: the publishing pool is channels-redis's ``SentinelConnectionPool``, the subscriber
+    asks the Sentinels on every (re)connect."""
 
     def __init__(self, host, channel_layer):
         super().__init__(host, channel_layer)
@@ -171,7 +173,7 @@ class _Shard(RedisSingleShardConnection):
             await self._subscriber.close()
         await super().flush()
 
-    def _receive_message(self, message):  # channels-redis's reader (Sentinel)
+    def _receive_message(self, message):  # channels-redis's reader
         if message is not None:
             self._deliver(message["channel"], message["data"])
 
@@ -236,7 +238,8 @@ class _LoopLayer(RedisPubSubLoopLayer):
 
 
 class RedisPubSubLayer(RedisPubSubChannelLayer):
-    """Production channel layer (``REDIS_URL``). CONFIG: ``hosts`` as for channels-redis,
+    """Production channel layer (``settings.REDIS``). CONFIG: ``hosts`` as for channels-redis
+    (``chatplatform.redis_clients.channel_layer_host``: a URL or a Sentinel entry),
     ``capacity`` (messages buffered per channel in the receiving process, default 2000),
     ``lost_after_s`` (seconds a subscription may be down before every ``receive`` raises
     :class:`LayerLost`, default 5)."""

@@ -27,8 +27,11 @@ What it guarantees (:class:`Subscriber`):
 
 Connection specs it understands (:func:`subscriber_target`): channels-redis host entries whose
 ``address`` is a ``redis://``, ``rediss://`` or ``unix://`` URL or a ``(host, port)`` pair,
-with an optional username and password. Anything else (Sentinel) keeps channels-redis's own
-reader.
+with an optional username and password, and Sentinel entries (``sentinels``, ``master_name``,
+``sentinel_kwargs``; ``chatplatform.redis_clients.channel_layer_host``): then every connection,
+the first and each reconnect, asks the Sentinels for the master's address first (redis-py's
+``discover_master``), so after a failover the subscriptions are renewed on the new master.
+Anything else keeps channels-redis's own reader.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from typing import Any
 
 import hiredis
 from redis.asyncio.connection import RedisSSLContext
+from redis.asyncio.sentinel import Sentinel
 from redis.connection import parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
@@ -56,8 +60,9 @@ _SSL_OPTIONS = set(inspect.signature(RedisSSLContext.__init__).parameters) - {"s
 @dataclass
 class Target:
     """Where and how to connect: TCP ``host``/``port`` (TLS when ``ssl`` holds
-    ``RedisSSLContext`` options), or a unix socket ``path``; AUTH with ``password`` (and
-    ``username``, an ACL user) when given. Timeouts in seconds."""
+    ``RedisSSLContext`` options), or a unix socket ``path``, or the master ``master_name``
+    that the Sentinels at ``sentinels`` (``(host, port)`` pairs) name at connect time; AUTH
+    with ``password`` (and ``username``, an ACL user) when given. Timeouts in seconds."""
 
     host: str | None = None
     port: int = 6379
@@ -67,8 +72,14 @@ class Target:
     ssl: dict[str, Any] | None = None
     connect_timeout_s: float = 5.0
     reply_timeout_s: float = 5.0
+    master_name: str | None = None
+    sentinels: tuple[tuple[str, int], ...] = ()
+    sentinel_kwargs: dict[str, Any] | None = None
 
     def describe(self) -> str:
+        if self.master_name:
+            where = f" at {self.host}:{self.port}" if self.host else ""
+            return f"master {self.master_name}{where}"
         return self.path or f"{self.host}:{self.port}"
 
 
@@ -82,11 +93,16 @@ def subscriber_target(host: dict) -> Target | None:
     address = host.pop("address", None)
     if address is None and "host" in host:
         address = (host.pop("host"), host.pop("port", 6379))
-    if address is None or "master_name" in host or "sentinels" in host:
+    master_name, sentinels = host.pop("master_name", None), host.pop("sentinels", None)
+    if (address is None) == (master_name is None) or (master_name is None) != (sentinels is None):
         return None
     target = Target(connect_timeout_s=float(host.pop("socket_connect_timeout", None) or 5.0),
                     reply_timeout_s=min(5.0, float(host.pop("socket_timeout", None) or 5.0)))
-    if isinstance(address, (tuple, list)):
+    if master_name is not None:
+        target.master_name = str(master_name)
+        target.sentinels = tuple((str(h), int(p)) for h, p in sentinels)
+        target.sentinel_kwargs = host.pop("sentinel_kwargs", None)
+    elif isinstance(address, (tuple, list)):
         target.host, target.port = str(address[0]), int(address[1])
     else:
         try:
@@ -223,6 +239,7 @@ class Subscriber:
         self._connecting: asyncio.Task | None = None
         self._closed = False
         self._keepalive: asyncio.Task | None = None
+        self._sentinel: Sentinel | None = None
 
     @property
     def connected(self) -> bool:
@@ -266,6 +283,9 @@ class Subscriber:
         if proto is not None:
             proto.transport.close()
             await proto.closed
+        sentinel, self._sentinel = self._sentinel, None
+        if sentinel is not None:
+            await sentinel.aclose()
         self._closed = False
 
     # -- internals ----------------------------------------------------------------------
@@ -289,6 +309,10 @@ class Subscriber:
     async def _connect(self) -> _Protocol:
         loop = asyncio.get_running_loop()
         target = self.target
+        if target.master_name:  # where the master is now (raises MasterNotFoundError, a ConnectionError)
+            if self._sentinel is None:
+                self._sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=target.sentinel_kwargs)
+            target.host, target.port = await self._sentinel.discover_master(target.master_name)
         try:
             async with asyncio.timeout(target.connect_timeout_s):
                 if target.path:

@@ -40,6 +40,7 @@ PLATFORM_VARIABLES = frozenset({
     "METRICS_TOKEN", "ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
     "RUN_EXECUTOR", "WORKER_METRICS_ADDR", "LOG_LEVEL", "LOG_FORMAT", "COMPAT_API_DEFAULT_MODEL",
     "DB_POOL_MAX_SIZE", "DB_POOL_TIMEOUT_S", "EXTRA_TOOL_MODULES", "PASSWORD_LOGIN_ENABLED",
+    "REDIS_SENTINELS", "REDIS_SENTINEL_MASTER", "REDIS_DB", "REDIS_PASSWORD", "REDIS_SENTINEL_PASSWORD",
 })
 # Prefixes of the platform's variable families: model providers (their *_API_KEY, base URLs),
 # single sign-on, Django/Celery, the MCP client's own settings, telemetry, PostgreSQL clients.

@@ -1,16 +1,17 @@
 """Settings shared by every environment.
 
 Everything configurable comes from the environment (django-environ); see ``.env.example``.
-``REDIS_URL`` switches the platform from the embedded mode (in-memory channel layer,
-in-process executor) to the production mode (channels-redis, Celery on Redis).
+``REDIS_URL`` (one Redis server) or ``REDIS_SENTINELS`` + ``REDIS_SENTINEL_MASTER`` (Redis through
+Sentinel) switches the platform from the embedded mode (in-memory channel layer, in-process
+executor) to the production mode (channels-redis, Celery on Redis).
 """
 
 import os
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import environ
 
+from chatplatform import redis_clients
 from chatplatform.dbpool import keep_trying_for_waiters
 from chatplatform.sqlite_ext import use_sqlite_with_extensions
 
@@ -220,12 +221,19 @@ LOGOUT_REDIRECT_URL = "login"
 
 # --- Real time: channel layer and executor ----------------------------------------------
 REDIS_URL = env("REDIS_URL", default="")
+# Production mode's Redis (chatplatform.redis_clients builds every client from it): one server
+# (REDIS_URL), or a master found through Sentinel (REDIS_SENTINELS=host:port,… and
+# REDIS_SENTINEL_MASTER, with REDIS_DB, REDIS_PASSWORD, REDIS_SENTINEL_PASSWORD). None: embedded.
+REDIS = redis_clients.redis_settings(
+    url=REDIS_URL, sentinels=env("REDIS_SENTINELS", default=""), master=env("REDIS_SENTINEL_MASTER", default=""),
+    db=env("REDIS_DB", default=""), password=env("REDIS_PASSWORD", default=""),
+    sentinel_password=env("REDIS_SENTINEL_PASSWORD", default=""))
 # Redis pub/sub channels belong to the server, not to a database: two platforms on one Redis
 # server (staging beside production on other databases, parallel test processes) would hear
 # each other's groups. The channel layer's prefix names the database, "asgi" for database 0.
-_redis_db = urlsplit(REDIS_URL).path.strip("/") or "0"
-CHANNEL_LAYER_PREFIX = env("CHANNEL_LAYER_PREFIX", default="asgi" if _redis_db == "0" else f"asgi-db{_redis_db}")
-if REDIS_URL:
+_redis_db = redis_clients.url_db(REDIS) if REDIS else 0
+CHANNEL_LAYER_PREFIX = env("CHANNEL_LAYER_PREFIX", default="asgi" if _redis_db == 0 else f"asgi-db{_redis_db}")
+if REDIS:
     CHANNEL_LAYERS = {
         "default": {
             # Redis pub/sub: one PUBLISH per group message, read as a stream by every web
@@ -234,7 +242,7 @@ if REDIS_URL:
             "BACKEND": "chatplatform.layers.RedisPubSubLayer",
             # redis-py ≥ 8 defaults to a 5 s socket timeout; give idle subscriptions more room.
             "CONFIG": {
-                "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}],
+                "hosts": [redis_clients.channel_layer_host(REDIS, socket_timeout=30, socket_connect_timeout=5)],
                 "capacity": 2000,
                 "prefix": CHANNEL_LAYER_PREFIX,
                 # A subscription down this long (Redis restarting, unreachable) closes the
@@ -251,15 +259,17 @@ else:
     }
     RUN_EXECUTOR = env("RUN_EXECUTOR", default="embedded")
 
-CACHES = (
+CACHES = {"default": (
     # A hung Redis fails a cache call after 5 s instead of blocking its thread for good.
-    {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
-                 "OPTIONS": {"socket_timeout": 5, "socket_connect_timeout": 5}}}
-    if REDIS_URL
-    else {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-)
+    redis_clients.cache_settings(REDIS, socket_timeout=5, socket_connect_timeout=5)
+    if REDIS
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+)}
 
-CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL or "memory://")
+# Through Sentinel: kombu's sentinel:// transport (master_name and the Sentinels' options are
+# transport options, added below).
+_broker_url, _broker_sentinel_options = redis_clients.celery_broker(REDIS) if REDIS else ("memory://", {})
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=_broker_url)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -287,6 +297,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_keepalive": True,
     "health_check_interval": 10,
     "retry_on_timeout": True,
+    **(_broker_sentinel_options if CELERY_BROKER_URL.startswith("sentinel://") else {}),
 }
 
 # --- Agent loop -------------------------------------------------------------------------

@@ -148,3 +148,115 @@ class PrivatePostgres:
             self.stop()
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class PrivateSentinelGroup:
+    """A Redis primary, one replica and three Sentinels on free loopback ports — Redis as
+    README's "Redis with Sentinel" runs it, for failover tests. ``env()`` is what the platform
+    needs (``REDIS_SENTINELS``, ``REDIS_SENTINEL_MASTER``); ``kill_master()`` SIGKILLs the
+    current master's process; ``master_port()`` asks a Sentinel where the master is now.
+
+    ``down_after_ms`` / ``failover_timeout_ms``: Sentinel's ``down-after-milliseconds`` and
+    ``failover-timeout`` (small, so a test's failover takes seconds, not the 30 s / 3 min
+    defaults). Quorum 2 of 3."""
+
+    MASTER = "cpmaster"
+
+    def __init__(self, *, down_after_ms: int = 1000, failover_timeout_ms: int = 3000) -> None:
+        self.primary = PrivateRedis()
+        self.replica = PrivateRedis(args=("--replicaof", "127.0.0.1", str(self.primary.port)))
+        self.down_after_ms = down_after_ms
+        self.failover_timeout_ms = failover_timeout_ms
+        self.sentinel_ports = [free_port() for _ in range(3)]
+        self.dir = Path(tempfile.mkdtemp(prefix="private-sentinels-"))
+        self.sentinels: list[subprocess.Popen | None] = [None, None, None]
+
+    def env(self) -> dict[str, str]:
+        return {"REDIS_URL": "", "REDIS_SENTINELS": ",".join(f"127.0.0.1:{p}" for p in self.sentinel_ports),
+                "REDIS_SENTINEL_MASTER": self.MASTER}
+
+    def sentinel_conf(self, port: int) -> str:
+        """A Sentinel's configuration: the values README's "Redis with Sentinel" shows."""
+        return "\n".join([
+            f"port {port}", "bind 127.0.0.1", f"dir {self.dir}", f"logfile {self.dir / f'sentinel-{port}.log'}",
+            f"sentinel monitor {self.MASTER} 127.0.0.1 {self.primary.port} 2",
+            f"sentinel down-after-milliseconds {self.MASTER} {self.down_after_ms}",
+            f"sentinel failover-timeout {self.MASTER} {self.failover_timeout_ms}",
+            f"sentinel parallel-syncs {self.MASTER} 1", ""])
+
+    def start(self) -> PrivateSentinelGroup:
+        self.primary.start()
+        self.replica.start()
+        for i, port in enumerate(self.sentinel_ports):
+            conf = self.dir / f"sentinel-{port}.conf"  # Sentinel rewrites its own file: one each
+            conf.write_text(self.sentinel_conf(port))
+            self.sentinels[i] = subprocess.Popen(
+                ["redis-server", str(conf), "--sentinel"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+            _wait_port(port, up=True)
+        self.wait_ready()
+        return self
+
+    def _sentinel(self, port: int):
+        import redis
+
+        return redis.Redis(host="127.0.0.1", port=port, socket_timeout=2, socket_connect_timeout=2,
+                           decode_responses=True)
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Until the replica is in sync and every Sentinel knows the replica and the two other
+        Sentinels (a failover needs a majority of them to agree)."""
+        import redis
+
+        deadline = time.monotonic() + timeout
+        state: object = None
+        while time.monotonic() < deadline:
+            try:
+                states = []
+                for port in self.sentinel_ports:
+                    with self._sentinel(port) as client:
+                        master = client.sentinel_master(self.MASTER)
+                        states.append((master["num-other-sentinels"], master["num-slaves"]))
+                with redis.Redis(host="127.0.0.1", port=self.replica.port, socket_timeout=2,
+                                 decode_responses=True) as replica:
+                    link = replica.info("replication").get("master_link_status")
+                state = (states, link)
+                if link == "up" and all(others == 2 and replicas >= 1 for others, replicas in states):
+                    return
+            except (redis.RedisError, OSError) as exc:
+                state = exc
+            time.sleep(0.1)
+        raise RuntimeError(f"Sentinel group not ready within {timeout} s: {state}")
+
+    def master_port(self) -> int | None:
+        """The master's port as the first Sentinel that answers says, or None."""
+        import redis
+
+        for port in self.sentinel_ports:
+            try:
+                with self._sentinel(port) as client:
+                    found = client.sentinel_get_master_addr_by_name(self.MASTER)
+                if found:
+                    return int(found[1])
+            except (redis.RedisError, OSError):
+                continue
+        return None
+
+    def kill_master(self) -> PrivateRedis:
+        """SIGKILL the current master's redis-server (no shutdown, no goodbye to its clients'
+        sockets beyond the kernel's reset); returns it."""
+        port = self.master_port()
+        server = self.primary if port == self.primary.port else self.replica
+        server.proc.kill()
+        server.proc.wait(timeout=10)
+        server.proc = None
+        return server
+
+    def close(self) -> None:
+        for proc in self.sentinels:
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=10)
+        self.primary.close()
+        self.replica.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
