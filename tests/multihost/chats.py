@@ -31,6 +31,7 @@ class Chat(threading.Thread):
         self.events: list[dict] = []  # the run's events (with seq), in the order received
         self.run_id: str | None = None
         self.reconnects = 0
+        self.replayed = 0  # events the server sent again after a resume (ignored, as stream.js does)
         self.lost_at: float | None = None  # monotonic: the first lost socket
         self.resumed_at: float | None = None  # monotonic: the first event after a reconnect
         self.ended_at: float | None = None
@@ -82,6 +83,9 @@ class Chat(threading.Thread):
                         if self.run_id is None:
                             self.run_id = frame["run_id"]
                         if frame["run_id"] != self.run_id:
+                            continue
+                        if frame["seq"] <= self.last_seq:  # replayed on a resume: handled once already
+                            self.replayed += 1
                             continue
                         if self.lost_at is not None and self.resumed_at is None:
                             self.resumed_at = time.monotonic()

@@ -114,8 +114,10 @@ class Cluster:
         self.pg_data = self.tmp / "pg" / "data"
         self.db_name = "chatplatform"
         self.worker_concurrency = 16
-        self.redis_hosts = ["redis1"]
-        self.sentinels: list[str] = []  # hosts running a Sentinel (once configured)
+        # Redis: a primary on redis1, a replica on redis2, and a Sentinel on redis1, redis2 and lb
+        # (README "Redis with Sentinel"); the platform finds the master through the Sentinels.
+        self.redis_hosts = ["redis1", "redis2"]
+        self.sentinels = ["redis1", "redis2", "lb"]
         self._torn_down = False
         atexit.register(self.teardown)
 
@@ -293,6 +295,41 @@ class Cluster:
         self.spawn(host, "redis", args)
         self.wait_tcp(host, 6379)
 
+    MASTER = "cpmaster"
+    SENTINEL_PORT = 26379
+
+    def start_sentinel(self, host: str) -> None:
+        """A Sentinel on ``host`` watching the master (quorum 2 of 3; down after 1 s, as the
+        e2e Sentinel test runs them — production keeps README's 5 s)."""
+        folder = self.tmp / f"sentinel-{host}"
+        folder.mkdir(exist_ok=True)
+        conf = folder / "sentinel.conf"  # Sentinel rewrites its own file
+        conf.write_text("\n".join([
+            f"port {self.SENTINEL_PORT}", f"bind {self.ip(host)}", f"dir {folder}", "protected-mode no",
+            f"sentinel monitor {self.MASTER} {self.ip('redis1')} 6379 2",
+            f"sentinel down-after-milliseconds {self.MASTER} 1000",
+            f"sentinel failover-timeout {self.MASTER} 3000",
+            f"sentinel parallel-syncs {self.MASTER} 1", ""]))
+        self.spawn(host, "sentinel", ["redis-server", str(conf), "--sentinel"])
+        self.wait_tcp(host, self.SENTINEL_PORT)
+
+    def master_host(self) -> str | None:
+        """The host the Sentinels name as master now (None: none answers)."""
+        import redis
+
+        for host in self.sentinels:
+            try:
+                client = redis.Redis(host=self.ip(host), port=self.SENTINEL_PORT, socket_timeout=1,
+                                     socket_connect_timeout=1)
+                addr = client.execute_command("SENTINEL", "get-master-addr-by-name", self.MASTER)
+                client.close()
+            except Exception:  # noqa: BLE001 - try the next Sentinel
+                continue
+            if addr:
+                ip = addr[0].decode() if isinstance(addr[0], bytes) else addr[0]
+                return next(h for h in HOST_OCTETS if self.ip(h) == ip)
+        return None
+
     def wait_tcp(self, host: str, port: int, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
         while True:
@@ -306,7 +343,8 @@ class Cluster:
 
     # --- the platform -------------------------------------------------------------------
     def redis_url(self) -> str:
-        return f"redis://{self.ip(self.redis_hosts[0])}:6379/0"
+        """The current master's URL (for the test's own probes; the platform asks Sentinel)."""
+        return f"redis://{self.ip(self.master_host() or self.redis_hosts[0])}:6379/0"
 
     def env(self, role: str) -> dict[str, str]:
         """The environment of a web (``role="web"``) or worker (``"worker"``) process: the
@@ -321,7 +359,10 @@ class Cluster:
             "SECURE_SSL_REDIRECT": "false",
             "NUM_PROXIES": "1",
             "DATABASE_URL": self.database_url,
-            "REDIS_URL": self.redis_url(),
+            "REDIS_URL": "",
+            "REDIS_SENTINELS": ",".join(f"{self.ip(h)}:{self.SENTINEL_PORT}" for h in self.sentinels),
+            "REDIS_SENTINEL_MASTER": self.MASTER,
+            "REDIS_DB": "0",
             "DEMO_PASSWORD": self.password,
             "PYTHONUNBUFFERED": "1",
             "LOG_LEVEL": os.environ.get("E2E_LOG_LEVEL", "WARNING"),
@@ -416,8 +457,10 @@ class Cluster:
         if not self.namespaces:
             self.build_network()
         self.start_pg()
-        for host in self.redis_hosts:
-            self.start_redis(host)
+        self.start_redis("redis1")
+        self.start_redis("redis2", replica_of="redis1")
+        for host in self.sentinels:
+            self.start_sentinel(host)
         self.manage("migrate", "--noinput")
         self.manage("seed_demo")
         for host in ("work1", "work2"):

@@ -111,7 +111,7 @@ def test_work1_partitioned_from_redis_for_20s(cluster, token, model):
     model.delay_s = 0.15  # 9 s an answer: turns on work1 are mid-stream when it is cut
     chats = start_chats(cluster, token, 6)
     wait_streaming(chats)
-    cluster.partition("work1", cluster.redis_hosts + cluster.sentinels)
+    cluster.partition("work1", sorted(set(cluster.redis_hosts + cluster.sentinels)))
     cut = time.monotonic()
     chats += start_chats(cluster, token, 2)  # arriving meanwhile: work2 takes them
     while time.monotonic() - cut < 20:  # the fault's length, not a wait for a condition
@@ -165,6 +165,30 @@ def test_postgres_restarted(cluster, token, model):
     check_runs(cluster, [later])
     record("postgres_restart", restart_s=restarted - began, new_chat_ok_after_s=later.ended_at - restarted,
            **result)
+
+
+def test_redis_primary_killed(cluster, token, model):
+    """The Redis primary's process is SIGKILLed under streaming chats: the Sentinels promote
+    the replica on the other host, every client finds it through them, every run completes
+    with every word. The old primary comes back as a replica of the new one."""
+    model.delay_s = 0.1
+    chats = start_chats(cluster, token, 4)
+    wait_streaming(chats)
+    old = cluster.master_host()
+    assert old in ("redis1", "redis2"), old
+    killed = time.monotonic()
+    cluster.kill(old, "redis")
+    new = flows.wait_for(lambda: (h := cluster.master_host()) not in (None, old) and h,
+                         "a Sentinel to name the replica master", timeout=30)
+    promoted_s = time.monotonic() - killed
+    result = check_runs(cluster, chats)
+    done_s = max(c.ended_at for c in chats) - killed
+    cluster.start_redis(old, replica_of=new)
+    later = Chat(cluster, token)
+    later.start()
+    check_runs(cluster, [later])
+    record("redis_primary_killed", old=old, new=new, promoted_s=promoted_s, runs_done_after_kill_s=done_s,
+           new_chat_s=later.ended_at - killed, **result)
 
 
 def test_a_host_clock_3s_ahead(cluster, token, model):
