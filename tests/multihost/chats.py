@@ -31,6 +31,7 @@ class Chat(threading.Thread):
         self.events: list[dict] = []  # the run's events (with seq), in the order received
         self.run_id: str | None = None
         self.reconnects = 0
+        self.missing: list[tuple[int, int]] = []  # events_missing ranges the server told
         self.replayed = 0  # events the server sent again after a resume (ignored, as stream.js does)
         self.lost_at: float | None = None  # monotonic: the first lost socket
         self.resumed_at: float | None = None  # monotonic: the first event after a reconnect
@@ -77,6 +78,10 @@ class Chat(threading.Thread):
                         ws.send(json.dumps({"type": "run.resume", "run_id": self.run_id, "after_seq": 0}))
                     while not self.done:
                         frame = json.loads(ws.recv(timeout=SILENCE_S))
+                        if frame.get("type") == "error" and frame.get("code") == "events_missing":
+                            # The page reloads the thread's messages (the stored answer) and goes on.
+                            self.missing.append((frame["from_seq"], frame["to_seq"]))
+                            continue
                         assert frame.get("type") != "error", frame
                         if "seq" not in frame or "run_id" not in frame:
                             continue
@@ -119,14 +124,14 @@ def wait_streaming(chats: list[Chat], timeout: float = 30.0) -> None:
             f"a chat did not start streaming: {chat.error or [e['type'] for e in chat.events]}"
 
 
-def check_runs(cluster, chats: list[Chat], timeout: float = 120.0) -> dict:
+def check_runs(cluster, chats: list[Chat], timeout: float = 120.0, *, allow_missing: bool = False) -> dict:
     """Wait for every chat, then assert: the run is terminal (and ``completed``), its seqs came
     gapless and once each (1…N over every reconnect), and the streamed text is every word of
     the answers stored for the run — none lost, none twice. Returns ``{"lost_words",
     "duplicate_events", "reconnects", "runs", "statuses"}``."""
     for chat in chats:
         chat.join(timeout)
-    lost_words = duplicates = 0
+    lost_words = duplicates = missing_runs = missing_words = 0
     problems = []
     for chat in chats:
         if chat.is_alive() or chat.error:
@@ -134,13 +139,19 @@ def check_runs(cluster, chats: list[Chat], timeout: float = 120.0) -> dict:
             continue
         seqs = [e["seq"] for e in chat.events]
         duplicates += len(seqs) - len(set(seqs))
-        if seqs != list(range(1, len(seqs) + 1)):
+        told = {n for lo, hi in chat.missing for n in range(lo, hi + 1)}
+        if chat.missing:
+            missing_runs += 1
+        if sorted(set(seqs) | told) != list(range(1, max(seqs + list(told) or [0]) + 1)):
             problems.append(f"run {chat.run_id}: seqs not gapless {seqs[:3]}…{seqs[-3:]} ({len(seqs)})")
         stored = "".join(m["content"] for m in flows.messages(cluster, chat.token, chat.thread_id)
                          if m["role"] == "assistant" and str(m["run_id"]) == chat.run_id)
         stored_words, streamed_words = stored.split(), chat.text.split()
         lost = sum(1 for w in stored_words if w not in streamed_words) + max(0, len(stored_words) - len(streamed_words))
         lost_words += lost
+        if chat.missing:
+            missing_words += lost
+            continue
         if chat.text != stored:
             problems.append(f"run {chat.run_id}: streamed {len(streamed_words)} words, stored {len(stored_words)}")
     statuses = {}
@@ -149,6 +160,11 @@ def check_runs(cluster, chats: list[Chat], timeout: float = 120.0) -> dict:
         statuses[status] = statuses.get(status, 0) + 1
     result = {"runs": len(chats), "statuses": statuses, "lost_words": lost_words, "duplicate_events": duplicates,
               "reconnects": sum(c.reconnects for c in chats)}
+    if missing_runs:
+        result["events_missing_runs"] = missing_runs
+        result["words_only_in_reload"] = missing_words
+        if not allow_missing:
+            problems.append(f"{missing_runs} runs told events_missing ({missing_words} words only in the reload)")
     assert not problems, (problems, result)
     assert statuses == {"completed": len(chats)}, result
     return result

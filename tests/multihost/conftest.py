@@ -122,10 +122,9 @@ def cluster():
             "STREAM_PERSIST_INTERVAL_S": "0.5", "RUN_QUEUED_DEADLINE_S": "10",
             "MAX_ACTIVE_RUNS_PER_USER": "1000",  # one user streams every chat of a test
             "RUN_RATE_LIMIT": "100000/60", "WS_FRAME_RATE_LIMIT": "100000/60",
-            # README "Across hosts": above the longest Redis partition a worker rides out. With
-            # the default 30 s, work1 cut off for 20 s gave up a run's events 3-58 (each try
-            # under a partition waits out socket and Sentinel timeouts): the stored answer was
-            # whole, but the readers got events_missing.
+            # README "Across hosts": above the longest Redis partition a worker rides out (each
+            # try under a partition waits out socket and Sentinel timeouts, so 20 s cut off can
+            # use up the default 30 s; events given up reach readers as events_missing).
             "EVENTS_LOG_RETRY_S": "120",
         })
         try:
