@@ -409,6 +409,12 @@ class Cluster:
         self.wait_tcp("lb", LB_PORT)
 
     def haproxy(self, command: str) -> str:
+        """``command`` on HAProxy's stats socket (admin level); its answer."""
+        deadline = time.monotonic() + 10
+        while not (self.tmp / "haproxy.sock").exists():  # HAProxy still starting
+            if time.monotonic() > deadline:
+                raise ClusterError(f"no HAProxy stats socket\n{self.log_tail()}")
+            time.sleep(0.05)
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(5)
             s.connect(str(self.tmp / "haproxy.sock"))
