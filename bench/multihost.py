@@ -73,6 +73,7 @@ def main() -> int:
     ap.add_argument("--points", default="50x1000x50,200x1000x50")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--one-host", type=Path, default=HERE / "side_by_side" / "results-2026-12-06-evening.jsonl")
+    ap.add_argument("--users", action="store_true", help="one user per chat (default: every chat alice's)")
     ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "multihost-bench.jsonl")
     args = ap.parse_args()
     reason = cannot_make_namespaces()
@@ -97,7 +98,8 @@ def main() -> int:
         users = max(int(p.split("x")[0]) for p in args.points.split(","))
         models = ["bench-n20-r0"] + [f"bench-n{p.split('x')[1]}-r{float(p.split('x')[2]):g}"
                                      for p in args.points.split(",")]
-        cluster.manage("shell", "-c", BENCH_USERS.format(n=users, password=cluster.password))
+        if args.users:  # one member per chat, as run.py does (PBKDF2: about 0.25 s of CPU each)
+            cluster.manage("shell", "-c", BENCH_USERS.format(n=users, password=cluster.password))
         cluster.manage("shell", "-c", BENCH_MODELS.format(models=models))
         cluster.manage("shell", "-c", "from usage.models import Budget; "
                        "Budget.objects.filter(name__startswith='demo:').delete()")
@@ -109,7 +111,7 @@ def main() -> int:
             version=subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                                    text=True).stdout.strip(),
             out=str(args.out), server_pids=pids, service_pids="", settle=1.0, pause=1.0, timeout_extra=120.0,
-            idle_probe=0.0, warmup=True, no_ws_compress=False, users_prefix="bench")
+            idle_probe=0.0, warmup=True, no_ws_compress=False, users_prefix="bench" if args.users else "")
         asyncio.run(ours_bench.main_async(bench_args))
     finally:
         if upstream is not None:
