@@ -661,6 +661,11 @@ class RunEmitter:
         self._drain_all(timeout)
         self._save_seq()
 
+    def drain(self, timeout: float) -> None:
+        """Flush and wait up to ``timeout`` seconds until every event numbered so far has been
+        logged and published (or given up: ``EVENTS_LOG_RETRY_S``); the emitter goes on."""
+        self._drain_all(timeout)
+
     def _drain_all(self, timeout: float) -> None:
         self.flush()
         if self._publisher:

@@ -28,6 +28,23 @@ TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
 F = TypeVar("F", bound=Callable)
 
 
+def db_now(using: str = DEFAULT_DB_ALIAS):
+    """The database server's clock (aware ``datetime``, UTC): PostgreSQL's
+    ``statement_timestamp()``; on SQLite (one host) the process's clock. For timestamps that
+    processes on different hosts write and compare — run leases and the reaper's deadlines —
+    so a host whose clock is off by seconds neither takes a healthy run for lost nor keeps a
+    dead one (``tests/multihost``: a worker host 3 s ahead re-queued every run of the other
+    host's worker with a 3 s lease). One round trip; raises what the database raises."""
+    from django.utils import timezone
+
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        return cursor.fetchone()[0]
+
+
 def error_line(exc: BaseException) -> str:
     """``"<class>: <first line of its message>"`` — a database error for a one-line log."""
     text = str(exc).strip()

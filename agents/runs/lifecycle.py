@@ -62,7 +62,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from agents.models import Run, ToolCall
-from chatplatform.db import retry_transient, update_rows
+from chatplatform.db import db_now, retry_transient, update_rows
 
 S = Run.Status
 T = ToolCall.Status
@@ -71,8 +71,10 @@ ACTIVE = (S.QUEUED, S.RUNNING, S.AWAITING_APPROVAL)
 """A run in one of these states still owes its thread a terminal event."""
 
 
-def _lease_deadline():
-    return timezone.now() + timedelta(seconds=settings.RUN_LEASE_S)
+def _lease_deadline(using: str = "default"):
+    """``RUN_LEASE_S`` from now by the database's clock (``db_now``): the reaper on another
+    host compares it with that clock too, whatever the hosts' clocks say."""
+    return db_now(using) + timedelta(seconds=settings.RUN_LEASE_S)
 
 
 # -- Run -------------------------------------------------------------------------------------
@@ -84,12 +86,12 @@ def run_claim(*, run_id, owner: str) -> datetime | None:
     only, so ``run.started_at == claimed_at`` tells a first claim (no worker has run the run
     before: it has no messages or sources of its own yet) from a resume, a recovery or an
     approval's continuation. (Crash recoveries are counted by the reaper in ``Run.attempts``.)"""
-    now = timezone.now()
+    now = db_now()
     claimed = (
         Run.objects.filter(pk=run_id)
         .filter(Q(status=S.QUEUED) | Q(status=S.RUNNING, lease_expires_at__lt=now)
                 | Q(status=S.RUNNING, lease_expires_at__isnull=True))
-        .update(status=S.RUNNING, lease_owner=owner, lease_expires_at=_lease_deadline(),
+        .update(status=S.RUNNING, lease_owner=owner, lease_expires_at=now + timedelta(seconds=settings.RUN_LEASE_S),
                 started_at=Coalesce(F("started_at"), now))
     )
     return now if claimed else None
@@ -99,7 +101,7 @@ def run_lease_renew(*, run_id, owner: str, seq: int | None = None, using: str = 
     """Extend ``owner``'s lease by ``RUN_LEASE_S`` seconds (and save the emitter's ``seq``).
     False when the run is no longer running under this owner (cancelled, or taken over).
     ``using``: the database alias (the heartbeat's own, ``LEASE_DB_ALIAS``)."""
-    fields = {"lease_expires_at": _lease_deadline()}
+    fields = {"lease_expires_at": _lease_deadline(using)}
     if seq is not None:
         fields["last_event_seq"] = Greatest(F("last_event_seq"), seq)
     return bool(Run.objects.using(using).filter(pk=run_id, status=S.RUNNING, lease_owner=owner).update(**fields))
@@ -113,7 +115,7 @@ def run_leases_renew(*, leases: list[tuple], using: str = "default") -> set[str]
     stopped. ``last_event_seq`` only grows (a seq of None leaves it as it is)."""
     if not leases:
         return set()
-    deadline = _lease_deadline()
+    deadline = _lease_deadline(using)
     owners = {str(run_id): owner for run_id, owner, _seq in leases}
     with transaction.atomic(using=using, savepoint=False):  # the heartbeat's transaction, when in one
         updated = update_rows(

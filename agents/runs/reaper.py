@@ -36,13 +36,12 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import OperationalError, close_old_connections, connection
 from django.db.models import Min, Q
-from django.utils import timezone
 
 from agents.approvals.expiry import approvals_earliest_expiry as earliest_expiry
 from agents.approvals.expiry import approvals_expire_due as expire_due
 from agents.models import Run
 from agents.temporary_chats import temporary_chats_delete_expired, temporary_chats_earliest_expiry
-from chatplatform.db import error_line
+from chatplatform.db import db_now, error_line
 from chatplatform.dbconn import is_database_unavailable
 
 from . import executors, lifecycle
@@ -82,7 +81,7 @@ def reap_expired_runs() -> list[str]:
     (``driver.run_close_abandoned_cancel``). A run whose worker said it is alive but could not
     renew (:func:`_held_by_live_workers`) is left to it. Returns the run ids acted on."""
     acted = []
-    now = timezone.now()
+    now = db_now()  # the leases' clock (lifecycle._lease_deadline), not this host's
     abandoned = list(_abandoned_cancels().filter(lease_expires_at__lt=now).values_list("pk", "lease_expires_at"))
     alive = _held_by_live_workers([run_id for run_id, _lease in abandoned])
     for run_id, lease in abandoned:
@@ -200,7 +199,7 @@ def reaper_pass() -> float:
     deadline has come, so a pass with nothing due is three aggregate queries. Returns when the
     next pass is due (Unix seconds, :func:`reaper_next_due`); after acting, a period on (the
     rest of the deadlines are read again then)."""
-    now = timezone.now()
+    now = db_now()  # deadlines are the database's times: compare with its clock, not this host's
     earliest = []
     for deadline, act in ((run_earliest_deadline(), reap_expired_runs),
                           (approvals_earliest_expiry(), approvals_expire_due),
@@ -210,7 +209,11 @@ def reaper_pass() -> float:
             deadline = now
         earliest.append(deadline)
     first = min((d for d in earliest if d is not None), default=None)
-    return reaper_next_due(None if first is None else first.timestamp(), now.timestamp())
+    due = reaper_next_due(None if first is None else first.timestamp(), now.timestamp())
+    # The caller sleeps on this host's clock: when it is off the database's by a second or
+    # more, the same delay from now on it (below that, a pass a little early or late is harmless).
+    skew = now.timestamp() - time.time()
+    return due - skew if abs(skew) >= 1.0 else due
 
 
 def reaper_next_due(earliest: float | None, now: float) -> float:

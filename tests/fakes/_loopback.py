@@ -168,6 +168,9 @@ class FakeServer:
     handler: type[BaseHandler]
     url_suffix = ""
     name = "Fake"
+    # The address to listen on: loopback, unless a test serves other hosts (tests/multihost
+    # binds its root-namespace address, which the hosts' namespaces reach over the bridge).
+    bind_host = "127.0.0.1"
 
     def __init__(self, iterations=None, *, tls: tuple[str, str] | None = None, delay_s: float = 0.0,
                  split_utf8: bool = False) -> None:
@@ -250,7 +253,7 @@ class FakeServer:
     def start(self):
         if self._server is not None:
             return self
-        server = LoopbackServer(("127.0.0.1", 0), self.handler)
+        server = LoopbackServer((self.bind_host, 0), self.handler)
         server.fake = self
         scheme = "http"
         if self.tls:
