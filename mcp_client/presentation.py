@@ -6,7 +6,7 @@ resources it linked."""
 from __future__ import annotations
 
 from .models import MCPElicitation, MCPResourceLink
-from .resources import resource_url
+from .resource_links import resource_url
 
 
 def call_extras(tool_call_ids) -> dict[str, dict]:

@@ -1,8 +1,8 @@
 """Resources an MCP server links in tool results (``resource_link`` blocks and embedded
 resources), opened by the person through the platform: ``/mcp-resources/<server id>/?uri=``.
 
-:func:`links_record` keeps, per person, thread and server, the URIs a server linked; the
-door (:func:`resource_response`) reads only those — it is never an open proxy to whatever URI a
+:func:`mcp_client.resource_links.links_record` keeps, per person, thread and server, the URIs a
+server linked; the door (:func:`resource_response`) reads only those — it is never an open proxy to whatever URI a
 caller names — after the same access check as calling the server's tools (the thread is still
 the caller's, one of the server's tools is allowed for their role there), with the caller's own
 session (their OAuth token on an OAuth server), and answers with a safe content type."""
@@ -16,46 +16,13 @@ import re
 import mcp_types as types
 from django.conf import settings
 from django.http import Http404, HttpResponse
-from django.urls import reverse
-from django.utils.http import urlencode
 
 from agents.pipeline import guard_verdict, policy_views
-from agents.tools import ToolContext
 from chat.selectors import role_name_in, thread_get_for_user
 
 from .models import MCPResourceLink, MCPServer, MCPTool
 
 INLINE_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})  # never SVG: it runs script
-MAX_LINKS = 20  # per tool result
-
-
-def resource_url(server_id: int, uri: str) -> str:
-    return reverse("mcp-resource", args=[server_id]) + "?" + urlencode({"uri": uri})
-
-
-def links_record(ctx: ToolContext, slug: str, result: types.CallToolResult) -> list[dict]:
-    """Remember the resources ``result`` links for ``ctx``'s person and thread; the links as
-    the chat shows them: ``[{name, uri, mime_type, url}]``."""
-    blocks = []
-    for block in result.content or []:
-        if isinstance(block, types.ResourceLink):
-            blocks.append((str(block.uri), block.title or block.name or "", block.mime_type or ""))
-        elif isinstance(block, types.EmbeddedResource):
-            blocks.append((str(block.resource.uri), "", block.resource.mime_type or ""))
-    if not blocks or not ctx.thread_id:
-        return []
-    server = MCPServer.objects.filter(slug=slug).first()
-    if server is None:
-        return []
-    links = []
-    for uri, name, mime in blocks[:MAX_LINKS]:
-        if len(uri) > 2000:
-            continue
-        MCPResourceLink.objects.create(server=server, user_id=ctx.user_id, thread_id=ctx.thread_id,
-                                       tool_call_id=ctx.tool_call_id or None, uri=uri, name=name[:300],
-                                       mime_type=mime[:200])
-        links.append({"name": name[:300] or uri, "uri": uri, "mime_type": mime, "url": resource_url(server.pk, uri)})
-    return links
 
 
 def _may_use(user, server: MCPServer, link: MCPResourceLink) -> bool:

@@ -40,7 +40,7 @@ from agents.provider_keys import decrypt_key, encrypt_key
 from agents.tools import ConnectRequired, ToolContext, ToolError, ToolSpec, registry
 from agents.tools.api import DEFAULT_SCOPE_ARGS
 
-from . import elicitation, naming, resources, trust
+from . import elicitation, naming, resource_links, trust
 from .content import resource_text, result_text
 from .models import MCPServer, MCPTool
 from .runtime import (
@@ -373,7 +373,7 @@ def _tool_func(slug: str, tool: str, risk: str, timeout_s: float, oauth_server_i
         text = result_text(result)
         if result.is_error:
             raise ToolError(text or f"{tool} failed (no details from the server)")
-        links = resources.links_record(ctx, slug, result)
+        links = resource_links.links_record(ctx, slug, result)
         if links:  # shown under the call as links the person may open through the platform
             ctx.emit("resource.linked", links=links)
         return text

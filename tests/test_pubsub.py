@@ -34,7 +34,10 @@ def test_pack_command_refuses_other_types():
         ({"address": "unix:///run/redis.sock?db=2"}, Target(path="/run/redis.sock")),
         ({"address": "rediss://h4:6380/0?ssl_cert_reqs=none"},
          Target(host="h4", port=6380, ssl={"cert_reqs": "none"})),
-        ({"sentinels": [("s", 26379)], "master_name": "m"}, None),
+        # Through Sentinel: the master is asked for at every connect (chatplatform.redis_clients).
+        ({"sentinels": [("s", 26379)], "master_name": "m"}, Target(master_name="m", sentinels=(("s", 26379),))),
+        ({"sentinels": [("s", 26379)]}, None),  # Sentinels without a master name
+
         ({"address": "http://nope"}, None),
     ],
 )

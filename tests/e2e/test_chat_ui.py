@@ -495,7 +495,7 @@ def test_the_inbox_shows_alices_production_request_live_and_admin_approves_it(se
     card.wait_for(timeout=RUN_MS)
     assert card.locator(".approval-rule").inner_text() == (
         "Production write: needs 1 approval from a workspace admin other than alice")
-    assert card.locator(".approval-who").inner_text() == "You cannot approve this call yourself. Who can: admin."
+    assert card.locator(".approval-who").inner_text() == "You cannot approve this call yourself. Who can: admin and erin."
     assert card.locator("button.approve").count() == 0  # no dead button
     alice.shot("approval-waits-for-admin")
 

@@ -1,7 +1,7 @@
 """Share links in a real browser (issue 55), at 1280 and 390 px, on one embedded platform:
 alice shares a chat from its Share dialog; the link opens in a fresh browser context signed in
 as bob (same workspace) — the messages are there and "Continue this chat" opens bob's own
-copy —, is refused (404) to erin, a member of another workspace seeded here, and to a
+copy —, is refused (404) to dave, the demo's member of another workspace, and to a
 signed-out visitor; alice revokes it in the dialog and bob's next visit is a 410."""
 
 from __future__ import annotations
@@ -15,19 +15,8 @@ from .test_browser import ARTIFACTS, STEP_MS
 
 pytestmark = pytest.mark.browser
 
-SEED_OUTSIDER = """
-from django.contrib.auth import get_user_model
-from agents.models import Role
-from chat.models import Membership, Workspace
-ws, _ = Workspace.objects.get_or_create(slug="elsewhere", defaults={"name": "Elsewhere"})
-user = get_user_model().objects.create_user(username="erin", password=%r)
-Membership.objects.create(user=user, workspace=ws, role=Role.objects.get(name="member"))
-"""
-
-
 @pytest.fixture(scope="module")
 def platform(embedded_platform):
-    embedded_platform.manage("shell", "-c", SEED_OUTSIDER % embedded_platform.password)
     return embedded_platform
 
 
@@ -105,12 +94,12 @@ def test_a_shared_chat_opens_for_a_member_and_is_refused_to_outsiders(browser, p
         assert bob.is_visible("#input")  # he can write in it
         shot(bob, "continued")
 
-        erin = context_for("erin")  # another workspace's member
-        refused = erin.goto(link)
+        dave = context_for("dave")  # another workspace's member
+        refused = dave.goto(link)
         assert refused.status == 404
-        erin.wait_for_selector("#share-not-found")
-        assert flows.QUESTION not in erin.content()
-        shot(erin, "outsider")
+        dave.wait_for_selector("#share-not-found")
+        assert flows.QUESTION not in dave.content()
+        shot(dave, "outsider")
 
         anonymous = context_for(None)
         refused = anonymous.goto(link)
