@@ -226,7 +226,8 @@ def embedding_enqueue(workspace_id: int) -> threading.Thread | None:
     if settings.RUN_EXECUTOR == "celery":
         from celery import current_app as app
 
-        app.send_task(EMBED_WORKSPACE_TASK, args=[int(workspace_id)])
+        # Explicit priority, as imports (knowledge.jobs): send_task does not apply the default one.
+        app.send_task(EMBED_WORKSPACE_TASK, args=[int(workspace_id)], priority=app.conf.task_default_priority)
         return None
     if not _serving:
         return None

@@ -67,6 +67,8 @@ def enqueue_upload(upload_id) -> concurrent.futures.Future | None:
     if executor == "celery":
         from celery import current_app as app  # the project's (config.celery)
 
-        app.send_task(IMPORT_UPLOAD_TASK, args=[str(upload_id)])
+        # The default priority said explicitly: app.send_task does not apply task_default_priority
+        # (only Task.apply_async does), and a message without one was taken ahead of every turn.
+        app.send_task(IMPORT_UPLOAD_TASK, args=[str(upload_id)], priority=app.conf.task_default_priority)
         return None
     return _embedded_pool().submit(_run_embedded, str(upload_id))
