@@ -41,7 +41,14 @@ from .embeddings import (
     embed_texts,
     spec_from_key,
 )
-from .models import ChunkVector, EmbeddingModel, KnowledgeChunk, WorkspaceEmbedding
+from .models import (
+    ChunkSentenceVectors,
+    ChunkVector,
+    EmbeddingModel,
+    KnowledgeChunk,
+    WorkspaceEmbedding,
+)
+from .sentences import sentences_store, split_sentences
 from .vectors import ensure_index, vectors_store
 
 logger = logging.getLogger(__name__)
@@ -134,10 +141,51 @@ def workspace_embed(*, workspace_id: int, batch: int | None = None, on_batch=Non
             state.serving_model = model
             if old:
                 ChunkVector.objects.filter(chunk__workspace_id=workspace_id).exclude(model_id=model.pk).delete()
+                ChunkSentenceVectors.objects.filter(chunk__workspace_id=workspace_id).exclude(model_id=model.pk).delete()
                 logger.info("workspace %s: %s serves now; the previous model's vectors were deleted", workspace_id, spec.key)
         _progress(state, model.pk)
         state.save()
+    if settings.KNOWLEDGE_SENTENCE_VECTORS:
+        outcome = _embed_sentences(workspace_id, model, spec, batch)
+        if outcome != "done":
+            return outcome
     return "done"
+
+
+def _embed_sentences(workspace_id: int, model: EmbeddingModel, spec: EmbeddingSpec, batch: int) -> str:
+    """Second pass of a job: the sentence vectors (``knowledge/sentences.py``) of the chunks
+    of ``workspace_id`` lacking them, after every chunk has its chunk vector — an upload is
+    searchable by meaning as soon as without them; the re-ranking refines it when they
+    arrive. Returns ``"done"``, ``"superseded"`` or ``"failed"``."""
+    last_id = 0
+    while True:
+        current = WorkspaceEmbedding.objects.filter(workspace_id=workspace_id).values_list("target_model_id", flat=True).first()
+        if current != model.pk:
+            return "superseded"
+        chunks = list(
+            KnowledgeChunk.objects.filter(workspace_id=workspace_id, pk__gt=last_id)
+            .exclude(pk__in=ChunkSentenceVectors.objects.filter(model_id=model.pk).values("chunk_id"))
+            .order_by("pk").values_list("pk", "content")[:batch]
+        )
+        if not chunks:
+            return "done"
+        last_id = chunks[-1][0]
+        split = [(pk, split_sentences(content)) for pk, content in chunks]
+        texts = [s for _, sentences in split for s in sentences]
+        try:
+            vectors = []
+            for i in range(0, len(texts), batch):  # batches of sentences, as many as the chunks' batch
+                vectors.extend(embed_texts(spec, texts[i:i + batch]))
+        except EmbeddingUnavailable as exc:
+            return _failed(workspace_id, model, spec, str(exc))
+        except Exception as exc:
+            logger.exception("workspace %s: embedding sentences failed", workspace_id)
+            return _failed(workspace_id, model, spec, f"{type(exc).__name__}: {exc}")
+        rows, at = [], 0
+        for pk, sentences in split:
+            rows.append((pk, vectors[at:at + len(sentences)]))
+            at += len(sentences)
+        sentences_store(model_id=model.pk, rows=rows)
 
 
 def _failed(workspace_id: int, model: EmbeddingModel, spec: EmbeddingSpec, reason: str) -> str:

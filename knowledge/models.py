@@ -222,6 +222,24 @@ class ChunkVector(models.Model):
         return f"vector of chunk {self.chunk_id} ({self.model_id})"
 
 
+class ChunkSentenceVectors(models.Model):
+    """One chunk's sentence vectors under one model (``knowledge/sentences.py``): ``count``
+    float32 vectors of the model's dimensions, row after row, in ``vectors``. They re-rank
+    the vector candidates; made by the embedding job after the chunk vectors, deleted with
+    their chunk."""
+
+    chunk = models.ForeignKey(KnowledgeChunk, on_delete=models.CASCADE, related_name="+")
+    model = models.ForeignKey(EmbeddingModel, on_delete=models.CASCADE, related_name="+")
+    count = models.PositiveIntegerField()
+    vectors = models.BinaryField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["model", "chunk"], name="chunk_sentences_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.count} sentence vectors of chunk {self.chunk_id} ({self.model_id})"
+
+
 class WorkspaceEmbedding(models.Model):
     """Where a workspace's embeddings stand (knowledge/embedding_jobs.py).
 

@@ -164,17 +164,29 @@ class PendingVectorSearch:
         self.pending = pending
 
     def rows(self, *, fetch: int) -> list:
-        from .vectors import vector_candidates
+        """The ``fetch`` nearest chunks the filters allow, re-ranked by their sentence
+        vectors (``knowledge/sentences.py``) when ``KNOWLEDGE_SENTENCE_VECTORS``."""
+        from django.conf import settings
+
+        from .sentences import rerank, sentences_for
+        from .vectors import vector_candidates_scored
 
         if self.pending is None:
             return []
         vector = self.pending.result()
         if vector is None:
             return []
-        ids = vector_candidates(model_id=self.query_model.model_id, dimensions=self.query_model.dimensions,
-                                vector=vector, filters=self.filters, limit=fetch)
-        if not ids:
+        model_id, dimensions = self.query_model.model_id, self.query_model.dimensions
+        scored = vector_candidates_scored(model_id=model_id, dimensions=dimensions, vector=vector,
+                                          filters=self.filters, limit=fetch)
+        if not scored:
             return []
+        if settings.KNOWLEDGE_SENTENCE_VECTORS:
+            ids = rerank(query=vector, candidates=scored, weight=settings.KNOWLEDGE_SENTENCE_WEIGHT,
+                         sentences=sentences_for(model_id=model_id, chunk_ids=[c for c, _ in scored],
+                                                 dimensions=dimensions))
+        else:
+            ids = [c for c, _ in scored]
         by_id = {row[0]: row for row in KnowledgeChunk.objects.filter(pk__in=ids).values_list(
             "pk", "item_id", "title", "content", "item__type")}
         return [(*by_id[i][:4], 0.0, by_id[i][4]) for i in ids if i in by_id]

@@ -160,12 +160,21 @@ def vector_candidates(*, model_id: int, dimensions: int, vector: list[float], fi
                       limit: int) -> list[int]:
     """Chunk ids of the ``limit`` nearest vectors of ``model_id`` the filters allow, nearest
     first."""
+    return [chunk_id for chunk_id, _ in vector_candidates_scored(
+        model_id=model_id, dimensions=dimensions, vector=vector, filters=filters, limit=limit)]
+
+
+def vector_candidates_scored(*, model_id: int, dimensions: int, vector: list[float], filters: Filters,
+                             limit: int) -> list[tuple[int, float]]:
+    """``(chunk_id, cosine distance)`` of the ``limit`` nearest vectors of ``model_id`` the
+    filters allow, nearest first (distance = 1 − cosine similarity, 0..2)."""
     postgres = connection.vendor == "postgresql"
     where, params = _filter_sql(filters, true="TRUE" if postgres else "1", false="FALSE" if postgres else "0")
     if postgres:
         dims = int(dimensions)
         sql = f"""
-            SELECT v.chunk_id FROM knowledge_chunkvector v
+            SELECT v.chunk_id, v.embedding::vector({dims}) <=> %s::vector({dims}) AS distance
+            FROM knowledge_chunkvector v
             JOIN knowledge_knowledgechunk c ON c.id = v.chunk_id
             WHERE v.model_id = {int(model_id)} AND {where}
             ORDER BY v.embedding::vector({dims}) <=> %s::vector({dims})
@@ -176,8 +185,9 @@ def vector_candidates(*, model_id: int, dimensions: int, vector: list[float], fi
             # iterative scans continue past rows the filters reject (pgvector ≥ 0.8).
             cur.execute("SET LOCAL hnsw.ef_search = 100")
             cur.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-            cur.execute(sql, [*params, _pg_literal(vector), limit])
-            return [r[0] for r in cur.fetchall()]
+            literal = _pg_literal(vector)
+            cur.execute(sql, [literal, *params, literal, limit])
+            return [(r[0], float(r[1])) for r in cur.fetchall()]
     if _has_vec0(model_id):
         k = min(SQLITE_KNN_MAX, max(limit * SQLITE_KNN_OVERFETCH, 100))
         sql = f"""
@@ -185,7 +195,7 @@ def vector_candidates(*, model_id: int, dimensions: int, vector: list[float], fi
                 SELECT rowid AS chunk_id, distance FROM {vec0_table(model_id)}
                 WHERE embedding MATCH %s AND k = {k} AND workspace_id = %s
             )
-            SELECT knn.chunk_id FROM knn
+            SELECT knn.chunk_id, knn.distance FROM knn
             JOIN knowledge_knowledgechunk c ON c.id = knn.chunk_id
             WHERE {where}
             ORDER BY knn.distance, knn.chunk_id
@@ -193,18 +203,18 @@ def vector_candidates(*, model_id: int, dimensions: int, vector: list[float], fi
         """
         with connection.cursor() as cur:
             cur.execute(sql, [_sqlite_blob(vector), filters.workspace_id, *params, limit])
-            ids = [r[0] for r in cur.fetchall()]
+            ids = [(r[0], float(r[1])) for r in cur.fetchall()]
         if len(ids) >= limit:
             return ids
         # Fewer than asked: the workspace is that small, or the filters rejected most of the
         # neighbours; the exact scan below settles it.
     sql = f"""
-        SELECT v.chunk_id FROM knowledge_chunkvector v
+        SELECT v.chunk_id, vec_distance_cosine(v.embedding, %s) AS distance FROM knowledge_chunkvector v
         JOIN knowledge_knowledgechunk c ON c.id = v.chunk_id
         WHERE v.model_id = %s AND {where}
-        ORDER BY vec_distance_cosine(v.embedding, %s), v.chunk_id
+        ORDER BY distance, v.chunk_id
         LIMIT %s
     """
     with connection.cursor() as cur:
-        cur.execute(sql, [model_id, *params, _sqlite_blob(vector), limit])
-        return [r[0] for r in cur.fetchall()]
+        cur.execute(sql, [_sqlite_blob(vector), model_id, *params, limit])
+        return [(r[0], float(r[1])) for r in cur.fetchall()]

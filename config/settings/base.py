@@ -705,6 +705,12 @@ KNOWLEDGE_EMBEDDING_NICE = env.int("KNOWLEDGE_EMBEDDING_NICE", default=10)
 # answer from keywords alone meanwhile); a failed background job is retried after it too.
 KNOWLEDGE_EMBEDDING_RETRY_S = env.float("KNOWLEDGE_EMBEDDING_RETRY_S", default=60.0)
 KNOWLEDGE_EMBEDDING_TIMEOUT_S = env.float("KNOWLEDGE_EMBEDDING_TIMEOUT_S", default=10.0)  # one remote call
+# Sentence vectors (knowledge/sentences.py): every chunk's sentences are embedded too (after its
+# chunk vector, so an upload is searchable by meaning as soon as before) and re-rank the vector
+# candidates: cosine(chunk) + KNOWLEDGE_SENTENCE_WEIGHT x the best sentence's cosine. Costs ~11
+# vectors per chunk of storage and the embedding time of its sentences; off: neither.
+KNOWLEDGE_SENTENCE_VECTORS = env.bool("KNOWLEDGE_SENTENCE_VECTORS", default=True)
+KNOWLEDGE_SENTENCE_WEIGHT = env.float("KNOWLEDGE_SENTENCE_WEIGHT", default=0.5)
 
 # --- Streams --------------------------------------------------------------------------------
 RUN_EVENT_LOG_TTL_S = env.int("RUN_EVENT_LOG_TTL_S", default=24 * 3600)
