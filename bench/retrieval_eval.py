@@ -29,7 +29,10 @@ costs the same on either) and times 200 hybrid searches of the labelled question
 embedding included (p50/p95, with the load average). ``--throughput``: chunks per second
 the configured model embeds (batches of ``KNOWLEDGE_EMBEDDING_BATCH``). ``--ab-rank R`` (with
 ``--latency``, PostgreSQL): the same searches with the keyword rank function ``ts_rank_cd``
-(before) and ``ts_rank`` (now) interleaved question by question, R rounds.
+(before) and ``ts_rank`` (now) interleaved question by question, R rounds. ``--ab-sentences R``
+(with ``--latency``): the sentence re-ranking on against off, interleaved, R rounds (the
+latency workspace's sentence vectors are its chunk vectors plus noise, as many as each chunk
+has sentences).
 """
 
 from __future__ import annotations
@@ -168,6 +171,16 @@ def throughput(workspace) -> None:
     elapsed = time.perf_counter() - started
     print(f"\nembedding throughput ({spec.key}, {settings.KNOWLEDGE_EMBEDDING_THREADS} thread(s), batch {batch}): "
           f"{len(texts) / elapsed:.1f} chunks/s over {len(texts)} demo chunks; load average {os.getloadavg()[0]:.2f}")
+    from knowledge.sentences import split_sentences
+
+    sentences = [x for c in KnowledgeChunk.objects.filter(workspace=workspace).order_by("pk")
+                 .values_list("content", flat=True)[:128] for x in split_sentences(c)]
+    started = time.perf_counter()
+    for i in range(0, len(sentences), batch):
+        embed_texts(spec, sentences[i:i + batch])
+    took = time.perf_counter() - started
+    print(f"  their {len(sentences)} sentences (KNOWLEDGE_SENTENCE_VECTORS): {took:.1f} s against {elapsed:.1f} s for "
+          f"the chunks, {len(texts) / (elapsed + took):.1f} chunks/s with both; load average {os.getloadavg()[0]:.2f}")
 
 
 def build_latency_corpus(source, workspace, target: int, user) -> None:
@@ -233,9 +246,52 @@ def build_latency_corpus(source, workspace, target: int, user) -> None:
         "serving_model": model, "target_model": model, "state": "idle", "embedded": have, "total": have})
 
 
+def fill_latency_sentences(workspace) -> None:
+    """Sentence vectors for the latency workspace's chunks lacking them (``knowledge/sentences.py``):
+    as many per chunk as it has sentences, each its chunk's vector plus noise (unit length)."""
+    import numpy as np
+
+    from knowledge.models import ChunkSentenceVectors
+    from knowledge.sentences import split_sentences
+
+    if not settings.KNOWLEDGE_SENTENCE_VECTORS:
+        return
+    model = embedding_model_for(current_spec())
+    nrng = np.random.default_rng(11)
+    started, made, last = time.perf_counter(), 0, 0
+    while True:
+        chunks = list(KnowledgeChunk.objects.filter(workspace=workspace, pk__gt=last)
+                      .exclude(pk__in=ChunkSentenceVectors.objects.filter(model_id=model.pk).values("chunk_id"))
+                      .order_by("pk").values_list("pk", "content")[:2000])
+        if not chunks:
+            break
+        last = chunks[-1][0]
+        with connection.cursor() as cur:
+            ids = [pk for pk, _ in chunks]
+            cur.execute("SELECT chunk_id, embedding FROM knowledge_chunkvector WHERE model_id = %s AND chunk_id IN ("
+                        + ", ".join(["%s"] * len(ids)) + ")", [model.pk, *ids])
+            base = {}
+            for chunk_id, blob in cur.fetchall():
+                base[chunk_id] = (np.array([float(x) for x in blob.strip("[]").split(",")], dtype=np.float32)
+                                  if isinstance(blob, str) else np.frombuffer(blob, dtype=np.float32))
+        rows = []
+        for pk, content in chunks:
+            if pk not in base:
+                continue
+            n = len(split_sentences(content))
+            v = base[pk] + nrng.normal(0, 0.05, size=(n, base[pk].shape[0])).astype(np.float32)
+            rows.append(ChunkSentenceVectors(chunk_id=pk, model_id=model.pk, count=n,
+                                             vectors=(v / np.linalg.norm(v, axis=1, keepdims=True)).astype("<f4").tobytes()))
+        ChunkSentenceVectors.objects.bulk_create(rows, batch_size=500, ignore_conflicts=True)
+        made += len(rows)
+        print(f"\r  sentence vectors for {made} chunks ({time.perf_counter() - started:.0f} s)", end="", flush=True)
+    print()
+
+
 def latency(source, target: int, user) -> None:
     workspace = prepare(LATENCY_SLUG, "Retrieval latency benchmark")
     build_latency_corpus(source, workspace, target, user)
+    fill_latency_sentences(workspace)
     chunks = KnowledgeChunk.objects.filter(workspace=workspace).count()
     vectors = ChunkVector.objects.filter(chunk__workspace=workspace).count()
     questions = [q for q, _ in load_questions()]
@@ -280,11 +336,35 @@ def latency_ab(user, rounds: int) -> None:
         print(f"  {rank:10} p50 {statistics.median(t):.1f} ms, p95 {t[int(0.95 * (len(t) - 1))]:.1f} ms")
 
 
+def latency_ab_sentences(user, rounds: int) -> None:
+    """The sentence re-ranking's cost, interleaved: every labelled question searched with
+    ``KNOWLEDGE_SENTENCE_VECTORS`` on and off back to back (the order alternating)."""
+    from django.test import override_settings
+
+    workspace = prepare(LATENCY_SLUG, "Retrieval latency benchmark")
+    questions = [q for q, _ in load_questions()]
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for n, q in enumerate(questions[:10] + questions * rounds):
+        for on in ((True, False) if n % 2 else (False, True)):
+            with override_settings(KNOWLEDGE_SENTENCE_VECTORS=on):
+                t0 = time.perf_counter()
+                knowledge_search(workspace=workspace, user=user, query=q, top_k=8, mode="question", per_item=2)
+                if n >= 10:
+                    times[on].append((time.perf_counter() - t0) * 1000)
+    print(f"\ninterleaved, sentence re-ranking on/off, {len(questions)} questions x {rounds}, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}:")
+    for on, t in times.items():
+        t.sort()
+        print(f"  {'on' if on else 'off':4} p50 {statistics.median(t):.1f} ms, p95 {t[int(0.95 * (len(t) - 1))]:.1f} ms")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=int, default=0, help="chunks in the latency workspace (0: skip)")
     parser.add_argument("--throughput", action="store_true")
     parser.add_argument("--no-quality", action="store_true")
+    parser.add_argument("--ab-sentences", type=int, default=0, metavar="ROUNDS",
+                        help="time the sentence re-ranking on against off, interleaved (needs --latency)")
     parser.add_argument("--ab-rank", type=int, default=0, metavar="ROUNDS",
                         help="PostgreSQL: time ts_rank_cd against ts_rank interleaved (needs --latency)")
     args = parser.parse_args()
@@ -306,6 +386,8 @@ def main() -> int:
         latency(workspace, args.latency, user)
         if args.ab_rank and connection.vendor == "postgresql":
             latency_ab(user, args.ab_rank)
+        if args.ab_sentences:
+            latency_ab_sentences(user, args.ab_sentences)
     return 0
 
 
