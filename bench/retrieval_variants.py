@@ -317,6 +317,28 @@ def v_multiquery(lab, patterns=SCAFFOLD, weight=0.5):
     return ranker
 
 
+def v_sentence_kw_prf(lab, beta=0.5, terms=2, k=3):
+    """Sentence re-ranking (window 1, no title, sum) and the keyword feedback together."""
+    S, owner = sentence_matrix(lab, 1, False)
+    best = sentence_scores(lab, S, owner)
+    sims = lab.Q @ lab.C.T
+
+    def ranker(i, q, mode):
+        combined = sims[i] + beta * best[i]
+        cand = np.argsort(-sims[i], kind="stable")[:40]
+        vec = [lab.rows[j] for j in cand[np.argsort(-combined[cand], kind="stable")]]
+        fused = hybrid(lab, i, q, "question", vec)
+        asked = set(query_terms(q))
+        cands = Counter()
+        for r in fused[:k]:
+            for w in set(query_terms(r[2] + " " + r[3])):
+                if w not in STOP_WORDS and w not in asked and len(w) > 2 and not w.isdigit() and lab.df[w] >= 2:
+                    cands[w] += 1
+        extra = sorted(cands, key=lambda w: (-cands[w], lab.df[w], w))[:terms]
+        return hybrid(lab, i, q, mode, vec, kw_query=q + " " + " ".join(extra))
+    return ranker
+
+
 def fmt(res) -> str:
     parts = []
     for path in ("grounding", "search"):
@@ -348,6 +370,10 @@ def variants():
             yield f"keyword prf k{k} terms {terms}", v_kw_prf, dict(k=k, terms=terms)
     yield "normalise keyword query", v_normalise, {}
     yield "normalise keyword query (search boxes too)", v_normalise, dict(websearch_too=True)
+    for terms in (1, 2, 3):
+        yield f"combined: sentence sum 0.5 + keyword prf k3 terms {terms}", v_sentence_kw_prf, dict(terms=terms)
+    yield "keyword prf k3 terms 1", v_kw_prf, dict(k=3, terms=1)
+    yield "keyword prf k3 terms 3", v_kw_prf, dict(k=3, terms=3)
     for shrink in (0.5, 1.0):
         yield f"centre vectors {shrink}", v_centre, dict(shrink=shrink)
     for weight in (0.3, 0.6, 1.0):
@@ -357,6 +383,7 @@ def variants():
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="", help="run the variants whose name contains this")
+    parser.add_argument("--skip", default="", help="leave out the variants whose name contains this")
     args = parser.parse_args()
     lab = Lab()
     print(f"{connection.vendor}: {len(lab.rows)} chunks, {len(lab.questions)} questions; A = even, B = odd")
@@ -364,6 +391,8 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|")
     for name, make, kwargs in variants():
         if args.only and args.only not in name and not name.startswith("baseline"):
+            continue
+        if args.skip and args.skip in name:
             continue
         res = lab.evaluate(make(lab, **kwargs))
         print(f"| {name} | {fmt(res)} |", flush=True)

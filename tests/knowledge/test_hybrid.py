@@ -24,7 +24,7 @@ from knowledge.embedding_jobs import (
     workspace_embed,
 )
 from knowledge.embeddings import EmbeddingSpec, current_spec, embed_texts
-from knowledge.models import ChunkVector, KnowledgeChunk, WorkspaceEmbedding
+from knowledge.models import ChunkSentenceVectors, ChunkVector, KnowledgeChunk, WorkspaceEmbedding
 from knowledge.search import Filters, run_search
 from knowledge.selectors import knowledge_search, knowledge_search_for_user, vector_rows
 from knowledge.services import (
@@ -235,7 +235,10 @@ def test_a_chunk_too_long_for_the_endpoint_is_truncated_not_dropped(corpus, work
         assert workspace_embed(workspace_id=demo.pk) == "done"
     total = KnowledgeChunk.objects.filter(workspace=demo).count()
     assert ChunkVector.objects.filter(chunk__workspace=demo).count() == total
-    assert len(fake.accepted) == total and all(len(t) <= 120 for t in fake.accepted)
+    # each chunk once, then each of its sentences (KNOWLEDGE_SENTENCE_VECTORS), every one truncated
+    sentences = sum(ChunkSentenceVectors.objects.filter(chunk__workspace=demo).values_list("count", flat=True))
+    assert sentences >= total
+    assert len(fake.accepted) == total + sentences and all(len(t) <= 120 for t in fake.accepted)
     assert any(len(t) > 120 for t in fake.inputs)  # some were refused at full length first
 
 

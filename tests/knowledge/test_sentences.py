@@ -13,8 +13,15 @@ from knowledge.models import ChunkSentenceVectors, ChunkVector, KnowledgeChunk
 from knowledge.search import Filters
 from knowledge.selectors import knowledge_search, vector_rows
 from knowledge.sentences import rerank, sentences_for, split_sentences
-from knowledge.services import knowledge_item_create, knowledge_item_delete_for_user, knowledge_item_update
-from tests.knowledge.test_hybrid import NATURAL, corpus, local, minilm  # noqa: F401 (fixtures)
+from knowledge.services import (
+    knowledge_item_create,
+    knowledge_item_delete_for_user,
+    knowledge_item_update,
+)
+from tests.knowledge import test_hybrid
+
+NATURAL = test_hybrid.NATURAL
+minilm, local, corpus = test_hybrid.minilm, test_hybrid.local, test_hybrid.corpus  # its fixtures, used here too
 
 pytestmark = [pytest.mark.django_db, pytest.mark.db_backends]
 
