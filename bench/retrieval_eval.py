@@ -15,8 +15,9 @@ the answers' titles) through the real code:
 * ``keyword / search API (before)`` — the search boxes' former AND-only query, for comparison.
 
 recall@5: share of questions with an acceptable topic among the first 5 distinct items;
-MRR@10: mean of 1/rank of the first acceptable item within 10 (0 when none). The table is
-printed per database::
+MRR@10: mean of 1/rank of the first acceptable item within 10 (0 when none); each also for
+the even-numbered questions (A, where variants are tuned) and the odd ones (B, held out:
+``bench/retrieval_variants.py``). The table is printed per database::
 
     DATABASE_URL=sqlite:///var/bench-eval.sqlite3 .venv/bin/python bench/retrieval_eval.py
     createdb -h 127.0.0.1 -U postgres chatplatform_bench_eval
@@ -140,7 +141,7 @@ def quality(workspace, user) -> None:
     labels = [wanted for _, wanted in questions]
     print(f"\n{connection.vendor}: {len(questions)} questions ({title_overlap(questions)} share a word with "
           f"their answer's title), model {current_spec().key if current_spec() else 'off'}")
-    print(f"{'method':32} {'recall@5':>9} {'MRR@10':>7}")
+    print(f"{'method':32} {'recall@5':>9} {'MRR@10':>7}   split A (even) / B (odd), recall@5 / MRR@10")
     for name, method in methods.items():
         ranked = []
         for question, _ in questions:
@@ -151,7 +152,8 @@ def quality(workspace, user) -> None:
                     items.append(key)
             ranked.append(items)
         recall, mrr = score(ranked, labels)
-        print(f"{name:32} {recall:9.3f} {mrr:7.3f}")
+        halves = [score(ranked[h::2], labels[h::2]) for h in (0, 1)]
+        print(f"{name:32} {recall:9.3f} {mrr:7.3f}   " + " / ".join(f"{r:.3f} / {m:.3f}" for r, m in halves))
 
 
 def prepare(slug: str, name: str):
