@@ -87,7 +87,7 @@ _undrained: list[tuple[str, int]] = []
 
 
 def pytest_collection_modifyitems(config, items):
-    """Longest files first: browser files, then the other end-to-end files and the files marked
+    """Longest files first: the multi-host files, browser files, then the other end-to-end files and the files marked
     ``heavy`` (each group biggest file first), then the rest in collection order. ``make test`` hands whole files to two processes
     (``--dist loadfile``) in this order, so a long browser file never starts last and leaves
     one process working alone at the end."""
@@ -95,7 +95,8 @@ def pytest_collection_modifyitems(config, items):
 
     def weight(item) -> tuple[int, int, int]:
         path = item.nodeid.split("::", 1)[0]
-        group = (0 if item.get_closest_marker("browser") is not None
+        group = (-1 if item.get_closest_marker("multihost") is not None  # one cluster, minutes: first of all
+                 else 0 if item.get_closest_marker("browser") is not None
                  else 1 if path.startswith("tests/e2e/") or item.get_closest_marker("heavy") is not None else 2)
         heavy = item.get_closest_marker("heavy") is not None  # one long test: its count says nothing
         return group, 0 if heavy else 1, -per_file[path] if group < 2 else 0  # the biggest files first

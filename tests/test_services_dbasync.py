@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 from unittest import mock
 
 import pytest
@@ -19,21 +20,37 @@ from chatplatform.dbasync import db_async
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 
-def in_use(pool) -> int:
-    stats = pool.get_stats()
-    return stats.get("pool_size", 0) - stats.get("pool_available", 0)
+PREFIX = "dbasync-test"
 
 
 def test_a_call_returns_its_connection_even_when_channels_does_not_close_it():
+    """Counted per connection the call's own executor threads take and give back — not the
+    pool's total, which other threads of the test process (a previous test's background job)
+    move at the same time."""
     pool = connection.pool
     assert pool is not None, "the services pass runs on PostgreSQL with the pool"
     connection.close()  # this thread's own connection back first
-    before = in_use(pool)
+    taken, returned = [], []
+    real_get, real_put = pool.getconn, pool.putconn
+
+    def getconn(*args, **kwargs):
+        conn = real_get(*args, **kwargs)
+        if threading.current_thread().name.startswith(PREFIX):
+            taken.append(id(conn))
+        return conn
+
+    def putconn(conn):
+        if threading.current_thread().name.startswith(PREFIX):
+            returned.append(id(conn))
+        return real_put(conn)
 
     async def calls():
-        asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(4))
+        executor = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix=PREFIX)
+        asyncio.get_running_loop().set_default_executor(executor)
         with mock.patch("channels.db.close_old_connections", lambda: None):  # as WebsocketCommunicator does
             await asyncio.gather(*(db_async(get_user_model().objects.count)() for _ in range(8)))
 
-    asyncio.run(calls())  # the loop's executor threads end here
-    assert in_use(pool) == before
+    with mock.patch.object(pool, "getconn", getconn), mock.patch.object(pool, "putconn", putconn):
+        asyncio.run(calls())  # the loop's executor threads end here
+    assert taken, "the calls took no connection from the pool"
+    assert sorted(returned) == sorted(taken)  # each one given back by the thread that took it
