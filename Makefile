@@ -41,22 +41,13 @@ worker: install
 		--without-gossip --without-mingle --without-heartbeat
 
 ## test: the whole suite; PostgreSQL/Redis/Celery tests run when reachable (required with CI=true)
-## The multi-host tests (tests/multihost: their own PostgreSQL and Redis in network namespaces,
-## mostly waiting out outages) run beside the first pass, not after the second; their output
-## follows the second pass's.
 test: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	@mkdir -p var; rm -f var/multihost.rc; \
-	( DJANGO_SETTINGS_MODULE=config.settings.test SERVICES_REDIS_URL=$${MULTIHOST_REDIS_URL:-redis://127.0.0.1:6379/12} \
-	  $(BIN)/python tests/run_services.py -p no:xdist --durations=5 tests/multihost > var/multihost.log 2>&1; \
-	  echo $$? > var/multihost.rc ) & \
 	DJANGO_SETTINGS_MODULE=config.settings.test $(BIN)/python -m pytest -q -m "not services" \
-		-n $${TEST_PROCESSES:-2} --dist loadfile --durations=15 && \
+		-n $${TEST_PROCESSES:-2} --dist loadfile --durations=15
 	DJANGO_SETTINGS_MODULE=config.settings.test $(BIN)/python tests/run_services.py \
-		-n $${TEST_PROCESSES:-2} --dist loadfile --durations=15 --ignore=tests/multihost; \
-	status=$$?; wait; echo "multi-host tests (run beside the first pass):"; cat var/multihost.log; \
-	[ $$status -eq 0 ] && [ "$$(cat var/multihost.rc)" = 0 ]
+		-n $${TEST_PROCESSES:-2} --dist loadfile --durations=15
 
 lint: install-dev
 	$(BIN)/ruff check .

@@ -86,8 +86,15 @@ function shell(ev) {
   return card;
 }
 
+// Each waiting question's one card: every redraw (the thread drawn again on run.started, the
+// stream's replay after a reload, both racing) gets the card the person may be typing in.
+const cards = new Map();
+
 export function elicitationCard(ev, urlFor) {
+  const known = cards.get(ev.elicitation_id);
+  if (known && !known.dataset.state) return known;
   const card = shell(ev);
+  cards.set(ev.elicitation_id, card);
   const form = el("form", "elicitation-form");
   form.noValidate = false;
   const fields = ev.fields || [];
@@ -110,7 +117,7 @@ export function elicitationCard(ev, urlFor) {
   });
   const expiry = el("div", "approval-expiry muted", expiryText(ev.expires_at));
   const timer = setInterval(() => {
-    if (!card.isConnected || card.dataset.state) { clearInterval(timer); return; }
+    if (card.dataset.state) { clearInterval(timer); return; }  // (a redraw detaches it for a moment)
     expiry.textContent = expiryText(ev.expires_at);
   }, 1000);
   const actions = el("div", "approval-actions");
@@ -146,6 +153,7 @@ export function elicitationCard(ev, urlFor) {
 // How the question ended; a card declined at once (no requested event) is drawn here.
 export function resolveElicitation(card, ev) {
   if (!card) card = shell(ev);
+  cards.delete(ev.elicitation_id);
   card.dataset.state = ev.action;
   card.classList.add("resolved");
   card.querySelectorAll("form, .approval-expiry").forEach((n) => n.remove());
